@@ -1,0 +1,346 @@
+"""Matrix-vector-threshold unit: one folded fully connected layer with its activation."""
+
+from __future__ import annotations
+
+import numpy as np
+from amaranth.hdl import Cat, Module, Mux, Shape, Signal, signed, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from streamc.datatypes import DataType
+from streamc.errors import FoldingError
+
+__all__ = ["MatrixVectorUnit"]
+
+
+class MatrixVectorUnit(wiring.Component):
+    """Computes ``y = f(W x)`` for each input vector ``x``, folded in time like FINN's MVAU.
+
+    ``W`` has ``MH`` rows (output channels) and ``MW`` columns. Each cycle the unit multiplies
+    ``simd`` input elements by the matching weights of ``pe`` rows, so a vector takes
+    ``NF = MH/pe`` neuron folds of ``SF = MW/simd`` synapse folds. The first neuron fold
+    consumes the input beats and keeps them in a buffer; the other folds replay the buffer.
+
+    ``f`` is either nothing (the output is the accumulator) or qonnx ``MultiThreshold``:
+    the output is ``out_bias`` plus the number of thresholds of its channel that the
+    accumulator reaches (``acc >= t``). With a ``BIPOLAR`` output there is one threshold
+    per channel and the output is +1 when it is reached, else -1 (``out_bias`` is unused).
+
+    Values on both streams are packed as :meth:`DataType.to_hw` packs them. ``BIPOLAR``
+    times ``BIPOLAR`` is computed as XNOR and popcount, with the thresholds moved into the
+    popcount domain; a ``BIPOLAR`` operand against any other type negates the other
+    operand instead of multiplying.
+
+    The datapath is a pipeline that stalls as a whole while the output beat is not taken:
+    issue (weight ROM and input buffer read) -> operands -> products -> adder tree and
+    accumulator -> threshold compare -> output register. See :attr:`latency`.
+
+    Parameters
+    ----------
+    weights : numpy.ndarray
+        Integer matrix of shape ``(MH, MW)``; output channel ``c`` is row ``c``.
+    in_dtype, weight_dtype : DataType
+        Types of the input elements and of the weights (true integer values: BIPOLAR is -1/+1).
+    pe, simd : int
+        Output channels and input elements processed per cycle. ``pe`` must divide ``MH``,
+        ``simd`` must divide ``MW``.
+    thresholds : numpy.ndarray or None
+        Integer array of shape ``(MH, L)``, or ``None`` for no activation.
+    out_dtype : DataType
+        Type of the output elements; must hold every output value.
+    out_bias : int
+        Added to the threshold count.
+    name : str
+        Node name, used in error messages.
+
+    Members
+    -------
+    i : In(stream.Signature(unsigned(simd * in_dtype.bitwidth)))
+        Input vectors, ``SF`` beats each; beat ``k`` holds elements ``k*simd + j`` at bit
+        ``j * in_dtype.bitwidth``.
+    o : Out(stream.Signature(unsigned(pe * out_dtype.bitwidth)))
+        Output vectors, ``NF`` beats each; beat ``n`` holds channels ``n*pe + j`` at bit
+        ``j * out_dtype.bitwidth``.
+
+    Attributes
+    ----------
+    in_elems, in_width, out_elems, out_width : int
+        Elements per beat and bits per element on each side.
+    cycles_per_frame : int
+        ``NF * SF``: cycles per vector with no stalls.
+    latency : int
+        Cycles from the cycle that issues the last synapse fold of a neuron fold (for the
+        first neuron fold: the cycle that accepts its last input beat) to the cycle in which
+        that fold's output beat is first valid: 5 with thresholds, 4 without.
+    acc_shape : amaranth.hdl.Shape
+        Accumulator and comparator shape.
+    """
+
+    def __init__(self, *, weights: np.ndarray, in_dtype: DataType, weight_dtype: DataType,
+                 pe: int, simd: int, thresholds: np.ndarray | None, out_dtype: DataType,
+                 out_bias: int = 0, name: str = "mvau"):
+        weights = np.asarray(weights)
+        if weights.ndim != 2 or not np.issubdtype(weights.dtype, np.integer):
+            raise ValueError(f"node {name!r}: weights must be a 2-D integer array, "
+                             f"not {weights.dtype} of shape {weights.shape}")
+        mh, mw = weights.shape
+        _check_fold(name, mh, mw, "pe", pe, mh)
+        _check_fold(name, mh, mw, "simd", simd, mw)
+        if not weight_dtype.contains(weights):
+            raise ValueError(f"node {name!r}: weights must be {weight_dtype} values, found "
+                             f"values in [{weights.min()}, {weights.max()}]")
+        self.name = name
+        self._weights = weights.astype(np.int64)
+        self._in_dtype = in_dtype
+        self._weight_dtype = weight_dtype
+        self._out_dtype = out_dtype
+        self._out_bias = int(out_bias)
+        self._pe, self._simd = pe, simd
+        self._nf, self._sf = mh // pe, mw // simd
+        self._xnor = in_dtype.bipolar and weight_dtype.bipolar
+
+        acc_lo, acc_hi = self._accumulator_range()
+        full_lo, full_hi = self._output_sum_range()
+        if thresholds is None:
+            self._thresholds = None
+            out_lo, out_hi = full_lo, full_hi
+            if self._xnor:
+                out_lo, out_hi = 2 * full_lo - mw, 2 * full_hi - mw
+            if not (out_dtype.min <= out_lo and out_hi <= out_dtype.max):
+                raise ValueError(f"node {name!r}: out_dtype {out_dtype} cannot hold the "
+                                 f"accumulator range [{out_lo}, {out_hi}]")
+        else:
+            thresholds = np.asarray(thresholds)
+            if (thresholds.ndim != 2 or thresholds.shape[0] != mh or thresholds.shape[1] < 1
+                    or not np.issubdtype(thresholds.dtype, np.integer)):
+                raise ValueError(f"node {name!r}: thresholds must be an integer array of shape "
+                                 f"({mh}, L) with L >= 1, not {thresholds.dtype} of shape "
+                                 f"{thresholds.shape}")
+            n_thr = thresholds.shape[1]
+            if out_dtype.bipolar:
+                if n_thr != 1:
+                    raise ValueError(f"node {name!r}: a BIPOLAR output needs exactly 1 "
+                                     f"threshold per channel, not {n_thr}")
+            elif not (out_dtype.min <= self._out_bias
+                      and self._out_bias + n_thr <= out_dtype.max):
+                raise ValueError(f"node {name!r}: out_dtype {out_dtype} cannot hold the "
+                                 f"outputs out_bias + [0, {n_thr}] = "
+                                 f"[{self._out_bias}, {self._out_bias + n_thr}]")
+            thresholds = thresholds.astype(np.int64)
+            if self._xnor:
+                # acc = 2 * popcount - MW, so acc >= t  <=>  popcount >= ceil((t + MW) / 2).
+                thresholds = -((-(thresholds + mw)) // 2)
+            # Out-of-range thresholds compare the same once clamped, and need no extra bits.
+            self._thresholds = np.clip(thresholds, full_lo, full_hi + 1)
+            acc_hi += 1
+        self.acc_shape = _shape_of_range(acc_lo, acc_hi)
+
+        self.in_elems = simd
+        self.in_width = in_dtype.bitwidth
+        self.out_elems = pe
+        self.out_width = out_dtype.bitwidth
+        self.cycles_per_frame = self._nf * self._sf
+        self.latency = 5 if self._thresholds is not None else 4
+        super().__init__({
+            "i": In(stream.Signature(unsigned(simd * self.in_width))),
+            "o": Out(stream.Signature(unsigned(pe * self.out_width))),
+        })
+
+    def _term_ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per weight, the least and greatest value of its product with an input element."""
+        if self._xnor:
+            return np.zeros_like(self._weights), np.ones_like(self._weights)
+        w = self._weights
+        x_lo, x_hi = self._in_dtype.min, self._in_dtype.max
+        return np.minimum(w * x_lo, w * x_hi), np.maximum(w * x_lo, w * x_hi)
+
+    def _accumulator_range(self) -> tuple[int, int]:
+        """Bounds of every partial sum the accumulator can hold, over all channels."""
+        lo, hi = self._term_ranges()
+        return (int(np.minimum(lo, 0).sum(axis=1).min()),
+                int(np.maximum(hi, 0).sum(axis=1).max()))
+
+    def _output_sum_range(self) -> tuple[int, int]:
+        """Bounds of a complete dot product (in the popcount domain for XNOR), over all channels."""
+        lo, hi = self._term_ranges()
+        return int(lo.sum(axis=1).min()), int(hi.sum(axis=1).max())
+
+    def _weight_rom_rows(self) -> list[int]:
+        """ROM row ``nf * SF + sf``: weights of rows ``nf*pe + j``, columns ``sf*simd + k``,
+        element ``(j, k)`` at bit ``(j*simd + k) * weight bits``."""
+        pe, simd, wb = self._pe, self._simd, self._weight_dtype.bitwidth
+        bits = self._weight_dtype.to_hw(self._weights).astype(object)
+        rows = []
+        for nf in range(self._nf):
+            for sf in range(self._sf):
+                block = bits[nf * pe:(nf + 1) * pe, sf * simd:(sf + 1) * simd].reshape(-1)
+                rows.append(sum(int(v) << (n * wb) for n, v in enumerate(block)))
+        return rows
+
+    def _threshold_rom_rows(self) -> list[int]:
+        """ROM row ``nf``: thresholds ``l`` of channels ``nf*pe + j`` at bit ``(j*L + l) * width``."""
+        width = self.acc_shape.width
+        mask = (1 << width) - 1
+        rows = []
+        for nf in range(self._nf):
+            block = self._thresholds[nf * self._pe:(nf + 1) * self._pe].reshape(-1)
+            rows.append(sum((int(t) & mask) << (n * width) for n, t in enumerate(block)))
+        return rows
+
+    def _product(self, x_bits, w_bits):
+        """Signed product of one input element and one weight, both as stored bits."""
+        in_dt, w_dt = self._in_dtype, self._weight_dtype
+        if w_dt.bipolar:
+            x = x_bits.as_signed() if in_dt.signed else x_bits
+            return Mux(w_bits[0], x, -x)
+        w = w_bits.as_signed() if w_dt.signed else w_bits
+        if in_dt.bipolar:
+            return Mux(x_bits[0], w, -w)
+        x = x_bits.as_signed() if in_dt.signed else x_bits
+        return x * w
+
+    def elaborate(self, platform):
+        m = Module()
+        pe, simd, nf_count, sf_count = self._pe, self._simd, self._nf, self._sf
+        iw, wb, ow = self.in_width, self._weight_dtype.bitwidth, self.out_width
+
+        # The whole pipeline moves when the output register is empty or being emptied.
+        advance = Signal()
+        m.d.comb += advance.eq(~self.o.valid | self.o.ready)
+
+        # Issue: pick the next (neuron fold, synapse fold) step.
+        nf = Signal(range(nf_count))
+        sf = Signal(range(sf_count))
+        waddr = Signal(range(nf_count * sf_count))
+        first_fold = nf == 0
+        issue = Signal()
+        m.d.comb += [
+            self.i.ready.eq(advance & first_fold),
+            issue.eq(advance & (~first_fold | self.i.valid)),
+        ]
+        with m.If(issue):
+            m.d.sync += [
+                sf.eq(Mux(sf == sf_count - 1, 0, sf + 1)),
+                waddr.eq(Mux(waddr == nf_count * sf_count - 1, 0, waddr + 1)),
+            ]
+            with m.If(sf == sf_count - 1):
+                m.d.sync += nf.eq(Mux(nf == nf_count - 1, 0, nf + 1))
+
+        m.submodules.weight_rom = weight_rom = Memory(
+            shape=unsigned(pe * simd * wb), depth=nf_count * sf_count, init=self._weight_rom_rows())
+        weight_read = weight_rom.read_port(domain="sync")
+        m.d.comb += [weight_read.addr.eq(waddr), weight_read.en.eq(advance)]
+
+        # Stage 1: operands.
+        valid1, first1, last1 = Signal(), Signal(), Signal()
+        nf1 = Signal.like(nf)
+        x_in1 = Signal(simd * iw)
+        with m.If(advance):
+            m.d.sync += [
+                valid1.eq(issue), first1.eq(sf == 0), last1.eq(sf == sf_count - 1),
+                nf1.eq(nf), x_in1.eq(self.i.payload),
+            ]
+        if nf_count > 1:
+            m.submodules.input_buffer = input_buffer = Memory(
+                shape=unsigned(simd * iw), depth=sf_count, init=[])
+            buffer_write = input_buffer.write_port()
+            buffer_read = input_buffer.read_port(domain="sync")
+            from_input1 = Signal()
+            with m.If(advance):
+                m.d.sync += from_input1.eq(first_fold)
+            m.d.comb += [
+                buffer_write.addr.eq(sf), buffer_write.data.eq(self.i.payload),
+                buffer_write.en.eq(issue & first_fold),
+                buffer_read.addr.eq(sf), buffer_read.en.eq(advance),
+            ]
+            x1 = Mux(from_input1, x_in1, buffer_read.data)
+        else:
+            x1 = x_in1
+        w1 = weight_read.data
+
+        # Stage 2: products (XNOR bits in the popcount domain).
+        valid2, first2, last2 = Signal(), Signal(), Signal()
+        nf2 = Signal.like(nf)
+        products2 = []
+        for j in range(pe):
+            row = []
+            for k in range(simd):
+                x_bits = x1[k * iw:(k + 1) * iw]
+                w_bits = w1[(j * simd + k) * wb:(j * simd + k + 1) * wb]
+                value = ~(x_bits[0] ^ w_bits[0]) if self._xnor else self._product(x_bits, w_bits)
+                product = Signal(value.shape(), name=f"product_{j}_{k}")
+                with m.If(advance):
+                    m.d.sync += product.eq(value)
+                row.append(product)
+            products2.append(row)
+        with m.If(advance):
+            m.d.sync += [valid2.eq(valid1), first2.eq(first1), last2.eq(last1), nf2.eq(nf1)]
+
+        # Stage 3: adder tree and accumulator.
+        valid3 = Signal()
+        nf3 = Signal.like(nf)
+        acc3 = [Signal(self.acc_shape, name=f"acc_{j}") for j in range(pe)]
+        with m.If(advance):
+            m.d.sync += [valid3.eq(valid2 & last2), nf3.eq(nf2)]
+            with m.If(valid2):
+                for j in range(pe):
+                    m.d.sync += acc3[j].eq(Mux(first2, 0, acc3[j]) + _adder_tree(products2[j]))
+
+        if self._thresholds is None:
+            out_valid = valid3
+            out_values = [2 * acc - self._weights.shape[1] if self._xnor else acc for acc in acc3]
+        else:
+            n_thr = self._thresholds.shape[1]
+            cw = self.acc_shape.width
+            m.submodules.threshold_rom = threshold_rom = Memory(
+                shape=unsigned(pe * n_thr * cw), depth=nf_count, init=self._threshold_rom_rows())
+            threshold_read = threshold_rom.read_port(domain="sync")
+            m.d.comb += [threshold_read.addr.eq(nf2), threshold_read.en.eq(advance)]
+
+            # Stage 4: threshold compares, registered to keep them off the adder's path.
+            valid4 = Signal()
+            reached4 = [Signal(n_thr, name=f"reached_{j}") for j in range(pe)]
+            with m.If(advance):
+                m.d.sync += valid4.eq(valid3)
+                for j in range(pe):
+                    for l in range(n_thr):
+                        raw = threshold_read.data[(j * n_thr + l) * cw:(j * n_thr + l + 1) * cw]
+                        threshold = raw.as_signed() if self.acc_shape.signed else raw
+                        m.d.sync += reached4[j][l].eq(acc3[j] >= threshold)
+            out_valid = valid4
+            if self._out_dtype.bipolar:
+                out_values = [reached[0] for reached in reached4]
+            else:
+                out_values = [self._out_bias + _adder_tree(list(reached)) for reached in reached4]
+
+        # Output register. Assigning to ow-bit signals sign-extends or wraps each value into
+        # its to_hw bit pattern.
+        out_bits = [Signal(ow, name=f"out_{j}") for j in range(pe)]
+        m.d.comb += [bits.eq(value) for bits, value in zip(out_bits, out_values)]
+        with m.If(advance):
+            m.d.sync += [self.o.valid.eq(out_valid), self.o.payload.eq(Cat(*out_bits))]
+        return m
+
+
+def _adder_tree(values):
+    """Sum of ``values`` as a balanced tree, so the depth grows as log2 of their number."""
+    level = list(values)
+    while len(level) > 1:
+        pairs = [level[n] + level[n + 1] for n in range(0, len(level) - 1, 2)]
+        level = pairs + ([level[-1]] if len(level) % 2 else [])
+    return level[0]
+
+
+def _shape_of_range(lo: int, hi: int) -> Shape:
+    """The narrowest shape (at least 1 bit) holding every integer in ``[lo, hi]``."""
+    if lo >= 0:
+        return unsigned(max(hi.bit_length(), 1))
+    return signed(max((-lo - 1).bit_length(), hi.bit_length()) + 1)
+
+
+def _check_fold(name: str, mh: int, mw: int, what: str, value: int, dim: int) -> None:
+    if not isinstance(value, int) or value < 1 or dim % value:
+        divisors = ", ".join(str(d) for d in range(1, dim + 1) if dim % d == 0)
+        raise FoldingError(f"node {name!r} (MatMul {mh}x{mw}): {what}={value!r} does not divide "
+                           f"{dim}; valid {what}: {divisors}")
