@@ -1,0 +1,28 @@
+"""Run a :class:`~streamc.ir.Graph` with the numpy reference semantics of :mod:`streamc.reference`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .ir import Graph
+from .reference import run_node
+
+
+def execute(graph: Graph, feeds: dict[str, np.ndarray], *, keep_all: bool = False) -> dict[str, np.ndarray]:
+    """Evaluate ``graph`` on ``feeds``; returns the graph outputs, or every tensor with ``keep_all``.
+
+    Feeds may carry any leading batch size: a ``Reshape`` whose constant shape starts with the
+    model's batch of 1 is applied per batch element, so a whole set of frames runs at once.
+    """
+    values: dict[str, np.ndarray] = dict(graph.constants)
+    values.update(feeds)
+    batch = next(iter(feeds.values())).shape[0] if feeds else 1
+    for node in graph.nodes:
+        inputs = [values[t] if t else None for t in node.inputs]
+        if node.op_type == "Reshape" and batch != 1 and inputs[1] is not None and len(inputs[1]) and inputs[1][0] == 1:
+            inputs[1] = np.concatenate([[batch], inputs[1][1:]]).astype(np.int64)
+        results = run_node(node.op_type, node.attrs, inputs, opset=graph.opset, qonnx_opset=graph.qonnx_opset)
+        values.update(zip(node.outputs, results))
+    if keep_all:
+        return values
+    return {o.name: values[o.name] for o in graph.outputs}

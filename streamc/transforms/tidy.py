@@ -1,0 +1,133 @@
+"""Clean an exported graph into the form the lowering expects.
+
+``Gemm`` becomes ``MatMul`` (+ ``Mul`` for alpha, + ``Add`` for the bias), ``Identity`` and
+inference-time ``Dropout`` disappear, and every node whose inputs are all constant is folded.
+Folding a weight quantizer keeps its integer codes and scale (:class:`QuantizedConstant`), and
+shape ops applied to such a constant (the ``Transpose`` of ``transB``, a ``Reshape``) keep them too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..datatypes import BIPOLAR, INT, TERNARY, UINT, DataType
+from ..errors import FrontendError
+from ..ir import Graph, Node, QuantizedConstant
+from ..reference import run_node
+
+SHAPE_OPS = frozenset({"Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+
+
+def tidy(graph: Graph) -> Graph:
+    graph = graph.copy()
+    lower_gemm_to_matmul(graph)
+    remove_identities(graph)
+    fold_constants(graph)
+    graph.remove_unused_constants()
+    return graph
+
+
+def lower_gemm_to_matmul(graph: Graph) -> bool:
+    changed = False
+    for gemm in [n for n in graph.nodes if n.op_type == "Gemm"]:
+        if gemm.attrs.get("transA", 0):
+            raise FrontendError(f"{gemm.describe()} has transA=1; only transA=0 is supported")
+        index = graph.nodes.index(gemm)
+        a, b = gemm.inputs[0], gemm.inputs[1]
+        c = gemm.inputs[2] if len(gemm.inputs) > 2 else ""
+        replacement: list[Node] = []
+        if gemm.attrs.get("transB", 0):
+            b_t = graph.fresh_name(f"{b}_transposed")
+            replacement.append(Node("Transpose", graph.fresh_name(f"{gemm.name}_transB"), [b], [b_t], {"perm": [1, 0]}))
+            b = b_t
+        out = graph.fresh_name(f"{gemm.name}_matmul")
+        replacement.append(Node("MatMul", gemm.name, [a, b], [out]))
+        alpha, beta = float(gemm.attrs.get("alpha", 1.0)), float(gemm.attrs.get("beta", 1.0))
+        if alpha != 1.0:
+            scaled = graph.fresh_name(f"{gemm.name}_alpha")
+            replacement.append(Node("Mul", graph.fresh_name(f"{gemm.name}_alpha"),
+                                    [out, graph.add_constant(f"{gemm.name}_alpha", np.float32(alpha))], [scaled]))
+            out = scaled
+        if c:
+            bias = c
+            if beta != 1.0:
+                bias = graph.fresh_name(f"{gemm.name}_beta_c")
+                replacement.append(Node("Mul", graph.fresh_name(f"{gemm.name}_beta"),
+                                        [c, graph.add_constant(f"{gemm.name}_beta", np.float32(beta))], [bias]))
+            replacement.append(Node("Add", graph.fresh_name(f"{gemm.name}_bias"), [out, bias], [gemm.outputs[0]]))
+        else:
+            replacement[-1].outputs = [gemm.outputs[0]]
+        graph.nodes[index:index + 1] = replacement
+        changed = True
+    return changed
+
+
+def remove_identities(graph: Graph) -> bool:
+    """Bypass ``Identity`` and ``Dropout``, except where they name a graph output (harmless there)."""
+    changed = False
+    outputs = {o.name for o in graph.outputs}
+    for node in [n for n in graph.nodes if n.op_type in ("Identity", "Dropout")]:
+        if any(o and graph.consumers(o) for o in node.outputs[1:]):
+            raise FrontendError(f"{node.describe()}: its mask output is used; only inference-mode Dropout is supported")
+        src, dst = node.inputs[0], node.outputs[0]
+        if dst in outputs:
+            continue
+        graph.nodes.remove(node)
+        for consumer in graph.consumers(dst):
+            consumer.inputs = [src if t == dst else t for t in consumer.inputs]
+        changed = True
+    return changed
+
+
+def quant_datatype(node: Node, bit_width: np.ndarray | None) -> DataType:
+    """The exact integer type a ``Quant``/``BipolarQuant`` node's codes take."""
+    if node.op_type == "BipolarQuant":
+        return BIPOLAR
+    bits = np.unique(np.asarray(bit_width))
+    if bits.size != 1 or bits[0] != np.round(bits[0]) or bits[0] < 1:
+        raise FrontendError(f"{node.describe()}: bit_width must be one integer, not {bits.tolist()}")
+    bits = int(bits[0])
+    signed, narrow = bool(node.attrs.get("signed", 1)), bool(node.attrs.get("narrow", 0))
+    if signed and narrow and bits == 2:
+        return TERNARY
+    base = INT(bits) if signed else UINT(bits)
+    if not narrow:
+        return base
+    return DataType(base.name, base.min + 1, base.max) if signed else DataType(base.name, base.min, base.max - 1)
+
+
+def fold_constants(graph: Graph) -> bool:
+    changed = False
+    for node in list(graph.nodes):
+        present = [t for t in node.inputs if t]
+        if not present or not all(graph.is_constant(t) for t in present):
+            continue
+        inputs = [graph.constants[t] if t else None for t in node.inputs]
+        results = run_node(node.op_type, node.attrs, inputs, opset=graph.opset, qonnx_opset=graph.qonnx_opset)
+        for name, value in zip(node.outputs, results):
+            graph.constants[name] = value
+        _track_quantized(graph, node, results[0])
+        graph.nodes.remove(node)
+        changed = True
+    return changed
+
+
+def _track_quantized(graph: Graph, node: Node, value: np.ndarray) -> None:
+    out = node.outputs[0]
+    if node.op_type in ("Quant", "BipolarQuant"):
+        scale = np.broadcast_to(graph.constants[node.inputs[1]], value.shape).astype(np.float64)
+        zero = (np.broadcast_to(graph.constants[node.inputs[2]], value.shape).astype(np.float64)
+                if node.op_type == "Quant" else np.zeros(value.shape))
+        bits = graph.constants[node.inputs[3]] if node.op_type == "Quant" else None
+        codes = value.astype(np.float64) / scale + zero
+        graph.quantized[out] = QuantizedConstant(np.rint(codes), scale, zero, quant_datatype(node, bits))
+        if not np.allclose(codes, np.rint(codes), atol=1e-3):
+            del graph.quantized[out]  # fractional codes (e.g. a non-integer bit width): not an integer tensor
+    elif node.op_type in SHAPE_OPS and node.inputs[0] in graph.quantized:
+        q = graph.quantized[node.inputs[0]]
+        rest = [graph.constants[t] if t else None for t in node.inputs[1:]]
+
+        def apply(array: np.ndarray) -> np.ndarray:
+            return run_node(node.op_type, node.attrs, [array, *rest], opset=graph.opset)[0]
+
+        graph.quantized[out] = QuantizedConstant(apply(q.codes), apply(q.scale), apply(q.zero_point), q.dtype)
