@@ -9,22 +9,26 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 __all__ = ["StreamFIFO", "WidthConverter"]
 
 
 class StreamFIFO(wiring.Component):
-    """A first-in first-out queue between two streams, on block-RAM-friendly storage.
+    """A first-in first-out queue between two streams.
+
+    Shallow queues (``depth < BRAM_MIN_DEPTH``) keep their beats in registers read
+    combinationally (:class:`SyncFIFO`): they pass one beat per cycle from depth 2 on.
+    Deeper ones use :class:`SyncFIFOBuffered`, whose storage is read synchronously and so
+    can become block RAM; at depth 2 that one would pass a beat only every other cycle.
 
     Parameters
     ----------
     width : int
         Payload width in bits.
     depth : int
-        Number of beats it holds, at least 1. Depth 1 is a single register and passes a beat
-        only every other cycle; depth 2 and more pass one beat per cycle.
+        Number of beats it holds, at least 1. Depth 1 passes a beat every other cycle.
 
     Members
     -------
@@ -33,6 +37,8 @@ class StreamFIFO(wiring.Component):
     o : Out(stream.Signature(unsigned(width)))
         Beats in the order they arrived.
     """
+
+    BRAM_MIN_DEPTH = 16
 
     def __init__(self, *, width: int, depth: int):
         if width < 1:
@@ -52,7 +58,11 @@ class StreamFIFO(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.queue = queue = SyncFIFOBuffered(width=self._width, depth=self._depth)
+        if self._depth < self.BRAM_MIN_DEPTH:
+            queue = SyncFIFO(width=self._width, depth=self._depth)
+        else:
+            queue = SyncFIFOBuffered(width=self._width, depth=self._depth)
+        m.submodules.queue = queue
         m.d.comb += [
             queue.w_data.eq(self.i.payload),
             queue.w_en.eq(self.i.valid),
