@@ -1,0 +1,167 @@
+"""The cocotb/Verilator runner on a tiny stream design written here (two Verilator builds)."""
+
+import re
+
+import numpy as np
+import pytest
+from amaranth import Module, Signal
+from amaranth.back import verilog
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from streamc.errors import BuildError, ConfigError
+from streamc.sim.runner import Mismatch, simulate
+
+ELEMS = 2
+WIDTH = 8
+N_ELEMENTS = 6  # per frame, in and out: 3 beats each way
+
+
+class AddOnePipeline(wiring.Component):
+    """Each output element is its input element + 1 (mod 2**width), through one register stage.
+
+    Parameters
+    ----------
+    drop_beat
+        If given, the beat accepted at this index (counting from 0) is swallowed without an
+        output, so a consumer waiting for whole frames deadlocks.
+    """
+
+    def __init__(self, *, elems: int, width: int, drop_beat: int | None = None):
+        self._elems = elems
+        self._width = width
+        self._drop_beat = drop_beat
+        super().__init__(
+            {
+                "s_axis_tdata": In(elems * width),
+                "s_axis_tvalid": In(1),
+                "s_axis_tready": Out(1),
+                "m_axis_tdata": Out(elems * width),
+                "m_axis_tvalid": Out(1),
+                "m_axis_tready": In(1),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        w = self._width
+        accepted = Signal(16)
+        keep = 1 if self._drop_beat is None else accepted != self._drop_beat
+        m.d.comb += self.s_axis_tready.eq(~self.m_axis_tvalid | self.m_axis_tready)
+        with m.If(self.s_axis_tvalid & self.s_axis_tready):
+            m.d.sync += [
+                accepted.eq(accepted + 1),
+                self.m_axis_tvalid.eq(keep),
+                *(
+                    self.m_axis_tdata[j * w : (j + 1) * w].eq(self.s_axis_tdata[j * w : (j + 1) * w] + 1)
+                    for j in range(self._elems)
+                ),
+            ]
+        with m.Elif(self.m_axis_tready):
+            m.d.sync += self.m_axis_tvalid.eq(0)
+        return m
+
+
+def write_design(path, **kwargs):
+    path.write_text(verilog.convert(AddOnePipeline(elems=ELEMS, width=WIDTH, **kwargs), name="streamc_top"))
+    return path
+
+
+def run(verilog_path, build_dir, frames, expected, **kwargs):
+    return simulate(
+        verilog=verilog_path,
+        top="streamc_top",
+        build_dir=build_dir,
+        in_elems=ELEMS,
+        in_width=WIDTH,
+        out_elems=ELEMS,
+        out_width=WIDTH,
+        frames=frames,
+        expected=expected,
+        n_out=N_ELEMENTS,
+        **kwargs,
+    )
+
+
+@pytest.fixture(scope="module")
+def good_design(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("add_one")
+    return write_design(folder / "add_one.v"), folder / "build"
+
+
+@pytest.fixture
+def frames():
+    return np.random.default_rng(1).integers(0, 1 << WIDTH, size=(20, N_ELEMENTS), dtype=np.uint64)
+
+
+def test_correct_design_passes_with_timing(good_design, frames):
+    verilog_path, build_dir = good_design
+    result = run(verilog_path, build_dir, frames, (frames + 1) % (1 << WIDTH))
+    assert result.mismatches == 0
+    assert result.first_mismatch is None
+    assert result.frames == 20
+    assert result.outputs.dtype == np.uint64
+    np.testing.assert_array_equal(result.outputs, (frames + 1) % (1 << WIDTH))
+    assert result.measured_cycles_per_frame == 3.0
+    assert result.latency_cycles == 1
+    assert result.simulated_cycles > 20 * 3 + 20 * 3
+
+
+def test_wrong_expectation_is_reported_and_build_reused(good_design, frames):
+    verilog_path, build_dir = good_design
+    executable = build_dir / "streamc_top"
+    run(verilog_path, build_dir, frames, None)  # builds, unless the test above already did
+    built_at = executable.stat().st_mtime_ns
+    expected = (frames + 1) % (1 << WIDTH)
+    expected[3, 4] ^= 1
+    expected[7, 0] ^= 2
+    result = run(verilog_path, build_dir, frames, expected, seed=5)
+    assert executable.stat().st_mtime_ns == built_at
+    assert result.mismatches == 2
+    assert result.first_mismatch == Mismatch(
+        frame=3, element=4, got=int(frames[3, 4] + 1) % 256, expected=int(expected[3, 4])
+    )
+
+
+def test_only_collecting_outputs_counts_no_mismatch(good_design, frames):
+    verilog_path, build_dir = good_design
+    result = run(verilog_path, build_dir, frames[:1], None, input_gap_prob=0.0, output_stall_prob=0.0)
+    assert result.mismatches == 0
+    assert result.measured_cycles_per_frame is None
+    np.testing.assert_array_equal(result.outputs, (frames[:1] + 1) % (1 << WIDTH))
+
+
+def test_dropped_beat_deadlock_raises(tmp_path, frames):
+    verilog_path = write_design(tmp_path / "drops.v", drop_beat=4)
+    with pytest.raises(BuildError) as caught:
+        run(verilog_path, tmp_path / "build", frames, None, timeout_cycles=2000)
+    assert re.search(
+        r"random gaps and back-pressure, 20 frames \(19 came out whole\): did not finish within 2000 cycles: "
+        r"60 of 60 input beats accepted, 59 of 60 output beats received",
+        str(caught.value),
+    )
+
+
+def test_verilog_that_does_not_compile_raises(tmp_path, frames):
+    broken = tmp_path / "broken.v"
+    broken.write_text("module streamc_top(input clk;\nendmodule\n")
+    with pytest.raises(BuildError, match=r"^Verilator could not build .*broken\.v \(top 'streamc_top'\)"):
+        run(broken, tmp_path / "build", frames, None)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"frames": np.zeros((2, 5), dtype=np.uint64)}, "n_in (frames.shape[1]) must be a positive multiple of in_elems=2, not 5"),
+        (
+            {"frames": np.full((2, 6), 256, dtype=np.uint64)},
+            "frames must hold raw 8-bit patterns in [0, 255], not values in [256, 256]; pack signed values first",
+        ),
+        ({"expected": np.zeros((3, 6), dtype=np.uint64)}, "expected must have shape (2, 6), not (3, 6)"),
+        ({"output_stall_prob": 1.0}, "output_stall_prob must be in [0, 1), not 1.0"),
+    ],
+)
+def test_inconsistent_arguments_are_rejected(tmp_path, change, message):
+    arguments = {"frames": np.zeros((2, 6), dtype=np.uint64), "expected": None, **change}
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        run(tmp_path / "never_built.v", tmp_path / "build", **arguments)
