@@ -1,0 +1,737 @@
+"""Reference semantics of every operator streamc accepts, in numpy.
+
+This module is what "bit-exact" means in streamc: hardware, transformed graphs and the
+input model are all compared against :func:`run_node`. Each op is written to agree with
+the executor the input model was written for:
+
+* QONNX ops (``Quant``, ``BipolarQuant``, ``Trunc``, ``MultiThreshold``) follow qonnx 1.0's
+  ``execute_node`` expression by expression -- the same operation order, the same dtypes
+  (they compute in the dtype of their inputs, float32 for real models, and only ``Quant``
+  casts its result to float32), including qonnx's quirks (clamping *before* rounding, 1-bit
+  signed ``Quant`` ignoring ``narrow`` and rounding, ``HALF_UP`` computed as
+  ``floor(|x| + 0.5)`` in float32).
+* Standard ONNX ops follow onnxruntime's CPU kernels: elementwise arithmetic and data
+  movement are exact. Where onnxruntime's result depends on its own accumulation order or
+  its own polynomial approximations (``MatMul``/``Gemm`` on floats, ``ReduceSum``/
+  ``ReduceMean`` on floats, ``Exp``, ``Tanh``, ``Sigmoid``, ``Erf``, ``Softmax``) this module
+  computes in float64 and rounds once to the input dtype. That is deterministic on every
+  machine, equal to onnxruntime whenever onnxruntime is exact (integer-valued operands with
+  sums below 2**24, which is what quantized graphs carry), and within a few ulp otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from streamc.errors import FrontendError
+
+__all__ = ["SUPPORTED_OPS", "UnsupportedOpError", "run_node"]
+
+
+class UnsupportedOpError(FrontendError):
+    """An operator the reference executor (and so streamc) cannot execute."""
+
+
+@dataclass(frozen=True)
+class _Versions:
+    opset: int
+    qonnx_opset: int
+
+
+_OpFunction = Callable[[dict, list, _Versions], list]
+_REGISTRY: dict[str, _OpFunction] = {}
+
+
+def _op(*names: str) -> Callable[[_OpFunction], _OpFunction]:
+    def register(function: _OpFunction) -> _OpFunction:
+        for name in names:
+            _REGISTRY[name] = function
+        return function
+
+    return register
+
+
+def run_node(
+    op_type: str,
+    attrs: dict,
+    inputs: list[np.ndarray | None],
+    *,
+    opset: int = 13,
+    qonnx_opset: int = 1,
+) -> list[np.ndarray]:
+    """Execute one node.
+
+    Parameters
+    ----------
+    op_type : str
+        Operator name, domain-normalized by the caller: ``Quant``, ``BipolarQuant``,
+        ``Trunc`` and ``MultiThreshold`` are the QONNX ops, every other name is standard ONNX.
+    attrs : dict
+        Attributes as plain python values (int, float, str, lists, numpy arrays for tensors).
+    inputs : list of numpy.ndarray or None
+        Inputs in node order, ``None`` for an omitted optional input.
+    opset : int
+        The model's default-domain opset; selects e.g. attribute or input forms of
+        ``Clip``, ``Squeeze``, ``Unsqueeze``, ``Slice``, ``Reshape``, ``Softmax``.
+    qonnx_opset : int
+        The model's qonnx-domain opset; ``Trunc`` has two versions.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        The node's outputs. ``Dropout`` returns its output and its mask; a caller binds
+        as many as the node names.
+
+    Raises
+    ------
+    UnsupportedOpError
+        If ``op_type`` is not one of :data:`SUPPORTED_OPS`.
+    FrontendError
+        If an attribute or input has a value the op does not support.
+    """
+    function = _REGISTRY.get(op_type)
+    if function is None:
+        raise UnsupportedOpError(
+            f"op {op_type!r} is not supported by streamc's reference executor; "
+            f"supported ops: {', '.join(sorted(_REGISTRY))}"
+        )
+    outputs = function(attrs, list(inputs), _Versions(opset, qonnx_opset))
+    # numpy turns 0-d results into scalars; callers get arrays
+    return [np.asarray(output) for output in outputs]
+
+
+def _required(attrs: dict, name: str, op_type: str):
+    if name not in attrs:
+        raise FrontendError(f"{op_type} node requires attribute {name!r}; attributes given: {sorted(attrs)}")
+    return attrs[name]
+
+
+def _input(inputs: list, index: int) -> np.ndarray | None:
+    return inputs[index] if index < len(inputs) else None
+
+
+def _like(value, array: np.ndarray) -> np.ndarray:
+    """A python constant in the array's dtype, so numpy does not promote the result."""
+    return np.asarray(value, dtype=array.dtype)
+
+
+def _ints(values) -> list[int]:
+    return [int(v) for v in np.asarray(values).reshape(-1)]
+
+
+# --------------------------------------------------------------------------------------
+# QONNX ops: expression for expression as qonnx 1.0 (custom_op/general/*.py)
+# --------------------------------------------------------------------------------------
+
+def _round_half_up(x):
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+
+
+def _round_half_down(x):
+    return np.sign(x) * np.ceil(np.abs(x) - 0.5)
+
+
+def _round_up(x):
+    return np.sign(x) * np.ceil(np.abs(x))
+
+
+ROUNDING_MODES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "ROUND": np.round,
+    "HALF_EVEN": np.round,
+    "CEIL": np.ceil,
+    "FLOOR": np.floor,
+    "UP": _round_up,
+    "DOWN": np.fix,
+    "HALF_UP": _round_half_up,
+    "HALF_DOWN": _round_half_down,
+}
+
+
+def _rounding(mode: str, op_type: str) -> Callable[[np.ndarray], np.ndarray]:
+    function = ROUNDING_MODES.get(mode.upper())
+    if function is None:
+        raise FrontendError(
+            f"{op_type} rounding_mode must be one of {', '.join(ROUNDING_MODES)} (any case), not {mode!r}"
+        )
+    return function
+
+
+def _min_int(signed, narrow, bit_width):
+    # qonnx's formulas evaluated on the bit-width tensor itself: a non-integer
+    # bit width gives non-integer bounds, in the bit width's dtype
+    if signed and narrow:
+        return -(2 ** (bit_width - 1)) + 1
+    if signed:
+        return -(2 ** (bit_width - 1))
+    return 0 * bit_width
+
+
+def _max_int(signed, narrow, bit_width):
+    if not signed and not narrow:
+        return (2**bit_width) - 1
+    if not signed:
+        return (2**bit_width) - 2
+    return (2 ** (bit_width - 1)) - 1
+
+
+def _clamp(y, low, high):
+    y = np.where(y > high, np.asarray(high).astype(y.dtype), y)
+    return np.where(y < low, np.asarray(low).astype(y.dtype), y)
+
+
+@_op("Quant")
+def _quant(attrs, inputs, versions):
+    x, scale, zero_point, bit_width = inputs
+    signed = _required(attrs, "signed", "Quant")
+    narrow = _required(attrs, "narrow", "Quant")
+    rounding = _rounding(attrs.get("rounding_mode", "ROUND"), "Quant")
+    y = x / scale
+    y = y + zero_point
+    clamped = rounding(_clamp(y, _min_int(signed, narrow, bit_width), _max_int(signed, narrow, bit_width)))
+    if signed:
+        # qonnx maps 1-bit signed Quant to bipolar {-1, +1}, ignoring narrow and rounding;
+        # elementwise here, so that a per-channel bit width also works
+        ones = np.ones(y.shape, dtype=y.dtype)
+        clamped = np.where(np.asarray(bit_width) == 1, np.where(y >= 0.0, ones, -ones), clamped)
+    out = (clamped - zero_point) * scale
+    return [np.asarray(out).astype(np.float32)]
+
+
+@_op("BipolarQuant")
+def _bipolar_quant(attrs, inputs, versions):
+    x, scale = inputs
+    ones = np.ones(x.shape, dtype=x.dtype)
+    return [np.where(x >= 0.0, ones, -ones) * scale]
+
+
+@_op("Trunc")
+def _trunc(attrs, inputs, versions):
+    rounding = _rounding(_required(attrs, "rounding_mode", "Trunc"), "Trunc")
+    if versions.qonnx_opset >= 2:
+        return [_trunc_v2(attrs, inputs, rounding)]
+    x, scale, zero_point, input_bit_width, output_bit_width = inputs
+    y = np.round(x / scale + zero_point)
+    y = y / 2.0 ** (input_bit_width - output_bit_width)
+    y = rounding(y)
+    return [(y - zero_point) * scale]
+
+
+def _trunc_v2(attrs, inputs, rounding):
+    x, scale, zero_point, input_bit_width, output_scale, output_bit_width = inputs
+    signed = attrs.get("signed", 1)
+    narrow = attrs.get("narrow", 0)
+    y = np.round(x / scale + zero_point)
+    # qonnx forces the truncation scale to a power of two
+    trunc_scale = 2 ** np.round(np.log2(output_scale / scale))
+    y = y / trunc_scale
+    y = _clamp(y, _min_int(signed, narrow, output_bit_width), _max_int(signed, narrow, output_bit_width))
+    y = rounding(y)
+    y = y - zero_point / trunc_scale
+    return y * output_scale
+
+
+_LAYOUT_OF_RANK = {2: "NC", 3: "NWC", 4: "NCHW"}
+
+
+@_op("MultiThreshold")
+def _multi_threshold(attrs, inputs, versions):
+    x, thresholds = inputs
+    layout = attrs.get("data_layout", "") or _LAYOUT_OF_RANK.get(x.ndim, "")
+    channel_axis = layout.index("C") if "C" in layout else 1
+    if x.ndim < 2 or channel_axis >= x.ndim:
+        raise FrontendError(
+            f"MultiThreshold input of shape {x.shape} has no channel axis {channel_axis} "
+            f"(data_layout {attrs.get('data_layout', '')!r}); the input needs rank >= 2"
+        )
+    channels = x.shape[channel_axis]
+    if thresholds.ndim != 2 or thresholds.shape[0] not in (1, channels):
+        raise FrontendError(
+            f"MultiThreshold thresholds must have shape ({channels}, L) or (1, L) for an input "
+            f"of shape {x.shape} with channels on axis {channel_axis}, not {thresholds.shape}"
+        )
+    channels_last = np.moveaxis(x, channel_axis, -1)
+    counts = np.count_nonzero(channels_last[..., np.newaxis] >= thresholds, axis=-1).astype(x.dtype)
+    counts = np.moveaxis(counts, -1, channel_axis)
+    # qonnx multiplies by the python-float attributes: numpy 2 computes that in the
+    # counts' dtype, which the explicit conversion spells out
+    return [_like(attrs.get("out_scale", 1.0), counts) * counts + _like(attrs.get("out_bias", 0.0), counts)]
+
+
+# --------------------------------------------------------------------------------------
+# Standard ONNX: arithmetic
+# --------------------------------------------------------------------------------------
+
+def _exact_float(function):
+    """Elementwise ops numpy computes exactly as onnxruntime does, in the input dtype."""
+
+    def run(attrs, inputs, versions):
+        return [function(*inputs)]
+
+    return run
+
+
+def _integer_divide(a, b):
+    # C++ integer division truncates toward zero; numpy's // floors
+    quotient = a // b
+    return quotient + ((a % b != 0) & ((a < 0) != (b < 0))).astype(quotient.dtype)
+
+
+def _divide(a, b):
+    if np.issubdtype(a.dtype, np.integer):
+        return _integer_divide(a, b)
+    return a / b
+
+
+def _pow(base, exponent):
+    if exponent.size == 1 and base.size != 1 and exponent.reshape(-1)[0] in (2, 3):
+        # onnxruntime multiplies out a scalar exponent of 2 or 3, in the base's dtype
+        return base * base if exponent.reshape(-1)[0] == 2 else base * base * base
+    if exponent.dtype == base.dtype:
+        return np.power(base, exponent)
+    # otherwise onnxruntime calls std::pow, which for mixed types computes in double
+    return np.power(base.astype(np.float64), exponent.astype(np.float64)).astype(base.dtype)
+
+
+for _name, _function in {
+    "Add": np.add,
+    "Sub": np.subtract,
+    "Mul": np.multiply,
+    "Div": _divide,
+    "Neg": np.negative,
+    "Abs": np.abs,
+    "Sqrt": np.sqrt,
+    "Reciprocal": lambda x: _like(1, x) / x,
+    "Pow": _pow,
+    "Sign": np.sign,
+    "Floor": np.floor,
+    "Ceil": np.ceil,
+    "Round": np.round,
+    "Equal": np.equal,
+    "Less": np.less,
+    "Greater": np.greater,
+    "Not": np.logical_not,
+    "Where": np.where,
+    "Relu": lambda x: np.maximum(x, _like(0, x)),
+}.items():
+    _REGISTRY[_name] = _exact_float(_function)
+
+
+def _in_float64(function):
+    """Transcendental ops: computed in float64, rounded once to the input dtype."""
+
+    def run(attrs, inputs, versions):
+        (x,) = inputs
+        return [function(x.astype(np.float64)).astype(x.dtype)]
+
+    return run
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+for _name, _function in {
+    "Exp": np.exp,
+    "Tanh": np.tanh,
+    "Sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "Erf": _erf,
+}.items():
+    _REGISTRY[_name] = _in_float64(_function)
+
+
+@_op("Max")
+def _max(attrs, inputs, versions):
+    return [np.maximum.reduce(np.broadcast_arrays(*inputs))]
+
+
+@_op("Min")
+def _min(attrs, inputs, versions):
+    return [np.minimum.reduce(np.broadcast_arrays(*inputs))]
+
+
+@_op("Clip")
+def _clip(attrs, inputs, versions):
+    x = inputs[0]
+    if versions.opset < 11:
+        low = attrs.get("min", float(np.finfo(np.float32).min))
+        high = attrs.get("max", float(np.finfo(np.float32).max))
+    else:
+        low, high = _input(inputs, 1), _input(inputs, 2)
+    if low is not None:
+        x = np.maximum(x, _like(low, x))
+    if high is not None:
+        # applied last: where min > max, ONNX sets every value to max
+        x = np.minimum(x, _like(high, x))
+    return [x]
+
+
+# --------------------------------------------------------------------------------------
+# Standard ONNX: linear algebra and normalization
+# --------------------------------------------------------------------------------------
+
+def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if np.issubdtype(a.dtype, np.floating):
+        # float64 accumulation rounded once: independent of BLAS blocking, and exact
+        # (hence equal to onnxruntime) for integer-valued operands with sums below 2**24
+        return np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(a.dtype)
+    return np.matmul(a, b)
+
+
+@_op("MatMul")
+def _matmul_op(attrs, inputs, versions):
+    a, b = inputs
+    return [_matmul(a, b)]
+
+
+@_op("Gemm")
+def _gemm(attrs, inputs, versions):
+    a, b = inputs[0], inputs[1]
+    c = _input(inputs, 2)
+    if attrs.get("transA", 0):
+        a = a.T
+    if attrs.get("transB", 0):
+        b = b.T
+    y = _matmul(a, b)
+    alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
+    # onnxruntime (MLAS) scales the product by alpha and the bias by beta, then adds
+    if alpha != 1.0:
+        y = _like(alpha, y) * y
+    if c is not None and beta != 0.0:
+        if beta != 1.0:
+            c = _like(beta, c) * c
+        y = y + c
+    return [y]
+
+
+@_op("MatMulInteger")
+def _matmul_integer(attrs, inputs, versions):
+    a, b = inputs[0].astype(np.int32), inputs[1].astype(np.int32)
+    a_zero_point, b_zero_point = _input(inputs, 2), _input(inputs, 3)
+    if a_zero_point is not None:
+        # a 1-D a_zero_point holds one value per row of A
+        a = a - (a_zero_point.astype(np.int32).reshape(-1, 1) if a_zero_point.ndim == 1 else a_zero_point)
+    if b_zero_point is not None:
+        b = b - b_zero_point.astype(np.int32)
+    return [np.matmul(a.astype(np.int64), b.astype(np.int64)).astype(np.int32)]
+
+
+@_op("BatchNormalization")
+def _batch_normalization(attrs, inputs, versions):
+    x, scale, bias, mean, var = inputs[:5]
+    if attrs.get("training_mode", 0):
+        raise FrontendError("BatchNormalization with training_mode=1 is not supported; export the model for inference")
+    if versions.opset < 9 and not attrs.get("spatial", 1):
+        raise FrontendError("BatchNormalization with spatial=0 is not supported; only spatial=1 (per-channel)")
+    # onnxruntime folds the normalization into one scale and one bias per channel
+    inverse_std = _like(1, var) / np.sqrt(var + _like(attrs.get("epsilon", 1e-5), var))
+    channel_scale = inverse_std * scale
+    channel_bias = bias - mean * channel_scale
+    channel_shape = (-1,) + (1,) * (x.ndim - 2)
+    return [x * channel_scale.reshape(channel_shape) + channel_bias.reshape(channel_shape)]
+
+
+# --------------------------------------------------------------------------------------
+# Standard ONNX: shapes and data movement
+# --------------------------------------------------------------------------------------
+
+@_op("Reshape")
+def _reshape(attrs, inputs, versions):
+    x = inputs[0]
+    shape = _ints(_required(attrs, "shape", "Reshape") if versions.opset < 5 else inputs[1])
+    if not attrs.get("allowzero", 0):
+        # 0 copies the input's dimension at that index
+        shape = [x.shape[i] if dim == 0 else dim for i, dim in enumerate(shape)]
+    return [np.reshape(x, shape)]
+
+
+@_op("Flatten")
+def _flatten(attrs, inputs, versions):
+    (x,) = inputs
+    axis = attrs.get("axis", 1)
+    axis = axis + x.ndim if axis < 0 else axis
+    return [x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))]
+
+
+@_op("Transpose")
+def _transpose(attrs, inputs, versions):
+    (x,) = inputs
+    return [np.transpose(x, attrs.get("perm"))]
+
+
+@_op("Identity")
+def _identity(attrs, inputs, versions):
+    return [inputs[0]]
+
+
+@_op("Dropout")
+def _dropout(attrs, inputs, versions):
+    x = inputs[0]
+    training_mode = _input(inputs, 2)
+    if training_mode is not None and bool(training_mode):
+        raise FrontendError("Dropout with training_mode=True is not supported; export the model for inference")
+    mask_dtype = np.bool_ if versions.opset >= 10 else x.dtype
+    return [x, np.ones(x.shape, dtype=mask_dtype)]
+
+
+def _axes(attrs, inputs, versions, first_opset_with_input: int) -> list[int] | None:
+    if versions.opset < first_opset_with_input:
+        axes = attrs.get("axes")
+    else:
+        axes = _input(inputs, 1)
+    return None if axes is None else _ints(axes)
+
+
+@_op("Squeeze")
+def _squeeze(attrs, inputs, versions):
+    x = inputs[0]
+    axes = _axes(attrs, inputs, versions, 13)
+    return [np.squeeze(x) if axes is None else np.squeeze(x, axis=tuple(axes))]
+
+
+@_op("Unsqueeze")
+def _unsqueeze(attrs, inputs, versions):
+    axes = _axes(attrs, inputs, versions, 13)
+    return [np.expand_dims(inputs[0], tuple(axes))]
+
+
+@_op("Concat")
+def _concat(attrs, inputs, versions):
+    return [np.concatenate(inputs, axis=_required(attrs, "axis", "Concat"))]
+
+
+@_op("Shape")
+def _shape(attrs, inputs, versions):
+    shape = inputs[0].shape
+    start = attrs.get("start", 0)
+    end = attrs.get("end", len(shape))
+    return [np.array(shape[start:end], dtype=np.int64)]
+
+
+@_op("Gather")
+def _gather(attrs, inputs, versions):
+    data, indices = inputs
+    return [np.take(data, indices, axis=attrs.get("axis", 0))]
+
+
+def _onnx_slice(start: int, end: int, step: int, dim: int) -> slice:
+    start = start + dim if start < 0 else start
+    end = end + dim if end < 0 else end
+    if step > 0:
+        start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+        return slice(start, end, step)
+    start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+    # end == -1 means "through index 0", which python spells None
+    return slice(start, end if end >= 0 else None, step)
+
+
+@_op("Slice")
+def _slice(attrs, inputs, versions):
+    x = inputs[0]
+    if versions.opset < 10:
+        starts, ends = attrs["starts"], attrs["ends"]
+        axes, steps = attrs.get("axes"), None
+    else:
+        starts, ends = inputs[1], inputs[2]
+        axes, steps = _input(inputs, 3), _input(inputs, 4)
+    starts, ends = _ints(starts), _ints(ends)
+    axes = list(range(len(starts))) if axes is None else _ints(axes)
+    steps = [1] * len(starts) if steps is None else _ints(steps)
+    index = [slice(None)] * x.ndim
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        if step == 0:
+            raise FrontendError(f"Slice step must not be 0 (axis {axis})")
+        axis = axis + x.ndim if axis < 0 else axis
+        index[axis] = _onnx_slice(start, end, step, x.shape[axis])
+    return [x[tuple(index)].copy()]
+
+
+@_op("Expand")
+def _expand(attrs, inputs, versions):
+    x, shape = inputs
+    return [np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(_ints(shape)))).copy()]
+
+
+# ONNX TensorProto.DataType codes numpy represents natively
+ONNX_DTYPES = {
+    1: np.float32,
+    2: np.uint8,
+    3: np.int8,
+    4: np.uint16,
+    5: np.int16,
+    6: np.int32,
+    7: np.int64,
+    9: np.bool_,
+    10: np.float16,
+    11: np.float64,
+    12: np.uint32,
+    13: np.uint64,
+}
+
+
+def _onnx_dtype(code: int, op_type: str):
+    if code not in ONNX_DTYPES:
+        raise FrontendError(
+            f"{op_type} to data type {code} is not supported; supported TensorProto codes: "
+            + ", ".join(f"{c} ({np.dtype(t).name})" for c, t in ONNX_DTYPES.items())
+        )
+    return ONNX_DTYPES[code]
+
+
+@_op("Cast")
+def _cast(attrs, inputs, versions):
+    return [inputs[0].astype(_onnx_dtype(_required(attrs, "to", "Cast"), "Cast"))]
+
+
+@_op("Constant")
+def _constant(attrs, inputs, versions):
+    if "value" in attrs:
+        return [np.array(attrs["value"])]
+    if "value_float" in attrs:
+        return [np.array(attrs["value_float"], dtype=np.float32)]
+    if "value_floats" in attrs:
+        return [np.array(attrs["value_floats"], dtype=np.float32)]
+    if "value_int" in attrs:
+        return [np.array(attrs["value_int"], dtype=np.int64)]
+    if "value_ints" in attrs:
+        return [np.array(attrs["value_ints"], dtype=np.int64)]
+    raise FrontendError(
+        f"Constant needs one of value, value_float, value_floats, value_int, value_ints; got {sorted(attrs)}"
+    )
+
+
+@_op("ConstantOfShape")
+def _constant_of_shape(attrs, inputs, versions):
+    value = np.asarray(attrs.get("value", np.zeros(1, dtype=np.float32)))
+    return [np.full(tuple(_ints(inputs[0])), value.reshape(-1)[0], dtype=value.dtype)]
+
+
+# --------------------------------------------------------------------------------------
+# Standard ONNX: reductions and Softmax
+# --------------------------------------------------------------------------------------
+
+def _reduce(reduction, first_opset_with_axes_input: int):
+    def run(attrs, inputs, versions):
+        x = inputs[0]
+        axes = _axes(attrs, inputs, versions, first_opset_with_axes_input)
+        if not axes:
+            if attrs.get("noop_with_empty_axes", 0) and versions.opset >= first_opset_with_axes_input:
+                return [x]
+            axes = list(range(x.ndim))
+        return [reduction(x, tuple(axes), bool(attrs.get("keepdims", 1)))]
+
+    return run
+
+
+def _sum(x, axes, keepdims):
+    if np.issubdtype(x.dtype, np.floating):
+        return np.sum(x.astype(np.float64), axis=axes, keepdims=keepdims).astype(x.dtype)
+    return np.sum(x, axis=axes, keepdims=keepdims, dtype=x.dtype)
+
+
+def _mean(x, axes, keepdims):
+    count = math.prod(x.shape[a] for a in axes)
+    total = np.sum(x, axis=axes, keepdims=keepdims, dtype=np.float64 if x.dtype.kind == "f" else np.int64)
+    if np.issubdtype(x.dtype, np.floating):
+        return (total / count).astype(x.dtype)
+    return _integer_divide(total, np.int64(count)).astype(x.dtype)
+
+
+def _max_reduction(x, axes, keepdims):
+    return np.max(x, axis=axes, keepdims=keepdims)
+
+
+_REGISTRY["ReduceSum"] = _reduce(_sum, 13)
+_REGISTRY["ReduceMean"] = _reduce(_mean, 18)
+_REGISTRY["ReduceMax"] = _reduce(_max_reduction, 18)
+
+
+@_op("Softmax")
+def _softmax(attrs, inputs, versions):
+    (x,) = inputs
+    wide = x.astype(np.float64)
+    if versions.opset < 13:
+        # before opset 13 Softmax works on the input coerced to 2-D at axis
+        axis = attrs.get("axis", 1)
+        axis = axis + x.ndim if axis < 0 else axis
+        wide = wide.reshape(math.prod(x.shape[:axis]), -1)
+        reduce_axis = 1
+    else:
+        reduce_axis = attrs.get("axis", -1)
+    exponentials = np.exp(wide - wide.max(axis=reduce_axis, keepdims=True))
+    result = exponentials / exponentials.sum(axis=reduce_axis, keepdims=True)
+    return [result.reshape(x.shape).astype(x.dtype)]
+
+
+@_op("ArgMax")
+def _argmax(attrs, inputs, versions):
+    (x,) = inputs
+    axis = attrs.get("axis", 0)
+    keepdims = bool(attrs.get("keepdims", 1))
+    if attrs.get("select_last_index", 0):
+        flipped = np.argmax(np.flip(x, axis=axis), axis=axis, keepdims=keepdims)
+        index = x.shape[axis] - 1 - flipped
+    else:
+        index = np.argmax(x, axis=axis, keepdims=keepdims)
+    return [index.astype(np.int64)]
+
+
+# --------------------------------------------------------------------------------------
+# Standard ONNX: QDQ
+# --------------------------------------------------------------------------------------
+
+def _per_axis(parameter: np.ndarray, x: np.ndarray, axis: int, op_type: str) -> np.ndarray:
+    """A scale or zero point, shaped to broadcast along ``axis`` of ``x`` when 1-D."""
+    if parameter.size == 1 and parameter.ndim <= 1:
+        # onnxruntime treats a one-element vector as per-tensor
+        return parameter.reshape(())
+    if parameter.ndim != 1 or parameter.shape[0] != x.shape[axis]:
+        raise FrontendError(
+            f"{op_type} scale/zero point of shape {parameter.shape} must be a scalar or 1-D with "
+            f"{x.shape[axis]} values (axis {axis} of input shape {x.shape})"
+        )
+    shape = [1] * x.ndim
+    shape[axis] = -1
+    return parameter.reshape(shape)
+
+
+def _check_not_blocked(attrs, op_type):
+    if attrs.get("block_size", 0):
+        raise FrontendError(
+            f"{op_type} block_size={attrs['block_size']} (blocked quantization) is not supported; "
+            "only per-tensor and per-axis"
+        )
+
+
+@_op("QuantizeLinear")
+def _quantize_linear(attrs, inputs, versions):
+    x, scale = inputs[0], inputs[1]
+    _check_not_blocked(attrs, "QuantizeLinear")
+    zero_point = _input(inputs, 2)
+    if zero_point is None:
+        zero_point = np.zeros((), dtype=_onnx_dtype(attrs.get("output_dtype", 2), "QuantizeLinear"))
+    axis = attrs.get("axis", 1)
+    scale = _per_axis(scale, x, axis, "QuantizeLinear")
+    bounds = np.iinfo(zero_point.dtype)
+    zero_point = _per_axis(zero_point, x, axis, "QuantizeLinear")
+    # as MLAS: round half to even of x / scale, add the zero point, saturate, all in float32
+    y = np.round(x / scale) + zero_point.astype(x.dtype)
+    y = np.minimum(np.maximum(y, _like(bounds.min, y)), _like(bounds.max, y))
+    return [y.astype(zero_point.dtype)]
+
+
+@_op("DequantizeLinear")
+def _dequantize_linear(attrs, inputs, versions):
+    x, scale = inputs[0], inputs[1]
+    _check_not_blocked(attrs, "DequantizeLinear")
+    zero_point = _input(inputs, 2)
+    axis = attrs.get("axis", 1)
+    scale = _per_axis(scale, x, axis, "DequantizeLinear")
+    shifted = x.astype(np.int32)
+    if zero_point is not None:
+        shifted = shifted - _per_axis(zero_point, x, axis, "DequantizeLinear").astype(np.int32)
+    return [shifted.astype(scale.dtype) * scale]
+
+
+SUPPORTED_OPS: frozenset[str] = frozenset(_REGISTRY)

@@ -1,0 +1,439 @@
+"""streamc's reference executor against the executors models are written for.
+
+QONNX ops are compared with qonnx 1.0's ``execute_onnx``, standard ops with onnxruntime,
+each on a one-node model. Equality is bit-exact (same dtype, same bits) unless a case
+says why it cannot be.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from streamc.errors import FrontendError
+from streamc.reference import SUPPORTED_OPS, UnsupportedOpError, run_node
+
+onnxruntime = pytest.importorskip("onnxruntime")
+qonnx_exec = pytest.importorskip("qonnx.core.onnx_exec")
+qonnx_wrapper = pytest.importorskip("qonnx.core.modelwrapper")
+
+QONNX_DOMAIN = "qonnx.custom_op.general"
+ROUNDING_MODES = ["ROUND", "HALF_EVEN", "CEIL", "FLOOR", "UP", "DOWN", "HALF_UP", "HALF_DOWN"]
+
+
+def _value_info(name: str, array: np.ndarray | None, elem_type: int = TensorProto.FLOAT):
+    if array is None:
+        return helper.make_tensor_value_info(name, elem_type, None)
+    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(array.dtype), array.shape)
+
+
+def _one_node_model(op_type, attrs, inputs, outputs, *, domain="", opset=13, qonnx_opset=1, initializers=()):
+    """A model of one node; ``inputs`` with a name in ``initializers`` become initializers."""
+    input_names = ["" if x is None else f"in{i}" for i, x in enumerate(inputs)]
+    output_names = [f"out{i}" for i in range(len(outputs))]
+    node = helper.make_node(op_type, input_names, output_names, domain=domain, **attrs)
+    graph = helper.make_graph(
+        [node],
+        "one_node",
+        [_value_info(n, x) for n, x in zip(input_names, inputs) if x is not None and n not in initializers],
+        [_value_info(n, x) for n, x in zip(output_names, outputs)],
+        initializer=[numpy_helper.from_array(x, n) for n, x in zip(input_names, inputs) if n in initializers],
+    )
+    opsets = [helper.make_opsetid("", opset)]
+    if domain:
+        opsets.append(helper.make_opsetid(domain, qonnx_opset))
+    model = helper.make_model(graph, opset_imports=opsets)
+    # onnxruntime 1.31 refuses the IR version onnx >= 1.21 writes by default
+    model.ir_version = 10
+    return model
+
+
+def _run_qonnx(op_type, attrs, inputs, *, qonnx_opset=1):
+    expected_shape = np.zeros(inputs[0].shape, dtype=np.float32)
+    parameter_names = {f"in{i}" for i in range(1, len(inputs))}
+    model = _one_node_model(
+        op_type, attrs, inputs, [expected_shape], domain=QONNX_DOMAIN, qonnx_opset=qonnx_opset,
+        initializers=parameter_names,
+    )
+    result = qonnx_exec.execute_onnx(qonnx_wrapper.ModelWrapper(model), {"in0": inputs[0]})
+    return result["out0"]
+
+
+def _run_onnxruntime(op_type, attrs, inputs, reference_outputs, *, opset=13):
+    # outputs are declared with the reference's dtypes: a wrong dtype fails the session
+    outputs = [helper.make_tensor_value_info(f"out{i}", helper.np_dtype_to_tensor_dtype(y.dtype), None)
+               for i, y in enumerate(reference_outputs)]
+    model = _one_node_model(op_type, attrs, inputs, [None] * len(outputs), opset=opset)
+    del model.graph.output[:]
+    model.graph.output.extend(outputs)
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    feed = {f"in{i}": x for i, x in enumerate(inputs) if x is not None}
+    return session.run(None, feed)
+
+
+def _plain(attrs: dict) -> dict:
+    """Attributes as run_node takes them: tensors as numpy arrays."""
+    return {k: numpy_helper.to_array(v) if isinstance(v, TensorProto) else v for k, v in attrs.items()}
+
+
+def _assert_bit_exact(actual: np.ndarray, expected: np.ndarray):
+    assert actual.dtype == expected.dtype
+    assert actual.shape == expected.shape
+    np.testing.assert_array_equal(actual, expected, strict=True)
+
+
+# ----------------------------------------------------------------------------------------
+# QONNX ops against qonnx 1.0
+# ----------------------------------------------------------------------------------------
+
+def _ties_and_noise(rng, scale: np.ndarray, shape, reach: float) -> np.ndarray:
+    """Half exact ties (x / scale == k + 0.5, both signs), half random, out to +-reach * scale."""
+    ties = (rng.integers(-int(reach), int(reach), size=shape) + 0.5) * scale
+    noise = rng.uniform(-reach, reach, size=shape) * scale
+    return np.where(rng.random(shape) < 0.5, ties, noise).astype(np.float32)
+
+
+@pytest.mark.parametrize("bit_width", [1, 2, 3, 4, 5, 6, 7, 8, 7.5])
+@pytest.mark.parametrize("signed,narrow", [(1, 0), (1, 1), (0, 0), (0, 1)])
+@pytest.mark.parametrize("rounding_mode", ROUNDING_MODES)
+def test_quant_matches_qonnx(rounding_mode, signed, narrow, bit_width):
+    rng = np.random.default_rng(int(bit_width * 100) + signed * 10 + narrow)
+    # per-channel power-of-two scales keep the ties exact after division
+    scale = np.array([0.25, 0.5, 1.0, 0.125], dtype=np.float32).reshape(1, 4, 1, 1)
+    x = _ties_and_noise(rng, scale, (2, 4, 6, 6), reach=2**bit_width + 4)
+    inputs = [x, scale, np.array(0.0, dtype=np.float32), np.array(bit_width, dtype=np.float32)]
+    attrs = {"signed": signed, "narrow": narrow, "rounding_mode": rounding_mode}
+    expected = _run_qonnx("Quant", attrs, inputs)
+    (actual,) = run_node("Quant", attrs, inputs)
+    _assert_bit_exact(actual, expected)
+
+
+def test_quant_half_up_rounds_in_float32_like_qonnx():
+    # qonnx's HALF_UP is floor(|x| + 0.5) in float32: 0.49999997 + 0.5 rounds to 1.0
+    x = np.array([0.49999997, -0.49999997, 1.5, -2.5], np.float32)
+    inputs = [x, np.array(1.0, np.float32), np.array(0.0, np.float32), np.array(8.0, np.float32)]
+    attrs = {"signed": 1, "narrow": 0, "rounding_mode": "HALF_UP"}
+    (actual,) = run_node("Quant", attrs, inputs)
+    _assert_bit_exact(actual, _run_qonnx("Quant", attrs, inputs))
+    np.testing.assert_array_equal(actual, [1.0, -1.0, 2.0, -3.0])
+
+
+@pytest.mark.parametrize("rounding_mode", ["ROUND", "FLOOR", "HALF_UP"])
+def test_quant_with_zero_point_and_inexact_scale_matches_qonnx(rounding_mode):
+    rng = np.random.default_rng(7)
+    x = rng.normal(0, 2, size=(3, 5)).astype(np.float32)
+    scale = np.array([0.1, 0.3, 0.07, 1 / 3, 0.9], dtype=np.float32)
+    inputs = [x, scale, np.array(3.0, dtype=np.float32), np.array(4.0, dtype=np.float32)]
+    attrs = {"signed": 0, "narrow": 0, "rounding_mode": rounding_mode}
+    (actual,) = run_node("Quant", attrs, inputs)
+    _assert_bit_exact(actual, _run_qonnx("Quant", attrs, inputs))
+
+
+def test_quant_of_float64_inputs_returns_float32_like_qonnx():
+    x = np.linspace(-3, 3, 13)
+    inputs = [x, np.array(0.5), np.array(0.0), np.array(3.0)]
+    (actual,) = run_node("Quant", {"signed": 1, "narrow": 0}, inputs)
+    assert actual.dtype == np.float32
+    np.testing.assert_array_equal(actual, [-2, -2, -2, -1.5, -1, -0.5, 0, 0.5, 1, 1.5, 1.5, 1.5, 1.5])
+
+
+def test_quant_without_signed_is_rejected():
+    with pytest.raises(FrontendError, match=r"^Quant node requires attribute 'signed'; attributes given: \['narrow'\]$"):
+        run_node("Quant", {"narrow": 0}, [np.zeros(2, np.float32)] * 4)
+
+
+def test_quant_with_unknown_rounding_mode_is_rejected():
+    message = ("Quant rounding_mode must be one of ROUND, HALF_EVEN, CEIL, FLOOR, UP, DOWN, HALF_UP, HALF_DOWN "
+               "(any case), not 'STOCHASTIC'")
+    with pytest.raises(FrontendError, match=f"^{re.escape(message)}$"):
+        run_node("Quant", {"signed": 1, "narrow": 0, "rounding_mode": "STOCHASTIC"},
+                 [np.zeros(2, np.float32)] + [np.array(1.0, np.float32)] * 3)
+
+
+@pytest.mark.parametrize("scale", [np.array(1.0, np.float32), np.array([0.5, 2.0, 3.0], np.float32)])
+def test_bipolar_quant_matches_qonnx_at_zero(scale):
+    x = np.array([[0.0, -0.0, 1e-30], [-1e-30, 2.5, -7.0]], dtype=np.float32).T.copy()
+    inputs = [x, scale.reshape(-1, 1) if scale.ndim else scale]
+    (actual,) = run_node("BipolarQuant", {}, inputs)
+    _assert_bit_exact(actual, _run_qonnx("BipolarQuant", {}, inputs))
+    assert actual[0, 0] > 0 and actual[1, 0] > 0
+
+
+@pytest.mark.parametrize("rounding_mode", ROUNDING_MODES)
+def test_trunc_v1_matches_qonnx(rounding_mode):
+    rng = np.random.default_rng(11)
+    scale = np.array(0.125, dtype=np.float32)
+    x = (rng.integers(-128, 128, size=(4, 16)) * scale).astype(np.float32)
+    inputs = [x, scale, np.array(0.0, np.float32), np.array(8.0, np.float32), np.array(4.0, np.float32)]
+    attrs = {"rounding_mode": rounding_mode}
+    (actual,) = run_node("Trunc", attrs, inputs, qonnx_opset=1)
+    _assert_bit_exact(actual, _run_qonnx("Trunc", attrs, inputs, qonnx_opset=1))
+
+
+@pytest.mark.parametrize("rounding_mode", ["FLOOR", "ROUND", "CEIL", "HALF_UP"])
+@pytest.mark.parametrize("signed,narrow", [(1, 0), (1, 1), (0, 0)])
+def test_trunc_v2_matches_qonnx(rounding_mode, signed, narrow):
+    rng = np.random.default_rng(13)
+    scale = np.array(0.125, dtype=np.float32)
+    x = (rng.integers(-300 if signed else 0, 300, size=(4, 16)) * scale).astype(np.float32)
+    inputs = [x, scale, np.array(0.0, np.float32), np.array(10.0, np.float32),
+              np.array(2.0, np.float32), np.array(4.0, np.float32)]
+    attrs = {"rounding_mode": rounding_mode, "signed": signed, "narrow": narrow}
+    (actual,) = run_node("Trunc", attrs, inputs, qonnx_opset=2)
+    _assert_bit_exact(actual, _run_qonnx("Trunc", attrs, inputs, qonnx_opset=2))
+
+
+def test_trunc_v2_differs_from_v1():
+    x = np.array([40.0], np.float32)
+    common = [x, np.array(1.0, np.float32), np.array(0.0, np.float32), np.array(8.0, np.float32)]
+    (v1,) = run_node("Trunc", {"rounding_mode": "FLOOR"}, common + [np.array(4.0, np.float32)], qonnx_opset=1)
+    (v2,) = run_node("Trunc", {"rounding_mode": "FLOOR"},
+                     common + [np.array(4.0, np.float32), np.array(3.0, np.float32)], qonnx_opset=2)
+    assert v1[0] == 2.0 * 1  # floor(40 / 16) * scale 1
+    assert v2[0] == 3.0 * 4  # floor(40 / 4) = 10 clamped to 3 (INT3), times output scale 4
+
+
+def _thresholded_input(rng, thresholds, shape, channel_axis):
+    """Random values, a third of them exactly equal to a threshold of their channel."""
+    x = rng.normal(0, 4, size=shape).astype(np.float32)
+    rows = np.moveaxis(np.indices(shape)[channel_axis], 0, 0) % thresholds.shape[0]
+    picks = thresholds[rows, rng.integers(0, thresholds.shape[1], size=shape)]
+    return np.where(rng.random(shape) < 0.33, picks, x).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    "shape,data_layout,channel_axis",
+    [((2, 3, 4, 4), "", 1), ((2, 3, 4, 4), "NCHW", 1), ((2, 4, 4, 3), "NHWC", 3),
+     ((5, 3), "", 1), ((2, 6, 3), "", 2), ((2, 3, 2, 2, 2), "", 1)],
+)
+@pytest.mark.parametrize("per_channel", [True, False])
+def test_multithreshold_matches_qonnx(shape, data_layout, channel_axis, per_channel):
+    rng = np.random.default_rng(len(shape) * 10 + channel_axis)
+    rows = shape[channel_axis] if per_channel else 1
+    thresholds = np.sort(rng.integers(-8, 8, size=(rows, 7)), axis=1).astype(np.float32) + 0.5 * (rng.random((rows, 1)) < 0.5)
+    thresholds = thresholds.astype(np.float32)
+    x = _thresholded_input(rng, thresholds, shape, channel_axis)
+    attrs = {"out_dtype": "INT4", "out_scale": 0.5, "out_bias": -3.0}
+    if data_layout:
+        attrs["data_layout"] = data_layout
+    (actual,) = run_node("MultiThreshold", attrs, [x, thresholds])
+    _assert_bit_exact(actual, _run_qonnx("MultiThreshold", attrs, [x, thresholds]))
+
+
+def test_multithreshold_counts_values_equal_to_a_threshold():
+    thresholds = np.array([[-1.0, 0.0, 2.0]], np.float32)
+    x = np.array([[-1.0, 0.0, 2.0, 1.999]], np.float32)
+    (actual,) = run_node("MultiThreshold", {"out_dtype": "UINT2"}, [x, thresholds])
+    np.testing.assert_array_equal(actual, [[1, 2, 3, 2]])
+
+
+def test_multithreshold_with_wrong_threshold_rows_is_rejected():
+    message = ("MultiThreshold thresholds must have shape (3, L) or (1, L) for an input of shape (1, 3) "
+               "with channels on axis 1, not (2, 4)")
+    with pytest.raises(FrontendError, match=f"^{re.escape(message)}$"):
+        run_node("MultiThreshold", {"out_dtype": "UINT2"}, [np.zeros((1, 3), np.float32), np.zeros((2, 4), np.float32)])
+
+
+# ----------------------------------------------------------------------------------------
+# Standard ops against onnxruntime
+# ----------------------------------------------------------------------------------------
+
+RNG = np.random.default_rng(2024)
+
+
+def _f(*shape, scale=3.0):
+    return (RNG.normal(0, scale, size=shape)).astype(np.float32)
+
+
+def _ints_as_float(*shape, high=16):
+    return RNG.integers(-high, high, size=shape).astype(np.float32)
+
+
+def _i64(*values):
+    return np.array(values, dtype=np.int64)
+
+
+def _positive(*shape):
+    return (RNG.random(shape) * 4 + 0.1).astype(np.float32)
+
+
+# (id, op, attrs, inputs, opset): compared bit-exactly
+EXACT_CASES = [
+    ("add_broadcast", "Add", {}, [_f(2, 3, 4), _f(4)], 13),
+    ("sub", "Sub", {}, [_f(2, 3), _f(2, 3)], 13),
+    ("mul", "Mul", {}, [_f(2, 3), _f(1, 3)], 13),
+    ("div", "Div", {}, [_f(2, 3), _positive(2, 3)], 13),
+    ("div_int_truncates", "Div", {}, [np.array([7, -7, 7, -7, 6], np.int32), np.array([2, 2, -2, -2, 3], np.int32)], 13),
+    ("neg", "Neg", {}, [_f(5)], 13),
+    ("abs", "Abs", {}, [_f(5)], 13),
+    ("sqrt", "Sqrt", {}, [_positive(10)], 13),
+    ("reciprocal", "Reciprocal", {}, [_positive(10)], 13),
+    ("pow_square", "Pow", {}, [_f(10), np.array(2.0, np.float32)], 13),
+    ("pow_cube_int_exponent", "Pow", {}, [_f(10), np.array(3, np.int64)], 13),
+    ("pow_int_exponents", "Pow", {}, [_f(10, scale=1.0), RNG.integers(-3, 6, 10)], 13),
+    ("relu", "Relu", {}, [_f(3, 4)], 13),
+    ("clip_attrs_opset6", "Clip", {"min": -1.5, "max": 2.0}, [_f(3, 4)], 6),
+    ("clip_inputs_opset13", "Clip", {}, [_f(3, 4), np.array(-1.5, np.float32), np.array(2.0, np.float32)], 13),
+    ("clip_max_only", "Clip", {}, [_f(3, 4), None, np.array(0.5, np.float32)], 13),
+    ("clip_int8", "Clip", {}, [np.arange(-8, 8, dtype=np.int8), np.array(-3, np.int8), np.array(4, np.int8)], 13),
+    ("max", "Max", {}, [_f(2, 3), _f(3), _f(2, 1)], 13),
+    ("min", "Min", {}, [_f(2, 3), _f(3)], 13),
+    ("sign", "Sign", {}, [np.array([-2.0, 0.0, 3.0], np.float32)], 13),
+    ("floor", "Floor", {}, [_f(10)], 13),
+    ("ceil", "Ceil", {}, [_f(10)], 13),
+    ("round_ties_to_even", "Round", {}, [np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49999997], np.float32)], 13),
+    ("matmul_integer_valued", "MatMul", {}, [_ints_as_float(3, 64), _ints_as_float(64, 5)], 13),
+    ("matmul_batched", "MatMul", {}, [_ints_as_float(2, 3, 8), _ints_as_float(8, 4)], 13),
+    ("matmul_int32", "MatMul", {}, [RNG.integers(-9, 9, (3, 4)).astype(np.int32), RNG.integers(-9, 9, (4, 2)).astype(np.int32)], 13),
+    ("gemm_transB_bias", "Gemm", {"transB": 1}, [_ints_as_float(3, 16), _ints_as_float(5, 16), _ints_as_float(5)], 13),
+    ("gemm_alpha_beta", "Gemm", {"alpha": 0.5, "beta": 2.0, "transA": 1},
+     [_ints_as_float(16, 3), _ints_as_float(16, 5), _ints_as_float(3, 5)], 13),
+    ("gemm_no_bias", "Gemm", {}, [_ints_as_float(2, 8), _ints_as_float(8, 3)], 13),
+    ("batchnorm_negative_scale", "BatchNormalization", {"epsilon": 1e-3},
+     [_f(2, 3, 4, 4), np.array([-1.5, 0.7, -0.01], np.float32), _f(3), _f(3), _positive(3)], 13),
+    ("batchnorm_2d", "BatchNormalization", {}, [_f(4, 5), _f(5), _f(5), _f(5), _positive(5)], 9),
+    ("reshape_zero_and_minus_one", "Reshape", {}, [_f(2, 3, 4), _i64(0, -1)], 13),
+    ("reshape_allowzero", "Reshape", {"allowzero": 1}, [_f(0, 3), _i64(3, 0)], 14),
+    ("flatten", "Flatten", {"axis": 2}, [_f(2, 3, 4, 5)], 13),
+    ("flatten_negative_axis", "Flatten", {"axis": -1}, [_f(2, 3, 4)], 13),
+    ("transpose", "Transpose", {"perm": [0, 2, 3, 1]}, [_f(2, 3, 4, 5)], 13),
+    ("transpose_default", "Transpose", {}, [_f(2, 3, 4)], 13),
+    ("identity", "Identity", {}, [_f(3)], 13),
+    ("squeeze_input_axes", "Squeeze", {}, [_f(1, 3, 1, 2), _i64(0, -2)], 13),
+    ("squeeze_attr_axes", "Squeeze", {"axes": [2]}, [_f(1, 3, 1, 2)], 11),
+    ("squeeze_all", "Squeeze", {}, [_f(1, 3, 1, 2)], 13),
+    ("unsqueeze_input_axes", "Unsqueeze", {}, [_f(3, 2), _i64(0, -1)], 13),
+    ("unsqueeze_attr_axes", "Unsqueeze", {"axes": [1, 3]}, [_f(3, 2)], 11),
+    ("concat", "Concat", {"axis": -1}, [_f(2, 3), _f(2, 1), _f(2, 2)], 13),
+    ("shape", "Shape", {}, [_f(2, 3, 4)], 13),
+    ("shape_start_end", "Shape", {"start": 1, "end": -1}, [_f(2, 3, 4, 5)], 15),
+    ("gather_negative_indices", "Gather", {"axis": 1}, [_f(3, 5), _i64(0, -1, 2)], 13),
+    ("gather_scalar_index", "Gather", {}, [_i64(4, 5, 6), np.array(1, np.int64)], 13),
+    ("slice_steps", "Slice", {}, [_f(6, 8), _i64(1, -1), _i64(100, 0), _i64(0, 1), _i64(2, -2)], 13),
+    ("slice_reverse_to_start", "Slice", {}, [_f(6), _i64(-1), _i64(-100), _i64(0), _i64(-1)], 13),
+    ("slice_attrs_opset9", "Slice", {"starts": [0, 1], "ends": [2, 1000], "axes": [0, 1]}, [_f(4, 5)], 9),
+    ("cast_float_to_int8_truncates", "Cast", {"to": TensorProto.INT8}, [np.array([-3.7, -0.5, 0.5, 2.9], np.float32)], 13),
+    ("cast_int_to_float", "Cast", {"to": TensorProto.FLOAT}, [np.array([16777217, -3], np.int64)], 13),
+    ("cast_to_float16", "Cast", {"to": TensorProto.FLOAT16}, [_f(20)], 13),
+    ("cast_to_bool", "Cast", {"to": TensorProto.BOOL}, [np.array([0.0, -0.0, 2.0], np.float32)], 13),
+    ("constant_of_shape_default", "ConstantOfShape", {}, [_i64(2, 3)], 13),
+    ("constant_of_shape_int", "ConstantOfShape", {"value": numpy_helper.from_array(np.array([7], np.int64))},
+     [_i64(3)], 13),
+    ("expand", "Expand", {}, [_f(3, 1), _i64(2, 1, 4)], 13),
+    ("where", "Where", {}, [RNG.random((3, 4)) < 0.5, _f(3, 4), _f(4)], 13),
+    ("equal", "Equal", {}, [_ints_as_float(10, high=2), _ints_as_float(10, high=2)], 13),
+    ("less", "Less", {}, [_f(10), _f(10)], 13),
+    ("greater", "Greater", {}, [_f(10), _f(1)], 13),
+    ("not", "Not", {}, [RNG.random(5) < 0.5], 13),
+    ("reduce_sum_input_axes", "ReduceSum", {"keepdims": 0}, [_ints_as_float(2, 3, 4), _i64(1)], 13),
+    ("reduce_sum_attr_axes", "ReduceSum", {"axes": [0, 2]}, [_ints_as_float(2, 3, 4)], 11),
+    ("reduce_sum_all", "ReduceSum", {}, [_ints_as_float(2, 3, 4)], 13),
+    ("reduce_mean_global_pool", "ReduceMean", {"axes": [2, 3]}, [_ints_as_float(2, 3, 3, 3)], 13),
+    ("reduce_mean_input_axes", "ReduceMean", {}, [_ints_as_float(2, 7), _i64(-1)], 18),
+    ("reduce_max", "ReduceMax", {"axes": [1], "keepdims": 0}, [_f(3, 4)], 13),
+    ("argmax", "ArgMax", {"axis": 1}, [_f(3, 5)], 13),
+    ("argmax_last_index", "ArgMax", {"axis": 0, "keepdims": 0, "select_last_index": 1},
+     [np.array([[1, 2], [1, 0], [0, 2]], np.float32)], 13),
+    ("quantize_per_tensor_ties", "QuantizeLinear", {},
+     [np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 300.0, -300.0], np.float32), np.array(1.0, np.float32),
+      np.array(3, np.int8)], 13),
+    ("quantize_uint8_default_zero_point", "QuantizeLinear", {}, [_f(10, scale=100), np.array(0.7, np.float32)], 13),
+    ("quantize_per_axis", "QuantizeLinear", {"axis": 1},
+     [_f(2, 3, 4, scale=20), np.array([0.1, 0.25, 0.3], np.float32), np.array([0, 5, -5], np.int8)], 13),
+    ("quantize_saturate_opset19", "QuantizeLinear", {"saturate": 1},
+     [_f(10, scale=500), np.array(0.5, np.float32), np.array(0, np.int8)], 19),
+    ("dequantize_per_tensor", "DequantizeLinear", {},
+     [np.arange(-128, 128, 16, dtype=np.int8), np.array(0.3, np.float32), np.array(-3, np.int8)], 13),
+    ("dequantize_per_axis_uint8", "DequantizeLinear", {"axis": 0},
+     [RNG.integers(0, 256, (3, 4)).astype(np.uint8), np.array([0.1, 0.2, 0.3], np.float32),
+      np.array([128, 0, 255], np.uint8)], 13),
+    ("dequantize_int32", "DequantizeLinear", {}, [np.array([-70000, 3, 123456], np.int32), np.array(0.001, np.float32)], 13),
+    ("matmul_integer_zero_points", "MatMulInteger", {},
+     [RNG.integers(0, 256, (3, 8)).astype(np.uint8), RNG.integers(-128, 128, (8, 4)).astype(np.int8),
+      np.array(128, np.uint8), np.array(3, np.int8)], 13),
+    ("matmul_integer_per_column_b", "MatMulInteger", {},
+     [RNG.integers(-128, 128, (2, 5)).astype(np.int8), RNG.integers(-128, 128, (5, 3)).astype(np.int8),
+      None, np.array([1, -2, 3], np.int8)], 13),
+]
+
+
+@pytest.mark.parametrize("op_type,attrs,inputs,opset", [c[1:] for c in EXACT_CASES], ids=[c[0] for c in EXACT_CASES])
+def test_standard_op_matches_onnxruntime_exactly(op_type, attrs, inputs, opset):
+    actual = run_node(op_type, _plain(attrs), inputs, opset=opset)
+    expected = _run_onnxruntime(op_type, attrs, inputs, actual, opset=opset)
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected):
+        _assert_bit_exact(a, e)
+
+
+def test_dropout_is_identity_with_all_true_mask():
+    x = _f(3, 4)
+    actual = run_node("Dropout", {}, [x, np.array(0.5, np.float32)], opset=13)
+    expected = _run_onnxruntime("Dropout", {}, [x, np.array(0.5, np.float32)], actual, opset=13)
+    for a, e in zip(actual, expected):
+        _assert_bit_exact(a, e)
+
+
+@pytest.mark.parametrize(
+    "attrs",
+    [{"value": numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3))},
+     {"value_float": 0.1}, {"value_floats": [0.1, -2.0]}, {"value_int": -4}, {"value_ints": [1, 2, 3]}],
+    ids=["value", "value_float", "value_floats", "value_int", "value_ints"],
+)
+def test_constant_matches_onnxruntime(attrs):
+    actual = run_node("Constant", _plain(attrs), [])
+    _assert_bit_exact(actual[0], _run_onnxruntime("Constant", attrs, [], actual)[0])
+
+
+# Where onnxruntime uses its own approximations (MLAS polynomials for Tanh, Sigmoid, Erf,
+# Exp and Softmax) or its own float accumulation order (MatMul, ReduceSum on arbitrary
+# floats), the reference computes in float64 and rounds once. Measured differences: Exp,
+# Erf 1 ulp, Tanh 3 ulp, Softmax 5 ulp; MLAS's Sigmoid returns 0 below x = -17 where the
+# true value is ~1e-8, hence an absolute tolerance of 2e-7 there.
+APPROXIMATE_CASES = [
+    ("tanh", "Tanh", {}, [_f(200)], 13, 4e-7, 0),
+    ("sigmoid", "Sigmoid", {}, [np.linspace(-30, 30, 601).astype(np.float32)], 13, 4e-7, 2e-7),
+    ("exp", "Exp", {}, [_f(200, scale=4.0)], 13, 2e-7, 0),
+    ("erf", "Erf", {}, [_f(200, scale=1.0)], 13, 2e-7, 0),
+    ("softmax_opset13", "Softmax", {}, [_f(4, 10)], 13, 8e-7, 0),
+    ("softmax_opset11_coerced_2d", "Softmax", {"axis": 1}, [_f(2, 3, 4)], 11, 8e-7, 0),
+    ("matmul_random_floats", "MatMul", {}, [_f(4, 50), _f(50, 3)], 13, 1e-5, 1e-5),
+    ("reduce_sum_random_floats", "ReduceSum", {"axes": [1]}, [_f(3, 100)], 11, 1e-5, 1e-5),
+    ("pow_float_exponent", "Pow", {}, [_positive(50), _f(50, scale=1.0)], 13, 2e-7, 0),
+]
+
+
+@pytest.mark.parametrize("op_type,attrs,inputs,opset,rtol,atol", [c[1:] for c in APPROXIMATE_CASES],
+                         ids=[c[0] for c in APPROXIMATE_CASES])
+def test_standard_op_matches_onnxruntime_closely(op_type, attrs, inputs, opset, rtol, atol):
+    (actual,) = run_node(op_type, attrs, inputs, opset=opset)
+    (expected,) = _run_onnxruntime(op_type, attrs, inputs, [actual], opset=opset)
+    assert actual.dtype == expected.dtype == np.float32
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+
+
+# ----------------------------------------------------------------------------------------
+# Errors
+# ----------------------------------------------------------------------------------------
+
+def test_unsupported_op_names_the_op_and_lists_supported_ops():
+    message = ("op 'Conv' is not supported by streamc's reference executor; supported ops: "
+               + ", ".join(sorted(SUPPORTED_OPS)))
+    with pytest.raises(UnsupportedOpError, match=f"^{re.escape(message)}$"):
+        run_node("Conv", {}, [])
+
+
+def test_supported_ops_cover_the_qonnx_ops():
+    assert {"Quant", "BipolarQuant", "Trunc", "MultiThreshold"} <= SUPPORTED_OPS
+    assert issubclass(UnsupportedOpError, FrontendError)
+
+
+def test_blocked_quantization_is_rejected():
+    message = "QuantizeLinear block_size=4 (blocked quantization) is not supported; only per-tensor and per-axis"
+    with pytest.raises(FrontendError, match=f"^{re.escape(message)}$"):
+        run_node("QuantizeLinear", {"block_size": 4}, [_f(8), np.ones(2, np.float32)], opset=21)
