@@ -31,8 +31,12 @@ class StreamRun:
 
 
 def run_stream(dut, in_beats: list[int], n_out: int, *, in_gap: float = 0.0,
-               out_stall: float = 0.0, seed: int = 0, max_cycles: int = 100_000) -> StreamRun:
+               out_stall: float = 0.0, seed: int = 0, max_cycles: int = 100_000,
+               source=None, sink=None) -> StreamRun:
     """Feed ``in_beats`` into ``dut.i`` and collect ``n_out`` beats from ``dut.o``.
+
+    ``source`` and ``sink``, anything with ``valid``, ``ready`` and ``payload`` signals,
+    replace ``dut.i`` and ``dut.o`` (e.g. for the AXI-Stream ports of the top).
 
     ``in_gap`` is the chance that the producer idles a cycle before a beat, ``out_stall``
     the chance that the consumer holds ``ready`` low in a cycle. Cycles count from the first
@@ -40,35 +44,37 @@ def run_stream(dut, in_beats: list[int], n_out: int, *, in_gap: float = 0.0,
     """
     rng = np.random.default_rng(seed)
     result = StreamRun()
+    source = dut.i if source is None else source
+    sink = dut.o if sink is None else sink
 
     async def producer(ctx):
         for beat in in_beats:
             while rng.random() < in_gap:
-                ctx.set(dut.i.valid, 0)
+                ctx.set(source.valid, 0)
                 await ctx.tick()
-            ctx.set(dut.i.valid, 1)
-            ctx.set(dut.i.payload, beat)
-            await ctx.tick().until(dut.i.ready)
-        ctx.set(dut.i.valid, 0)
+            ctx.set(source.valid, 1)
+            ctx.set(source.payload, beat)
+            await ctx.tick().until(source.ready)
+        ctx.set(source.valid, 0)
 
     async def consumer(ctx):
         cycle = 0
         while len(result.beats) < n_out:
             ready = bool(rng.random() >= out_stall)
-            ctx.set(dut.o.ready, ready)
-            _, _, valid, payload = await ctx.tick().sample(dut.o.valid, dut.o.payload)
+            ctx.set(sink.ready, ready)
+            _, _, valid, payload = await ctx.tick().sample(sink.valid, sink.payload)
             if valid and ready:
                 result.beats.append(payload)
                 result.cycles.append(cycle)
             cycle += 1
             assert cycle < max_cycles, f"only {len(result.beats)} of {n_out} beats in {cycle} cycles"
-        ctx.set(dut.o.ready, 0)
+        ctx.set(sink.ready, 0)
 
     async def valid_is_held(ctx):
         """The stream rule the output must keep: valid stays up, payload steady, until taken."""
         held = None
-        async for _, _, valid, ready, payload in ctx.tick().sample(dut.o.valid, dut.o.ready,
-                                                                     dut.o.payload):
+        async for _, _, valid, ready, payload in ctx.tick().sample(sink.valid, sink.ready,
+                                                                     sink.payload):
             if held is not None:
                 assert valid and payload == held, "output withdrew or changed a beat not yet taken"
             held = payload if valid and not ready else None
