@@ -290,9 +290,11 @@ def _pow(base, exponent):
     if exponent.size == 1 and base.size != 1 and exponent.reshape(-1)[0] in (2, 3):
         # onnxruntime multiplies out a scalar exponent of 2 or 3, in the base's dtype
         return base * base if exponent.reshape(-1)[0] == 2 else base * base * base
-    if exponent.dtype == base.dtype:
-        return np.power(base, exponent)
-    # otherwise onnxruntime calls std::pow, which for mixed types computes in double
+    if np.issubdtype(base.dtype, np.integer):
+        return np.power(base, exponent.astype(base.dtype))
+    # onnxruntime calls std::pow: libm's powf for float32 (within an ulp of the float64
+    # result this rounds, and exact where the result is representable), double otherwise.
+    # numpy's own float32 power differs from powf in about 1 of 5 results.
     return np.power(base.astype(np.float64), exponent.astype(np.float64)).astype(base.dtype)
 
 
@@ -395,14 +397,13 @@ def _gemm(attrs, inputs, versions):
         b = b.T
     y = _matmul(a, b)
     alpha, beta = attrs.get("alpha", 1.0), attrs.get("beta", 1.0)
-    # onnxruntime (MLAS) scales the product by alpha and the bias by beta, then adds
-    if alpha != 1.0:
-        y = _like(alpha, y) * y
-    if c is not None and beta != 0.0:
-        if beta != 1.0:
-            c = _like(beta, c) * c
-        y = y + c
-    return [y]
+    if c is None or beta == 0.0:
+        return [_like(alpha, y) * y if alpha != 1.0 else y]
+    # MLAS scales the bias by beta first, then adds alpha * product with one fused
+    # multiply-add; float64 holds the float32 product alpha * y exactly
+    c = _like(beta, c) * c if beta != 1.0 else c
+    fused = np.float64(np.float32(alpha)) * y.astype(np.float64) + c.astype(np.float64)
+    return [fused.astype(y.dtype)]
 
 
 @_op("MatMulInteger")
@@ -471,8 +472,10 @@ def _dropout(attrs, inputs, versions):
     training_mode = _input(inputs, 2)
     if training_mode is not None and bool(training_mode):
         raise FrontendError("Dropout with training_mode=True is not supported; export the model for inference")
-    mask_dtype = np.bool_ if versions.opset >= 10 else x.dtype
-    return [x, np.ones(x.shape, dtype=mask_dtype)]
+    if versions.opset >= 12:
+        return [x, np.ones(x.shape, dtype=np.bool_)]
+    # before opset 12 onnxruntime runs Dropout as Identity and zero-fills the mask
+    return [x, np.zeros(x.shape, dtype=np.bool_ if versions.opset >= 10 else x.dtype)]
 
 
 def _axes(attrs, inputs, versions, first_opset_with_input: int) -> list[int] | None:

@@ -294,6 +294,10 @@ EXACT_CASES = [
     ("gemm_alpha_beta", "Gemm", {"alpha": 0.5, "beta": 2.0, "transA": 1},
      [_ints_as_float(16, 3), _ints_as_float(16, 5), _ints_as_float(3, 5)], 13),
     ("gemm_no_bias", "Gemm", {}, [_ints_as_float(2, 8), _ints_as_float(8, 3)], 13),
+    ("gemm_fused_alpha", "Gemm", {"alpha": 0.3, "beta": 0.7, "transB": 1},
+     [_ints_as_float(16, 32), _ints_as_float(24, 32), _ints_as_float(24)], 13),
+    ("gemm_alpha_no_bias", "Gemm", {"alpha": 0.3}, [_ints_as_float(4, 32), _ints_as_float(32, 5)], 13),
+    ("reshape_opset4_attr", "Reshape", {"shape": [5, -1]}, [_f(10)], 4),
     ("batchnorm_negative_scale", "BatchNormalization", {"epsilon": 1e-3},
      [_f(2, 3, 4, 4), np.array([-1.5, 0.7, -0.01], np.float32), _f(3), _f(3), _positive(3)], 13),
     ("batchnorm_2d", "BatchNormalization", {}, [_f(4, 5), _f(5), _f(5), _f(5), _positive(5)], 9),
@@ -371,10 +375,11 @@ def test_standard_op_matches_onnxruntime_exactly(op_type, attrs, inputs, opset):
         _assert_bit_exact(a, e)
 
 
-def test_dropout_is_identity_with_all_true_mask():
-    x = _f(3, 4)
-    actual = run_node("Dropout", {}, [x, np.array(0.5, np.float32)], opset=13)
-    expected = _run_onnxruntime("Dropout", {}, [x, np.array(0.5, np.float32)], actual, opset=13)
+@pytest.mark.parametrize("opset,inputs", [(13, [_f(3, 4), np.array(0.5, np.float32)]), (10, [_f(3, 4)]), (7, [_f(3, 4)])])
+def test_dropout_is_identity_and_its_mask_follows_onnxruntime(opset, inputs):
+    # onnxruntime's mask: all True from opset 12, zero-filled before (its Identity kernel)
+    actual = run_node("Dropout", {}, inputs, opset=opset)
+    expected = _run_onnxruntime("Dropout", {}, inputs, actual, opset=opset)
     for a, e in zip(actual, expected):
         _assert_bit_exact(a, e)
 
@@ -404,7 +409,8 @@ APPROXIMATE_CASES = [
     ("softmax_opset11_coerced_2d", "Softmax", {"axis": 1}, [_f(2, 3, 4)], 11, 8e-7, 0),
     ("matmul_random_floats", "MatMul", {}, [_f(4, 50), _f(50, 3)], 13, 1e-5, 1e-5),
     ("reduce_sum_random_floats", "ReduceSum", {"axes": [1]}, [_f(3, 100)], 11, 1e-5, 1e-5),
-    ("pow_float_exponent", "Pow", {}, [_positive(50), _f(50, scale=1.0)], 13, 2e-7, 0),
+    # glibc's powf (onnxruntime) vs float64 pow rounded: ~1 in 1000 results differ by an ulp
+    ("pow_float_exponent", "Pow", {}, [_positive(200), _f(200, scale=2.0)], 13, 2e-7, 0),
 ]
 
 
