@@ -1,0 +1,114 @@
+"""Yosys synthesis and resource counting on tiny stream designs written here."""
+
+import re
+
+import pytest
+from amaranth import Module, Signal
+from amaranth.back import verilog
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from streamc.errors import BuildError, ConfigError
+from streamc.synth import synthesize
+
+ELEMS = 2
+WIDTH = 8
+
+
+class AddOnePipeline(wiring.Component):
+    """Each output element is its input element + 1, through one register stage with back-pressure."""
+
+    def __init__(self, *, elems: int, width: int):
+        self._elems = elems
+        self._width = width
+        super().__init__(
+            {
+                "s_axis_tdata": In(elems * width),
+                "s_axis_tvalid": In(1),
+                "s_axis_tready": Out(1),
+                "m_axis_tdata": Out(elems * width),
+                "m_axis_tvalid": Out(1),
+                "m_axis_tready": In(1),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        w = self._width
+        m.d.comb += self.s_axis_tready.eq(~self.m_axis_tvalid | self.m_axis_tready)
+        with m.If(self.s_axis_tvalid & self.s_axis_tready):
+            m.d.sync += self.m_axis_tvalid.eq(1)
+            m.d.sync += [
+                self.m_axis_tdata[j * w : (j + 1) * w].eq(self.s_axis_tdata[j * w : (j + 1) * w] + 1)
+                for j in range(self._elems)
+            ]
+        with m.Elif(self.m_axis_tready):
+            m.d.sync += self.m_axis_tvalid.eq(0)
+        return m
+
+
+class RegisteredMultiplier(wiring.Component):
+    """A 16 x 16 bit product between registers, which both devices map onto one hard multiplier."""
+
+    a: In(16)
+    b: In(16)
+    product: Out(32)
+
+    def elaborate(self, platform):
+        m = Module()
+        a, b = Signal(16), Signal(16)
+        m.d.sync += [a.eq(self.a), b.eq(self.b), self.product.eq(a * b)]
+        return m
+
+
+@pytest.fixture(scope="module")
+def add_one_verilog(tmp_path_factory):
+    path = tmp_path_factory.mktemp("add_one") / "add_one.v"
+    path.write_text(verilog.convert(AddOnePipeline(elems=ELEMS, width=WIDTH), name="streamc_top"))
+    return path
+
+
+@pytest.mark.parametrize(
+    "device, lut_weights",
+    # an ECP5 CCU2C carry cell is two LUT4s
+    [("ice40-up5k", {"SB_LUT4": 1}), ("ecp5-85f", {"LUT4": 1, "CCU2C": 2})],
+)
+def test_tiny_stream_design_synthesizes(add_one_verilog, tmp_path, device, lut_weights):
+    result = synthesize(verilog=add_one_verilog, top="streamc_top", device=device, workdir=tmp_path)
+    assert result.device == device
+    assert all(result.cells.get(cell, 0) > 0 for cell in lut_weights)  # so every weight is exercised
+    assert result.lut == sum(result.cells[cell] * weight for cell, weight in lut_weights.items())
+    # m_axis_tvalid and the 16 data bits
+    assert result.ff == 1 + ELEMS * WIDTH
+    assert result.bram == result.dsp == result.spram == 0
+    assert result.log.is_file()
+    assert result.seconds > 0
+
+
+@pytest.mark.parametrize("device, multiplier_cell", [("ice40-up5k", "SB_MAC16"), ("ecp5-85f", "MULT18X18D")])
+def test_multiplier_counts_as_dsp(tmp_path, device, multiplier_cell):
+    source = tmp_path / "multiplier.v"
+    source.write_text(verilog.convert(RegisteredMultiplier(), name="streamc_top"))
+    result = synthesize(verilog=source, top="streamc_top", device=device, workdir=tmp_path)
+    assert result.cells[multiplier_cell] == result.dsp == 1
+    assert result.ff == 16 + 16 + 32
+
+
+def test_unknown_device_is_rejected(add_one_verilog, tmp_path):
+    with pytest.raises(ConfigError, match=r"^device must be one of 'ecp5-85f', 'ice40-up5k', not 'xc7a35t'$"):
+        synthesize(verilog=add_one_verilog, top="streamc_top", device="xc7a35t", workdir=tmp_path)
+
+
+def test_broken_verilog_raises_with_log_tail(tmp_path):
+    source = tmp_path / "outside" / "broken.v"
+    source.parent.mkdir()
+    source.write_text("module streamc_top(input clk;\nendmodule\n")
+    with pytest.raises(BuildError) as caught:
+        synthesize(verilog=source, top="streamc_top", device="ice40-up5k", workdir=tmp_path / "work")
+    message = str(caught.value)
+    assert re.match(
+        r"^Yosys could not synthesize .*/outside/broken\.v \(top 'streamc_top'\) for ice40-up5k \(exit code 1\); "
+        r"last lines of .*/work/synth_ice40-up5k\.log:\n",
+        message,
+    )
+    assert "ERROR" in message
