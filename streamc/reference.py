@@ -191,13 +191,15 @@ def _quant(attrs, inputs, versions):
     rounding = _rounding(attrs.get("rounding_mode", "ROUND"), "Quant")
     y = x / scale
     y = y + zero_point
-    clamped = rounding(_clamp(y, _min_int(signed, narrow, bit_width), _max_int(signed, narrow, bit_width)))
+    # qonnx clamps before rounding: with a non-integer bit width, rounding may then
+    # step outside [min_int, max_int] (7.5 bits: 89.51 rounds to 90)
+    integers = rounding(_clamp(y, _min_int(signed, narrow, bit_width), _max_int(signed, narrow, bit_width)))
     if signed:
         # qonnx maps 1-bit signed Quant to bipolar {-1, +1}, ignoring narrow and rounding;
-        # elementwise here, so that a per-channel bit width also works
+        # elementwise here, so that a per-channel bit width (which qonnx rejects) works too
         ones = np.ones(y.shape, dtype=y.dtype)
-        clamped = np.where(np.asarray(bit_width) == 1, np.where(y >= 0.0, ones, -ones), clamped)
-    out = (clamped - zero_point) * scale
+        integers = np.where(np.asarray(bit_width) == 1, np.where(y >= 0.0, ones, -ones), integers)
+    out = (integers - zero_point) * scale
     return [np.asarray(out).astype(np.float32)]
 
 
@@ -422,7 +424,9 @@ def _matmul_integer(attrs, inputs, versions):
 def _batch_normalization(attrs, inputs, versions):
     x, scale, bias, mean, var = inputs[:5]
     if attrs.get("training_mode", 0):
-        raise FrontendError("BatchNormalization with training_mode=1 is not supported; export the model for inference")
+        raise FrontendError(
+            "BatchNormalization with training_mode=1 is not supported; export the model for inference"
+        )
     if versions.opset < 9 and not attrs.get("spatial", 1):
         raise FrontendError("BatchNormalization with spatial=0 is not supported; only spatial=1 (per-channel)")
     # onnxruntime folds the normalization into one scale and one bias per channel

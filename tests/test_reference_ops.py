@@ -123,6 +123,21 @@ def test_quant_half_up_rounds_in_float32_like_qonnx():
     np.testing.assert_array_equal(actual, [1.0, -1.0, 2.0, -3.0])
 
 
+@pytest.mark.parametrize("signed", [0, 1])
+def test_quant_per_channel_bit_width_equals_qonnx_per_channel(signed):
+    # qonnx 1.0 cannot run a per-channel bit width (it tests `bitwidth == 1` as a bool),
+    # so each channel is compared with a per-tensor qonnx run
+    rng = np.random.default_rng(5)
+    bit_widths = np.array([1.0, 2.0, 4.0, 7.5], np.float32)
+    x = rng.uniform(-200, 200, size=(3, 4)).astype(np.float32)
+    scale, zero_point = np.array(1.0, np.float32), np.array(0.0, np.float32)
+    attrs = {"signed": signed, "narrow": 0, "rounding_mode": "ROUND"}
+    (actual,) = run_node("Quant", attrs, [x, scale, zero_point, bit_widths])
+    for channel, bit_width in enumerate(bit_widths):
+        inputs = [x[:, channel].copy(), scale, zero_point, np.array(bit_width)]
+        _assert_bit_exact(actual[:, channel], _run_qonnx("Quant", attrs, inputs))
+
+
 @pytest.mark.parametrize("rounding_mode", ["ROUND", "FLOOR", "HALF_UP"])
 def test_quant_with_zero_point_and_inexact_scale_matches_qonnx(rounding_mode):
     rng = np.random.default_rng(7)
@@ -143,7 +158,8 @@ def test_quant_of_float64_inputs_returns_float32_like_qonnx():
 
 
 def test_quant_without_signed_is_rejected():
-    with pytest.raises(FrontendError, match=r"^Quant node requires attribute 'signed'; attributes given: \['narrow'\]$"):
+    message = "Quant node requires attribute 'signed'; attributes given: ['narrow']"
+    with pytest.raises(FrontendError, match=f"^{re.escape(message)}$"):
         run_node("Quant", {"narrow": 0}, [np.zeros(2, np.float32)] * 4)
 
 
@@ -215,7 +231,8 @@ def _thresholded_input(rng, thresholds, shape, channel_axis):
 def test_multithreshold_matches_qonnx(shape, data_layout, channel_axis, per_channel):
     rng = np.random.default_rng(len(shape) * 10 + channel_axis)
     rows = shape[channel_axis] if per_channel else 1
-    thresholds = np.sort(rng.integers(-8, 8, size=(rows, 7)), axis=1).astype(np.float32) + 0.5 * (rng.random((rows, 1)) < 0.5)
+    # sorted integers, some rows shifted by 0.5 so that thresholds fall between integers
+    thresholds = np.sort(rng.integers(-8, 8, size=(rows, 7)), axis=1) + 0.5 * (rng.random((rows, 1)) < 0.5)
     thresholds = thresholds.astype(np.float32)
     x = _thresholded_input(rng, thresholds, shape, channel_axis)
     attrs = {"out_dtype": "INT4", "out_scale": 0.5, "out_bias": -3.0}
@@ -236,7 +253,8 @@ def test_multithreshold_with_wrong_threshold_rows_is_rejected():
     message = ("MultiThreshold thresholds must have shape (3, L) or (1, L) for an input of shape (1, 3) "
                "with channels on axis 1, not (2, 4)")
     with pytest.raises(FrontendError, match=f"^{re.escape(message)}$"):
-        run_node("MultiThreshold", {"out_dtype": "UINT2"}, [np.zeros((1, 3), np.float32), np.zeros((2, 4), np.float32)])
+        run_node("MultiThreshold", {"out_dtype": "UINT2"},
+                 [np.zeros((1, 3), np.float32), np.zeros((2, 4), np.float32)])
 
 
 # ----------------------------------------------------------------------------------------
@@ -268,7 +286,8 @@ EXACT_CASES = [
     ("sub", "Sub", {}, [_f(2, 3), _f(2, 3)], 13),
     ("mul", "Mul", {}, [_f(2, 3), _f(1, 3)], 13),
     ("div", "Div", {}, [_f(2, 3), _positive(2, 3)], 13),
-    ("div_int_truncates", "Div", {}, [np.array([7, -7, 7, -7, 6], np.int32), np.array([2, 2, -2, -2, 3], np.int32)], 13),
+    ("div_int_truncates", "Div", {},
+     [np.array([7, -7, 7, -7, 6], np.int32), np.array([2, 2, -2, -2, 3], np.int32)], 13),
     ("neg", "Neg", {}, [_f(5)], 13),
     ("abs", "Abs", {}, [_f(5)], 13),
     ("sqrt", "Sqrt", {}, [_positive(10)], 13),
@@ -289,8 +308,10 @@ EXACT_CASES = [
     ("round_ties_to_even", "Round", {}, [np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49999997], np.float32)], 13),
     ("matmul_integer_valued", "MatMul", {}, [_ints_as_float(3, 64), _ints_as_float(64, 5)], 13),
     ("matmul_batched", "MatMul", {}, [_ints_as_float(2, 3, 8), _ints_as_float(8, 4)], 13),
-    ("matmul_int32", "MatMul", {}, [RNG.integers(-9, 9, (3, 4)).astype(np.int32), RNG.integers(-9, 9, (4, 2)).astype(np.int32)], 13),
-    ("gemm_transB_bias", "Gemm", {"transB": 1}, [_ints_as_float(3, 16), _ints_as_float(5, 16), _ints_as_float(5)], 13),
+    ("matmul_int32", "MatMul", {},
+     [RNG.integers(-9, 9, (3, 4)).astype(np.int32), RNG.integers(-9, 9, (4, 2)).astype(np.int32)], 13),
+    ("gemm_transB_bias", "Gemm", {"transB": 1},
+     [_ints_as_float(3, 16), _ints_as_float(5, 16), _ints_as_float(5)], 13),
     ("gemm_alpha_beta", "Gemm", {"alpha": 0.5, "beta": 2.0, "transA": 1},
      [_ints_as_float(16, 3), _ints_as_float(16, 5), _ints_as_float(3, 5)], 13),
     ("gemm_no_bias", "Gemm", {}, [_ints_as_float(2, 8), _ints_as_float(8, 3)], 13),
@@ -321,7 +342,8 @@ EXACT_CASES = [
     ("slice_steps", "Slice", {}, [_f(6, 8), _i64(1, -1), _i64(100, 0), _i64(0, 1), _i64(2, -2)], 13),
     ("slice_reverse_to_start", "Slice", {}, [_f(6), _i64(-1), _i64(-100), _i64(0), _i64(-1)], 13),
     ("slice_attrs_opset9", "Slice", {"starts": [0, 1], "ends": [2, 1000], "axes": [0, 1]}, [_f(4, 5)], 9),
-    ("cast_float_to_int8_truncates", "Cast", {"to": TensorProto.INT8}, [np.array([-3.7, -0.5, 0.5, 2.9], np.float32)], 13),
+    ("cast_float_to_int8_truncates", "Cast", {"to": TensorProto.INT8},
+     [np.array([-3.7, -0.5, 0.5, 2.9], np.float32)], 13),
     ("cast_int_to_float", "Cast", {"to": TensorProto.FLOAT}, [np.array([16777217, -3], np.int64)], 13),
     ("cast_to_float16", "Cast", {"to": TensorProto.FLOAT16}, [_f(20)], 13),
     ("cast_to_bool", "Cast", {"to": TensorProto.BOOL}, [np.array([0.0, -0.0, 2.0], np.float32)], 13),
@@ -346,7 +368,8 @@ EXACT_CASES = [
     ("quantize_per_tensor_ties", "QuantizeLinear", {},
      [np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 300.0, -300.0], np.float32), np.array(1.0, np.float32),
       np.array(3, np.int8)], 13),
-    ("quantize_uint8_default_zero_point", "QuantizeLinear", {}, [_f(10, scale=100), np.array(0.7, np.float32)], 13),
+    ("quantize_uint8_default_zero_point", "QuantizeLinear", {},
+     [_f(1000, scale=100), np.array(0.7, np.float32)], 13),
     ("quantize_per_axis", "QuantizeLinear", {"axis": 1},
      [_f(2, 3, 4, scale=20), np.array([0.1, 0.25, 0.3], np.float32), np.array([0, 5, -5], np.int8)], 13),
     ("quantize_saturate_opset19", "QuantizeLinear", {"saturate": 1},
@@ -356,7 +379,8 @@ EXACT_CASES = [
     ("dequantize_per_axis_uint8", "DequantizeLinear", {"axis": 0},
      [RNG.integers(0, 256, (3, 4)).astype(np.uint8), np.array([0.1, 0.2, 0.3], np.float32),
       np.array([128, 0, 255], np.uint8)], 13),
-    ("dequantize_int32", "DequantizeLinear", {}, [np.array([-70000, 3, 123456], np.int32), np.array(0.001, np.float32)], 13),
+    ("dequantize_int32", "DequantizeLinear", {},
+     [np.array([-70000, 3, 123456], np.int32), np.array(0.001, np.float32)], 13),
     ("matmul_integer_zero_points", "MatMulInteger", {},
      [RNG.integers(0, 256, (3, 8)).astype(np.uint8), RNG.integers(-128, 128, (8, 4)).astype(np.int8),
       np.array(128, np.uint8), np.array(3, np.int8)], 13),
@@ -366,7 +390,8 @@ EXACT_CASES = [
 ]
 
 
-@pytest.mark.parametrize("op_type,attrs,inputs,opset", [c[1:] for c in EXACT_CASES], ids=[c[0] for c in EXACT_CASES])
+@pytest.mark.parametrize("op_type,attrs,inputs,opset", [c[1:] for c in EXACT_CASES],
+                         ids=[c[0] for c in EXACT_CASES])
 def test_standard_op_matches_onnxruntime_exactly(op_type, attrs, inputs, opset):
     actual = run_node(op_type, _plain(attrs), inputs, opset=opset)
     expected = _run_onnxruntime(op_type, attrs, inputs, actual, opset=opset)
@@ -375,7 +400,8 @@ def test_standard_op_matches_onnxruntime_exactly(op_type, attrs, inputs, opset):
         _assert_bit_exact(a, e)
 
 
-@pytest.mark.parametrize("opset,inputs", [(13, [_f(3, 4), np.array(0.5, np.float32)]), (10, [_f(3, 4)]), (7, [_f(3, 4)])])
+@pytest.mark.parametrize("opset,inputs",
+                         [(13, [_f(3, 4), np.array(0.5, np.float32)]), (10, [_f(3, 4)]), (7, [_f(3, 4)])])
 def test_dropout_is_identity_and_its_mask_follows_onnxruntime(opset, inputs):
     # onnxruntime's mask: all True from opset 12, zero-filled before (its Identity kernel)
     actual = run_node("Dropout", {}, inputs, opset=opset)
