@@ -13,8 +13,9 @@ the executor the input model was written for:
 * Standard ONNX ops follow onnxruntime's CPU kernels: elementwise arithmetic and data
   movement are exact. Where onnxruntime's result depends on its own accumulation order or
   its own polynomial approximations (``MatMul``/``Gemm`` on floats, ``ReduceSum``/
-  ``ReduceMean`` on floats, ``Exp``, ``Tanh``, ``Sigmoid``, ``Erf``, ``Softmax``) this module
-  computes in float64 and rounds once to the input dtype. That is deterministic on every
+  ``ReduceMean`` on floats, ``Exp``, ``Tanh``, ``Erf``, ``Softmax``, ``Pow``) this module
+  computes in float64 and rounds once to the input dtype. ``Sigmoid`` on float32/float16
+  replays MLAS's rational approximation with fused multiply-adds and is bit-exact. That is deterministic on every
   machine, equal to onnxruntime whenever onnxruntime is exact (integer-valued operands with
   sums below 2**24, which is what quantized graphs carry), and within a few ulp otherwise.
 """
@@ -339,10 +340,44 @@ _erf = np.vectorize(math.erf, otypes=[np.float64])
 for _name, _function in {
     "Exp": np.exp,
     "Tanh": np.tanh,
-    "Sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
     "Erf": _erf,
 }.items():
     _REGISTRY[_name] = _in_float64(_function)
+
+
+# MLAS's logistic: Eigen's rational approximation on [-18, 18], evaluated with fused
+# multiply-adds (its FMA3 kernel); float16 goes through it in float32
+_LOGISTIC_NUMERATOR = np.array(
+    [4.37031012579801e-11, 1.15627324459942e-07, 6.08574864600143e-05, 8.51377133304701e-03,
+     2.48287947061529e-01], dtype=np.float32)
+_LOGISTIC_DENOMINATOR = np.array(
+    [6.10247389755681e-13, 5.76102136993427e-09, 6.29106785017040e-06, 1.70198817374094e-03,
+     1.16817656904453e-01, 9.93151921023180e-01], dtype=np.float32)
+
+
+def _fused_horner(coefficients: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Horner's scheme in float32 with each step one fused multiply-add (exact in float64)."""
+    result = np.full(x.shape, coefficients[0], dtype=np.float32)
+    wide_x = x.astype(np.float64)
+    for coefficient in coefficients[1:]:
+        result = (result.astype(np.float64) * wide_x + np.float64(coefficient)).astype(np.float32)
+    return result
+
+
+def _mlas_logistic(x: np.ndarray) -> np.ndarray:
+    value = np.clip(x.astype(np.float32), np.float32(-18.0), np.float32(18.0))
+    square = value * value
+    numerator = _fused_horner(_LOGISTIC_NUMERATOR, square) * value
+    denominator = _fused_horner(_LOGISTIC_DENOMINATOR, square)
+    return np.clip(numerator / denominator + np.float32(0.5), np.float32(0.0), np.float32(1.0))
+
+
+@_op("Sigmoid")
+def _sigmoid(attrs, inputs, versions):
+    (x,) = inputs
+    if x.dtype in (np.float32, np.float16):
+        return [_mlas_logistic(x).astype(x.dtype)]
+    return [1.0 / (1.0 + np.exp(-x.astype(np.float64)))]
 
 
 @_op("Max")

@@ -306,6 +306,11 @@ EXACT_CASES = [
     ("floor", "Floor", {}, [_f(10)], 13),
     ("ceil", "Ceil", {}, [_f(10)], 13),
     ("round_ties_to_even", "Round", {}, [np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49999997], np.float32)], 13),
+    # Sigmoid replays MLAS's approximation (FMA kernel), including its 0 below x = -17
+    ("sigmoid_float32", "Sigmoid", {},
+     [np.concatenate([_f(2000, scale=8.0), np.linspace(-30, 30, 601)]).astype(np.float32)], 13),
+    ("sigmoid_float16", "Sigmoid", {}, [np.arange(-12, 12, 1 / 256).astype(np.float16)], 13),
+    ("tanh_float16", "Tanh", {}, [np.arange(-6, 6, 1 / 256).astype(np.float16)], 13),
     ("matmul_integer_valued", "MatMul", {}, [_ints_as_float(3, 64), _ints_as_float(64, 5)], 13),
     ("matmul_batched", "MatMul", {}, [_ints_as_float(2, 3, 8), _ints_as_float(8, 4)], 13),
     ("matmul_int32", "MatMul", {},
@@ -424,11 +429,9 @@ def test_constant_matches_onnxruntime(attrs):
 # Where onnxruntime uses its own approximations (MLAS polynomials for Tanh, Sigmoid, Erf,
 # Exp and Softmax) or its own float accumulation order (MatMul, ReduceSum on arbitrary
 # floats), the reference computes in float64 and rounds once. Measured differences: Exp,
-# Erf 1 ulp, Tanh 3 ulp, Softmax 5 ulp; MLAS's Sigmoid returns 0 below x = -17 where the
-# true value is ~1e-8, hence an absolute tolerance of 2e-7 there.
+# Erf 1 ulp, Tanh 3 ulp, Softmax 5 ulp.
 APPROXIMATE_CASES = [
     ("tanh", "Tanh", {}, [_f(200)], 13, 4e-7, 0),
-    ("sigmoid", "Sigmoid", {}, [np.linspace(-30, 30, 601).astype(np.float32)], 13, 4e-7, 2e-7),
     ("exp", "Exp", {}, [_f(200, scale=4.0)], 13, 2e-7, 0),
     ("erf", "Erf", {}, [_f(200, scale=1.0)], 13, 2e-7, 0),
     ("softmax_opset13", "Softmax", {}, [_f(4, 10)], 13, 8e-7, 0),
