@@ -279,10 +279,9 @@ class MatrixVectorUnit(wiring.Component):
 
         # Stage 3: adder tree and accumulator.
         valid3 = Signal()
-        nf3 = Signal.like(nf)
         acc3 = [Signal(self.acc_shape, name=f"acc_{j}") for j in range(pe)]
         with m.If(advance):
-            m.d.sync += [valid3.eq(valid2 & last2), nf3.eq(nf2)]
+            m.d.sync += valid3.eq(valid2 & last2)
             with m.If(valid2):
                 for j in range(pe):
                     m.d.sync += acc3[j].eq(Mux(first2, 0, acc3[j]) + _adder_tree(products2[j]))
@@ -296,6 +295,7 @@ class MatrixVectorUnit(wiring.Component):
             m.submodules.threshold_rom = threshold_rom = Memory(
                 shape=unsigned(pe * n_thr * cw), depth=nf_count, init=self._threshold_rom_rows())
             threshold_read = threshold_rom.read_port(domain="sync")
+            # Read alongside the accumulator's last step, so the row arrives with the sum.
             m.d.comb += [threshold_read.addr.eq(nf2), threshold_read.en.eq(advance)]
 
             # Stage 4: threshold compares, registered to keep them off the adder's path.
@@ -340,7 +340,7 @@ def _shape_of_range(lo: int, hi: int) -> Shape:
 
 
 def _check_fold(name: str, mh: int, mw: int, what: str, value: int, dim: int) -> None:
-    if not isinstance(value, int) or value < 1 or dim % value:
+    if not isinstance(value, (int, np.integer)) or value < 1 or dim % value:
         divisors = ", ".join(str(d) for d in range(1, dim + 1) if dim % d == 0)
         raise FoldingError(f"node {name!r} (MatMul {mh}x{mw}): {what}={value!r} does not divide "
                            f"{dim}; valid {what}: {divisors}")

@@ -48,6 +48,7 @@ CASES = {
     "int2_x_int3_thr": (INT(2), INT(3), 3, INT(2), -2),
     "int2_x_int3_acc": (INT(2), INT(3), None, INT(8), 0),
     "uint2_x_int2_bipolar_out": (UINT(2), INT(2), 1, BIPOLAR, 0),
+    "uint2_x_int2_int4_out": (UINT(2), INT(2), 15, INT(4), -8),
 }
 ALL_FOLDINGS = [(pe, simd) for pe in (1, 2, 8) for simd in (1, 3, 12)]
 
