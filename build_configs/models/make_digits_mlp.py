@@ -112,6 +112,8 @@ def export_both(model):
 def save_with_external_data(model: onnx.ModelProto):
     """A copy whose large initializers sit in a side file, to test loading such models."""
     EXTERNAL_DIR.mkdir(parents=True, exist_ok=True)
+    # onnx appends tensors to an existing data file, so a rerun must start from none.
+    (EXTERNAL_DIR / "digits_mlp.data").unlink(missing_ok=True)
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     onnx.save(copy, EXTERNAL_DIR / "digits_mlp.onnx", save_as_external_data=True,
@@ -142,7 +144,9 @@ def main():
     for name, proto in (("digits_mlp", dynamo), ("digits_mlp_legacy", legacy)):
         (HERE / f"{name}.onnx.txt").write_text(describe(proto))
     onnx_logits = execute_frames(dynamo, frames)
-    legacy_logits = execute_frames(legacy, frames)
+    # The TorchScript export only has to agree with the dynamo one; the held-out frames
+    # show that at a fifth of the cost of running all of them.
+    legacy_logits = execute_frames(legacy, frames[test_index])
 
     report = {
         "frames": len(frames),
@@ -153,9 +157,9 @@ def main():
         "torch_accuracy_test": accuracy(torch_logits[test_index], labels[test_index]),
         "onnx_accuracy_all": accuracy(onnx_logits, labels),
         "onnx_accuracy_test": accuracy(onnx_logits[test_index], labels[test_index]),
-        "onnx_legacy_accuracy_all": accuracy(legacy_logits, labels),
+        "onnx_legacy_accuracy_test": accuracy(legacy_logits, labels[test_index]),
         "max_abs_logit_difference_onnx_vs_torch": float(np.abs(onnx_logits - torch_logits).max()),
-        "max_abs_logit_difference_legacy_vs_onnx": float(np.abs(legacy_logits - onnx_logits).max()),
+        "max_abs_logit_difference_legacy_vs_onnx_test": float(np.abs(legacy_logits - onnx_logits[test_index]).max()),
         "onnx_argmax_disagreements_vs_torch": int((onnx_logits.argmax(1) != torch_logits.argmax(1)).sum()),
         "onnx_executor": "qonnx.core.onnx_exec.execute_onnx, one frame at a time",
     }
