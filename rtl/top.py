@@ -17,9 +17,9 @@ DEFAULT_FIFO_DEPTH = 2
 class StreamAccelerator(wiring.Component):
     """A chain of stream kernels behind AXI-Stream style ports.
 
-    Between stage ``k`` and stage ``k + 1`` come a :class:`StreamFIFO` (at stage ``k``'s
-    beat width) and, where stage ``k`` puts out a different number of elements per beat than
-    stage ``k + 1`` takes, a :class:`WidthConverter`. The element widths must match.
+    Between stage ``k`` and stage ``k + 1`` come a :class:`WidthConverter`, where stage ``k``
+    puts out a different number of elements per beat than stage ``k + 1`` takes, and then a
+    :class:`StreamFIFO` at stage ``k + 1``'s beat width. The element widths must match.
 
     Parameters
     ----------
@@ -70,13 +70,16 @@ class StreamAccelerator(wiring.Component):
                     f"{_stage_name(k - 1, before)} puts out "
                     f"{before.out_width}-bit elements but {_stage_name(k, stage)} takes "
                     f"{stage.in_width}-bit elements")
-            if depth:
-                self._append(f"fifo{k - 1}_{k}", StreamFIFO(
-                    width=before.out_elems * before.out_width, depth=depth))
             if before.out_elems != stage.in_elems:
                 self._append(f"convert{k - 1}_{k}", WidthConverter(
                     elem_width=stage.in_width, in_elems=before.out_elems,
                     out_elems=stage.in_elems))
+            # The FIFO sits on the consumer's side of the converter: a consumer that takes its
+            # input in bursts (an MVAU's first neuron fold) then finds whole beats waiting,
+            # instead of waiting for the converter to gather them at the producer's pace.
+            if depth:
+                self._append(f"fifo{k - 1}_{k}", StreamFIFO(
+                    width=stage.in_elems * stage.in_width, depth=depth))
             self._append(_stage_name(k, stage), stage)
 
         first, last = stages[0], stages[-1]

@@ -325,9 +325,13 @@ def _verilator_environment():
     subprocesses' environment, so the variables are set there, and restored afterwards.
     """
     root = Path(verilator.__file__).parent
-    saved = {name: os.environ.get(name) for name in ("PATH", "VERILATOR_ROOT")}
+    saved = {name: os.environ.get(name) for name in ("PATH", "VERILATOR_ROOT", "MAKEFLAGS")}
     os.environ["VERILATOR_ROOT"] = str(root)
     os.environ["PATH"] = os.pathsep.join([str(root / "bin"), saved["PATH"] or os.defpath])
+    # The wheel's verilated.mk was configured with an empty CFG_CXXFLAGS_PCH_I, so a design large
+    # enough to be split into several C++ files passes its precompiled header to g++ as an input
+    # file and fails; g++ takes it with -include.
+    os.environ["MAKEFLAGS"] = " ".join(filter(None, [saved["MAKEFLAGS"], "CFG_CXXFLAGS_PCH_I=-include"]))
     try:
         yield
     finally:

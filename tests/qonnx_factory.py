@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -37,7 +37,7 @@ class MlpSpec:
     extra_tail: bool = True
     name: str = "mlp"
     opset: int = 13
-    attrs: dict = field(default_factory=dict)
+    rounding_mode: str = "ROUND"
 
 
 def make_mlp(spec: MlpSpec) -> onnx.ModelProto:
@@ -54,7 +54,7 @@ def make_mlp(spec: MlpSpec) -> onnx.ModelProto:
         else:
             nodes.append(helper.make_node(
                 "Quant", [x, const(f"{name}_s", scale), const(f"{name}_z", 0.0), const(f"{name}_b", bits)], [out],
-                name=name, domain=QDOMAIN, signed=int(signed), narrow=int(narrow), rounding_mode="ROUND"))
+                name=name, domain=QDOMAIN, signed=int(signed), narrow=int(narrow), rounding_mode=spec.rounding_mode))
 
     x = "input"
     quant(x, "q0", spec.in_bits, spec.in_signed, False, 1.0 / 2 ** (spec.in_bits - 1), "QuantIn")

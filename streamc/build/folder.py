@@ -1,0 +1,47 @@
+"""The build's output folder: every file a build writes goes through here, inside ``root``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from ..ir import Graph
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+class BuildFolder:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.reports = self.root / "reports"
+        self.reports.mkdir(parents=True, exist_ok=True)
+
+    def path(self, *parts: str) -> Path:
+        target = self.root.joinpath(*parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return target
+
+    def write_report(self, name: str, data: dict) -> Path:
+        target = self.reports / f"{name}.json"
+        target.write_text(json.dumps(_jsonable(data), indent=2) + "\n")
+        return target
+
+    def write_model(self, step: str, graph: Graph) -> Path:
+        target = self.path(f"model_{step}.onnx")
+        onnx.save(graph.to_onnx(), str(target))
+        return target

@@ -1,0 +1,208 @@
+"""The build steps, in pipeline order. Each takes the build state and writes its results.
+
+A step reads what earlier steps left in :class:`BuildState` and adds its own product; every
+file goes through the :class:`~streamc.build.folder.BuildFolder`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..errors import BuildError, ConfigError
+from ..execute import execute
+from ..folding import apply_folding, fold_for_target
+from ..frontend.load import load_onnx
+from ..hw import Dataflow, to_hw
+from ..ir import Graph
+from ..transforms.streamline import streamline
+from ..transforms.tidy import tidy
+from .config import BuildConfig
+from .folder import BuildFolder
+
+TOP = "streamc_top"
+RANDOM_FRAMES = 32
+
+
+@dataclass
+class BuildState:
+    config: BuildConfig
+    folder: BuildFolder
+    config_path: str
+    graphs: dict[str, Graph] = field(default_factory=dict)
+    dataflow: Dataflow | None = None
+    verilog: str | None = None
+    fifo_depths: list[int] = field(default_factory=list)
+    rtlsim: dict | None = None
+    synth: dict[str, dict] = field(default_factory=dict)
+
+
+Step = Callable[[BuildState], None]
+STEP_FUNCTIONS: dict[str, Step] = {}
+
+
+def step(name: str) -> Callable[[Step], Step]:
+    def register(function: Step) -> Step:
+        STEP_FUNCTIONS[name] = function
+        return function
+
+    return register
+
+
+@step("load")
+def load_step(state: BuildState) -> None:
+    state.graphs["load"] = load_onnx(state.config.model)
+    state.folder.write_model("load", state.graphs["load"])
+
+
+@step("tidy")
+def tidy_step(state: BuildState) -> None:
+    state.graphs["tidy"] = tidy(state.graphs["load"])
+    state.folder.write_model("tidy", state.graphs["tidy"])
+
+
+@step("streamline")
+def streamline_step(state: BuildState) -> None:
+    state.graphs["streamline"] = streamline(state.graphs["tidy"])
+    state.folder.write_model("streamline", state.graphs["streamline"])
+
+
+@step("to_hw")
+def to_hw_step(state: BuildState) -> None:
+    state.dataflow = to_hw(state.graphs["streamline"])
+
+
+@step("fold")
+def fold_step(state: BuildState) -> None:
+    config, layers = state.config, state.dataflow.layers
+    if config.folding is not None:
+        apply_folding(layers, {k: v.model_dump() for k, v in config.folding.items()}, source=state.config_path)
+    else:
+        fold_for_target(layers, target_fps=config.target_fps, clock_mhz=config.clock_mhz)
+    state.folder.write_report("folding", {layer.name: {"pe": layer.pe, "simd": layer.simd} for layer in layers})
+    cycles = state.dataflow.cycles_per_frame()
+    state.folder.write_report("estimates", {
+        "clock_mhz": config.clock_mhz,
+        "predicted_cycles_per_frame": cycles,
+        "predicted_fps": config.clock_mhz * 1e6 / cycles,
+        "target_fps": config.target_fps,
+        "layers": [dict(name=l.name, source=l.source, mh=l.mh, mw=l.mw, pe=l.pe, simd=l.simd, cycles=l.cycles(),
+                        in_dtype=l.in_dtype.name, weight_dtype=l.weight_dtype.name, out_dtype=l.out_dtype.name,
+                        thresholds_per_channel=0 if l.thresholds is None else l.thresholds.shape[1],
+                        weight_bits=l.mh * l.mw * l.weight_dtype.bitwidth)
+                   for l in layers],
+    })
+
+
+@step("rtl")
+def rtl_step(state: BuildState) -> None:
+    # Imported here: only builds that reach this step need Amaranth.
+    from ..rtl.mvau import MatrixVectorUnit
+    from ..rtl.top import StreamAccelerator, to_verilog
+
+    layers = state.dataflow.layers
+    stages = [MatrixVectorUnit(weights=l.weights, in_dtype=l.in_dtype, weight_dtype=l.weight_dtype, pe=l.pe,
+                               simd=l.simd, thresholds=l.thresholds, out_dtype=l.out_dtype, out_bias=l.out_bias,
+                               name=l.name)
+              for l in layers]
+    # One frame of slack before each layer: a layer with several neuron folds takes its whole
+    # input vector in a burst during its first fold, and must find it waiting.
+    state.fifo_depths = [max(state.config.fifo_depth, layer.mw // layer.simd) for layer in layers[1:]]
+    top = StreamAccelerator(stages=stages, fifo_depths=state.fifo_depths)
+    state.verilog = to_verilog(top, name=TOP)
+    verilog = state.folder.path("verilog", f"{TOP}.v")
+    verilog.write_text(state.verilog)
+    state.folder.path("verilog", "filelist.f").write_text(f"{TOP}.v\n")
+
+
+def _frames(state: BuildState, graph: Graph) -> np.ndarray:
+    verify = state.config.verify
+    shape = graph.inputs[0].shape
+    if verify.inputs is None:
+        rng = np.random.default_rng(verify.seed)
+        frames = rng.uniform(-1, 1, size=(verify.frames or RANDOM_FRAMES, *shape[1:])).astype(np.float32)
+    else:
+        try:
+            frames = np.load(verify.inputs)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"verify.inputs: cannot read {str(verify.inputs)!r} as .npy: {exc}") from None
+        if frames.shape[1:] == tuple(shape):
+            frames = frames.reshape(frames.shape[0], *shape[1:])
+        if frames.shape[1:] != tuple(shape[1:]):
+            raise ConfigError(f"verify.inputs: frames of shape {frames.shape[1:]} do not fit the model input "
+                              f"{graph.inputs[0].name!r} of shape {tuple(shape)} (give an array of shape "
+                              f"(N, {', '.join(map(str, shape[1:]))}))")
+        frames = frames[:verify.frames] if verify.frames else frames
+    return frames.astype(np.float32)
+
+
+def expected_hw_outputs(dataflow: Dataflow, reference_values: dict[str, np.ndarray], count: int) -> np.ndarray:
+    """The integers the hardware must produce, read off the reference execution of the model."""
+    boundary = dataflow.boundary
+    value = reference_values[boundary["tensor"]].reshape(count, -1).astype(np.float64)
+    exact = value / boundary["scale"] + boundary["offset"]
+    integers = np.rint(exact)
+    if not np.allclose(exact, integers, atol=1e-3):
+        raise BuildError(f"tensor {boundary['tensor']!r} of the reference is not an integer multiple of its scale; "
+                         "the hardware boundary was derived wrongly (a streamc bug)")
+    return integers.astype(np.int64)
+
+
+@step("sim")
+def sim_step(state: BuildState) -> None:
+    from ..sim.runner import simulate
+
+    dataflow, verify, folder = state.dataflow, state.config.verify, state.folder
+    original, tidied = state.graphs["load"], state.graphs["tidy"]
+    frames = _frames(state, original)
+    n = len(frames)
+    in_name, out_name = original.inputs[0].name, original.outputs[0].name
+    reference = execute(original, {in_name: frames})[out_name]
+    expected_hw = expected_hw_outputs(dataflow, execute(tidied, {in_name: frames}, keep_all=True), n)
+    codes = np.rint(execute(dataflow.head, {in_name: frames})[dataflow.hw_input]).reshape(n, -1).astype(np.int64)
+
+    first, last = dataflow.layers[0], dataflow.layers[-1]
+    result = simulate(verilog=folder.path("verilog", f"{TOP}.v"), top=TOP, build_dir=folder.path("sim_build", "x").parent,
+                      in_elems=first.simd, in_width=first.in_dtype.bitwidth, out_elems=last.pe,
+                      out_width=last.out_dtype.bitwidth, frames=first.in_dtype.to_hw(codes),
+                      expected=last.out_dtype.to_hw(expected_hw), n_out=last.mh, seed=verify.seed,
+                      input_gap_prob=verify.input_gap_prob, output_stall_prob=verify.output_stall_prob)
+    hw = last.out_dtype.from_hw(result.outputs)
+    outputs = execute(dataflow.tail, {dataflow.hw_output: hw.astype(np.float32)})[out_name]
+    np.save(folder.path("reports", "rtlsim_outputs.npy"), outputs)
+
+    report = dict(frames=n, mismatches=int(result.mismatches),
+                  first_mismatch=result.first_mismatch._asdict() if result.first_mismatch else None,
+                  measured_cycles_per_frame=result.measured_cycles_per_frame,
+                  predicted_cycles_per_frame=dataflow.cycles_per_frame(), latency_cycles=result.latency_cycles,
+                  simulated_cycles=result.simulated_cycles, sim_seconds=round(result.sim_seconds, 3),
+                  fifo_depths=state.fifo_depths, host_tail_ops=[n.op_type for n in dataflow.tail.nodes],
+                  end_to_end_max_abs_diff=float(np.abs(outputs - reference).max()),
+                  input_gap_prob=verify.input_gap_prob, output_stall_prob=verify.output_stall_prob)
+    if verify.expected is not None:
+        expected = np.load(verify.expected)
+        if len(expected) < n or expected[0].size != outputs[0].size:
+            raise ConfigError(f"verify.expected: {str(verify.expected)!r} holds {len(expected)} outputs of "
+                              f"{expected[0].size} values; need {n} of {outputs[0].size}")
+        expected = expected[:n].reshape(n, -1)
+        report["expected_mismatches"] = int(np.sum(~np.all(np.isclose(outputs.reshape(n, -1), expected,
+                                                                      rtol=1e-4, atol=1e-4), axis=1)))
+    if verify.labels is not None:
+        labels = np.load(verify.labels)[:n]
+        report["accuracy_hw"] = float(np.mean(np.argmax(outputs.reshape(n, -1), axis=1) == labels))
+        report["accuracy_reference"] = float(np.mean(np.argmax(reference.reshape(n, -1), axis=1) == labels))
+    state.rtlsim = report
+    folder.write_report("rtlsim", report)
+
+
+@step("synth")
+def synth_step(state: BuildState) -> None:
+    from ..synth import synthesize
+
+    for device in state.config.devices:
+        result = synthesize(verilog=state.folder.path("verilog", f"{TOP}.v"), top=TOP, device=device,
+                            workdir=state.folder.path("synth", device, "x").parent)
+        state.synth[device] = asdict(result)
+        state.folder.write_report(f"synth_{device}", state.synth[device])

@@ -1,0 +1,65 @@
+"""The one-screen summary of a build: folding, cycles, verdict, resources."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from .steps import BuildState
+
+
+def summary_data(state: BuildState, timings: dict[str, float]) -> dict:
+    data: dict = {"model": str(state.config.model), "output_dir": str(state.config.output_dir), "steps": timings}
+    if state.dataflow is not None:
+        df = state.dataflow
+        data["layers"] = [dict(name=l.name, shape=[l.mh, l.mw], pe=l.pe, simd=l.simd, cycles=l.cycles(),
+                               in_dtype=l.in_dtype.name, weight_dtype=l.weight_dtype.name, out_dtype=l.out_dtype.name)
+                          for l in df.layers]
+        data["host_head_ops"] = [n.op_type for n in df.head.nodes]
+        data["host_tail_ops"] = [n.op_type for n in df.tail.nodes]
+    if state.rtlsim is not None:
+        data["rtlsim"] = state.rtlsim
+    if state.synth:
+        data["synth"] = {d: {k: r[k] for k in ("lut", "ff", "bram", "dsp")} for d, r in state.synth.items()}
+    return data
+
+
+def print_summary(state: BuildState, timings: dict[str, float], console: Console) -> None:
+    df = state.dataflow
+    if df is None:
+        console.print(f"Ran {', '.join(timings)}; outputs in {state.config.output_dir}")
+        return
+    layers = Table(title="Layers (hardware)", title_justify="left")
+    for column in ("layer", "MH x MW", "in", "weights", "out", "PE", "SIMD", "cycles/frame"):
+        layers.add_column(column, justify="right" if column in ("PE", "SIMD", "cycles/frame") else "left")
+    for l in df.layers:
+        out = l.out_dtype.name + (f" ({l.thresholds.shape[1]} thr)" if l.thresholds is not None else " (acc)")
+        layers.add_row(l.name, f"{l.mh} x {l.mw}", l.in_dtype.name, l.weight_dtype.name, out,
+                       str(l.pe), str(l.simd), str(l.cycles()))
+    console.print(layers)
+    console.print(f"Host head: {' -> '.join(n.op_type for n in df.head.nodes) or '(none)'}   "
+                  f"Host float tail: {' -> '.join(n.op_type for n in df.tail.nodes) or '(none)'}")
+    predicted = df.cycles_per_frame()
+    console.print(f"Predicted: {predicted} cycles/frame = {state.config.clock_mhz * 1e6 / predicted:,.0f} frames/s "
+                  f"at {state.config.clock_mhz:g} MHz")
+    sim = state.rtlsim
+    if sim is not None:
+        verdict = "[green]BIT-EXACT[/green]" if sim["mismatches"] == 0 else f"[red]{sim['mismatches']} MISMATCHES[/red]"
+        console.print(f"RTL simulation (Verilator): {sim['frames']} frames, {verdict}; measured "
+                      f"{sim['measured_cycles_per_frame']} cycles/frame (predicted {sim['predicted_cycles_per_frame']}), "
+                      f"latency {sim['latency_cycles']} cycles; end-to-end max |diff| vs reference "
+                      f"{sim['end_to_end_max_abs_diff']:.3g}")
+        if "accuracy_hw" in sim:
+            console.print(f"Accuracy: hardware {sim['accuracy_hw']:.2%}, reference model {sim['accuracy_reference']:.2%} "
+                          f"over {sim['frames']} frames")
+        if "expected_mismatches" in sim:
+            console.print(f"Against verify.expected: {sim['expected_mismatches']} frames differ")
+    if state.synth:
+        table = Table(title="Synthesis (Yosys)", title_justify="left")
+        for column in ("device", "LUT", "FF", "BRAM", "DSP"):
+            table.add_column(column, justify="left" if column == "device" else "right")
+        for device, r in state.synth.items():
+            table.add_row(device, str(r["lut"]), str(r["ff"]), str(r["bram"]), str(r["dsp"]))
+        console.print(table)
+    console.print(f"Outputs: {state.config.output_dir} (steps: " +
+                  ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()) + ")")

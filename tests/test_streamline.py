@@ -1,0 +1,154 @@
+"""The streamlined integer graph equals the float32 reference, exactly, on QONNX MLPs."""
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from qonnx_factory import LayerSpec, MlpSpec, make_mlp, random_frames
+from streamc.build.steps import expected_hw_outputs
+from streamc.errors import LoweringError
+from streamc.execute import execute
+from streamc.frontend.load import graph_from_model
+from streamc.hw import to_hw
+from streamc.transforms.streamline import streamline
+from streamc.transforms.tidy import tidy
+
+SPECS = {
+    "w2a2-bn": MlpSpec(20, [LayerSpec(16), LayerSpec(12), LayerSpec(5, act_bits=None)]),
+    "bipolar": MlpSpec(24, [LayerSpec(16, weight_bits=1, act_bits=1), LayerSpec(8, weight_bits=1, act_bits=1),
+                            LayerSpec(4, weight_bits=1, act_bits=None)], in_bits=1, seed=3),
+    "mixed": MlpSpec(20, [LayerSpec(16, bias=True, gemm=False), LayerSpec(12, weight_bits=1, act_bits=1),
+                          LayerSpec(8, act_bits=3, act_signed=False, relu=True, per_channel_weight_scale=True),
+                          LayerSpec(5, weight_bits=4, act_bits=None, batchnorm=False)], seed=5),
+    "uint-in-4bit": MlpSpec(10, [LayerSpec(12, weight_bits=4, act_bits=4, relu=True, narrow_weights=False),
+                                 LayerSpec(6, act_bits=3)], in_bits=4, in_signed=False, seed=7, extra_tail=False),
+}
+
+
+def compile_graph(model):
+    tidied = tidy(graph_from_model(model))
+    return tidied, streamline(tidied)
+
+
+def hw_values(streamlined, frames):
+    """Run head, integer layers and tail separately, as the hardware build does."""
+    df = to_hw(streamlined)
+    name = streamlined.inputs[0].name
+    x = np.rint(execute(df.head, {name: frames})[df.hw_input]).reshape(len(frames), -1).astype(np.int64)
+    for layer in df.layers:
+        acc = x @ layer.weights.T
+        x = acc if layer.thresholds is None else _threshold(acc, layer)
+    return df, x
+
+
+def _threshold(acc, layer):
+    count = (acc[:, :, None] >= layer.thresholds[None]).sum(axis=2)
+    return np.where(count > 0, 1, -1) if layer.out_dtype.bipolar else count + layer.out_bias
+
+
+@pytest.mark.parametrize("key", sorted(SPECS))
+def test_integer_pipeline_equals_reference(key):
+    spec = SPECS[key]
+    model = make_mlp(spec)
+    tidied, streamlined = compile_graph(model)
+    frames = random_frames(spec, 400)[:, 0, :]
+    original = graph_from_model(model)
+    reference = execute(original, {"input": frames})["output"]
+    assert np.array_equal(execute(streamlined, {"input": frames})["output"], reference)
+    df, hw = hw_values(streamlined, frames)
+    expected = expected_hw_outputs(df, execute(tidied, {"input": frames}, keep_all=True), len(frames))
+    assert np.array_equal(hw, expected)
+    for layer in df.layers:
+        assert layer.weight_dtype.contains(layer.weights)
+
+
+@pytest.mark.parametrize("mode", ["ROUND", "HALF_UP", "HALF_DOWN", "FLOOR", "CEIL", "UP", "DOWN"])
+def test_ties_follow_the_rounding_mode(mode):
+    """acc * 2^-1 lands on k + 0.5 for every odd accumulator value: every tie is exercised."""
+    rng = np.random.default_rng(0)
+    q = "qonnx.custom_op.general"
+    inits = [numpy_helper.from_array(np.asarray(v, np.float32), n) for n, v in [
+        ("s_in", 1.0), ("z", 0.0), ("b_in", 4.0), ("W", rng.integers(-1, 2, size=(6, 3))), ("s_w", 1.0),
+        ("b_w", 2.0), ("s_out", 2.0), ("b_out", 4.0), ("bias", [0.0, 1.0, -0.5])]]
+    nodes = [
+        helper.make_node("Quant", ["x", "s_in", "z", "b_in"], ["xq"], domain=q, signed=1, narrow=0, rounding_mode="ROUND"),
+        helper.make_node("Quant", ["W", "s_w", "z", "b_w"], ["Wq"], domain=q, signed=1, narrow=1, rounding_mode="ROUND"),
+        helper.make_node("MatMul", ["xq", "Wq"], ["mm"]),
+        helper.make_node("Add", ["mm", "bias"], ["mmb"]),
+        helper.make_node("Quant", ["mmb", "s_out", "z", "b_out"], ["y"], domain=q, signed=1, narrow=0, rounding_mode=mode),
+    ]
+    graph = helper.make_graph(nodes, "ties", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(q, 1)])
+    _, streamlined = compile_graph(model)
+    frames = rng.integers(-8, 8, size=(4000, 6)).astype(np.float32)
+    reference = execute(graph_from_model(model), {"x": frames})["y"]
+    assert np.array_equal(execute(streamlined, {"x": frames})["y"], reference)
+
+
+def test_qonnx_executes_the_streamlined_model():
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.core.onnx_exec import execute_onnx
+    from qonnx.transformation.infer_shapes import InferShapes
+
+    spec = SPECS["mixed"]
+    _, streamlined = compile_graph(make_mlp(spec))
+    wrapper = ModelWrapper(streamlined.to_onnx()).transform(InferShapes())
+    for frame in random_frames(spec, 5):
+        ours = execute(streamlined, {"input": frame})["output"]
+        assert np.array_equal(execute_onnx(wrapper, {"input": frame})["output"], ours)
+
+
+def test_decreasing_channels_get_negated_weights():
+    spec = MlpSpec(8, [LayerSpec(32), LayerSpec(4, act_bits=None)], seed=11)
+    _, streamlined = compile_graph(make_mlp(spec))
+    first = to_hw(streamlined).layers[0]
+    tidied_weights = tidy(graph_from_model(make_mlp(spec))).quantized
+    codes = next(q.codes for q in tidied_weights.values() if q.codes.shape == (8, 32)).T
+    negated = np.all(first.weights == -codes, axis=1) & np.any(codes != 0, axis=1)
+    assert negated.any() and not negated.all()
+
+
+def _replace(model, index, node):
+    model.graph.node[index].CopyFrom(node)
+    return model
+
+
+def test_unquantized_weight_is_rejected():
+    model = make_mlp(SPECS["w2a2-bn"])
+    gemm = next(i for i, n in enumerate(model.graph.node) if n.op_type == "Gemm")
+    node = model.graph.node[gemm]
+    _replace(model, gemm, helper.make_node("Gemm", [node.input[0], "W0"], node.output, name="Gemm0", transB=1))
+    with pytest.raises(LoweringError, match=r"^node 'Gemm0' \(MatMul\): its weight 'W0_transposed' is not quantized"):
+        compile_graph(model)
+
+
+def test_non_monotonic_op_is_rejected():
+    model = make_mlp(MlpSpec(6, [LayerSpec(4, batchnorm=False), LayerSpec(2, act_bits=None)]))
+    i = next(i for i, n in enumerate(model.graph.node) if n.op_type == "Gemm")
+    out = model.graph.node[i].output[0]
+    model.graph.node.insert(i + 1, helper.make_node("Abs", [out], [out + "_abs"], name="AbsNode"))
+    nxt = model.graph.node[i + 2]
+    nxt.input[0] = out + "_abs"
+    with pytest.raises(LoweringError, match=r"^node 'AbsNode' \(Abs\) lies between node 'Gemm0' \(MatMul\) and "
+                                            r"quantizer 'ActQuant0'; supported there: "):
+        compile_graph(model)
+
+
+def test_missing_input_quantizer_is_rejected():
+    model = make_mlp(SPECS["w2a2-bn"])
+    first = model.graph.node[0]
+    model.graph.node.remove(first)
+    for node in model.graph.node:
+        node.input[:] = ["input" if t == "q0" else t for t in node.input]
+    with pytest.raises(LoweringError, match=r"^node 'Gemm0' \(MatMul\) reads an unquantized input; put an activation "
+                                            r"quantizer \(Quant or BipolarQuant\) before the first linear layer$"):
+        compile_graph(model)
+
+
+def test_branching_is_rejected():
+    model = make_mlp(SPECS["w2a2-bn"])
+    model.graph.node.append(helper.make_node("Relu", ["q0"], ["side"], name="SideBranch"))
+    with pytest.raises(LoweringError, match=r"branching and residual graphs are not supported yet"):
+        compile_graph(model)
