@@ -150,6 +150,12 @@ def expected_hw_outputs(dataflow: Dataflow, reference_values: dict[str, np.ndarr
     return integers.astype(np.int64)
 
 
+def _timeout_cycles(dataflow: Dataflow, frames: int, verify) -> int:
+    """Generous for random stalls, yet a deadlock ends the simulation in seconds."""
+    slowdown = 1 / ((1 - verify.input_gap_prob) * (1 - verify.output_stall_prob))
+    return int(10_000 + 4 * slowdown * frames * dataflow.cycles_per_frame())
+
+
 @step("sim")
 def sim_step(state: BuildState) -> None:
     from ..sim.runner import simulate
@@ -168,7 +174,8 @@ def sim_step(state: BuildState) -> None:
                       in_elems=first.simd, in_width=first.in_dtype.bitwidth, out_elems=last.pe,
                       out_width=last.out_dtype.bitwidth, frames=first.in_dtype.to_hw(codes),
                       expected=last.out_dtype.to_hw(expected_hw), n_out=last.mh, seed=verify.seed,
-                      input_gap_prob=verify.input_gap_prob, output_stall_prob=verify.output_stall_prob)
+                      input_gap_prob=verify.input_gap_prob, output_stall_prob=verify.output_stall_prob,
+                      timeout_cycles=_timeout_cycles(dataflow, n, verify))
     hw = last.out_dtype.from_hw(result.outputs)
     outputs = execute(dataflow.tail, {dataflow.hw_output: hw.astype(np.float32)})[out_name]
     np.save(folder.path("reports", "rtlsim_outputs.npy"), outputs)
