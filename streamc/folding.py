@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import numbers
+from fractions import Fraction
 
 from .errors import FoldingError
 from .hw import MVAULayer
@@ -12,9 +14,21 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def _decimal(value: float) -> Fraction:
+    # The shortest decimal that reads back as ``value``: what the user wrote in the config.
+    return Fraction(repr(float(value)))
+
+
 def cycle_budget(*, target_fps: float, clock_mhz: float) -> int:
-    """Cycles one frame may take in the slowest layer to reach ``target_fps`` at ``clock_mhz``."""
-    return math.floor(clock_mhz * 1e6 / target_fps)
+    """Cycles one frame may take in the slowest layer to reach ``target_fps`` at ``clock_mhz``.
+
+    Computed on the decimal values, so that 2.01 MHz at 1 frame/s gives 2010000 cycles, where
+    float arithmetic (2.01 * 1e6 = 2009999.9999999998) would lose one.
+    """
+    for name, value in (("target_fps", target_fps), ("clock_mhz", clock_mhz)):
+        if not (math.isfinite(value) and value > 0):
+            raise FoldingError(f"{name} must be a positive finite number, not {value!r}")
+    return math.floor(_decimal(clock_mhz) * 10**6 / _decimal(target_fps))
 
 
 def fold_for_target(layers: list[MVAULayer], *, target_fps: float, clock_mhz: float) -> None:
@@ -22,21 +36,35 @@ def fold_for_target(layers: list[MVAULayer], *, target_fps: float, clock_mhz: fl
 
     Among foldings with equal lanes, the one with fewer PEs wins: each PE costs an accumulator
     and a threshold comparator, a SIMD lane only a multiplier and an adder input.
+
+    Raises
+    ------
+    FoldingError
+        If the target leaves less than one cycle per frame (no folding can meet it).
     """
     budget = cycle_budget(target_fps=target_fps, clock_mhz=clock_mhz)
     if budget < 1:
-        raise FoldingError(f"{target_fps:g} frames/s at {clock_mhz:g} MHz leaves less than one cycle per frame; "
-                           f"the fastest streamc pipeline takes 1 cycle per frame ({clock_mhz * 1e6:g} frames/s)")
+        raise FoldingError(f"target_fps={target_fps:g} at clock_mhz={clock_mhz:g} leaves less than one cycle per "
+                           f"frame; the fastest streamc pipeline takes 1 cycle per frame, so at most "
+                           f"{clock_mhz * 1e6:g} frames/s at {clock_mhz:g} MHz")
     for layer in layers:
+        # Fully parallel (pe=MH, simd=MW) takes one cycle, so with budget >= 1 there is always an option.
         options = [(pe * simd, pe, simd) for pe in divisors(layer.mh) for simd in divisors(layer.mw)
                    if layer.cycles(pe, simd) <= budget]
         _, layer.pe, layer.simd = min(options)
 
 
 def apply_folding(layers: list[MVAULayer], folding: dict[str, dict[str, int]], *, source: str) -> None:
-    """Take an explicit per-layer folding (``{layer: {pe: .., simd: ..}}``); every layer must be named."""
+    """Take an explicit per-layer folding (``{layer: {pe: .., simd: ..}}``); every layer must be named.
+
+    Raises
+    ------
+    FoldingError
+        If the folding names a layer the model does not have, misses one, or gives a pe (simd)
+        that is not a positive divisor of the layer's MH (MW); the message lists the valid values.
+    """
     names = [layer.name for layer in layers]
-    unknown = sorted(set(folding) - set(names))
+    unknown = [name for name in folding if name not in names]
     if unknown:
         raise FoldingError(f"folding names layer {unknown[0]!r}, which the model does not have; "
                            f"layers: {', '.join(names)} (in {source})")
@@ -45,10 +73,20 @@ def apply_folding(layers: list[MVAULayer], folding: dict[str, dict[str, int]], *
             raise FoldingError(f"folding has no entry for layer {layer.name!r} (in {source}); "
                                f"give pe and simd for every layer: {', '.join(names)}")
         entry = folding[layer.name]
-        for key, size, dim in (("pe", layer.mh, "MH"), ("simd", layer.mw, "MW")):
-            value = entry[key]
-            if size % value:
-                valid = ", ".join(str(d) for d in divisors(size))
-                raise FoldingError(f"{layer.describe()}: {key}={value} does not divide {size}; valid {key}: "
-                                   f"{valid} (set folding.{layer.name}.{key} in {source})")
-        layer.pe, layer.simd = entry["pe"], entry["simd"]
+        for key, size in (("pe", layer.mh), ("simd", layer.mw)):
+            value = entry.get(key)
+            valid = ", ".join(str(d) for d in divisors(size))
+            if value is None:
+                raise FoldingError(f"{layer.describe()}: folding gives no {key}; valid {key}: {valid} "
+                                   f"(set folding.{layer.name}.{key} in {source})")
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                problem = "is not a positive integer"
+            elif size % value:
+                problem = f"does not divide {size}"
+            else:
+                continue
+            raise FoldingError(f"{layer.describe()}: {key}={value!r} {problem}; valid {key}: {valid} "
+                               f"(set folding.{layer.name}.{key} in {source})")
+    # Only once every entry is valid: a refused folding leaves the layers as they were.
+    for layer in layers:
+        layer.pe, layer.simd = int(folding[layer.name]["pe"]), int(folding[layer.name]["simd"])

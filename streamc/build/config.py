@@ -1,21 +1,33 @@
-"""The YAML build configuration, validated; paths are relative to the configuration file."""
+"""The YAML build configuration, validated; paths are relative to the configuration file.
+
+Values are taken as YAML types them: ``clock_mhz: "100"`` (a string) or ``pe: true`` is an
+error, not silently converted. Unknown keys, nested ones included, are errors, and so is a key
+given twice. The YAML is read with a safe loader: tags such as ``!!python/object`` are refused,
+never executed.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import ConfigError
 
 STEPS = ("load", "tidy", "streamline", "to_hw", "fold", "rtl", "sim", "synth")
 DEVICES = ("ice40-up5k", "ecp5-85f")
 
+# YAML gives paths as strings; everything else must already have the right type.
+ConfigPath = Annotated[Path, Field(strict=False)]
+PositiveFinite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+PositiveInt = Annotated[int, Field(gt=0)]
+Probability = Annotated[float, Field(ge=0.0, lt=1.0)]
+
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class LayerFolding(_Strict):
@@ -24,25 +36,32 @@ class LayerFolding(_Strict):
 
 
 class VerifyConfig(_Strict):
-    inputs: Path | None = None
+    inputs: ConfigPath | None = None
     """Frames as .npy in the model's input shape (with a leading frame axis); random if absent."""
-    expected: Path | None = None
+    expected: ConfigPath | None = None
     """The model's expected outputs for those frames (.npy), compared with the end-to-end output."""
-    labels: Path | None = None
+    labels: ConfigPath | None = None
     """Class labels (.npy of ints): the summary then reports accuracy of the simulated hardware."""
     frames: PositiveInt | None = None
     """How many frames to simulate (default: all given inputs, or 32 random frames)."""
     seed: int = 0
-    input_gap_prob: float = Field(0.3, ge=0.0, lt=1.0)
-    output_stall_prob: float = Field(0.3, ge=0.0, lt=1.0)
+    input_gap_prob: Probability = 0.3
+    output_stall_prob: Probability = 0.3
+
+    @model_validator(mode="after")
+    def _check(self) -> "VerifyConfig":
+        for key in ("expected", "labels"):
+            if getattr(self, key) is not None and self.inputs is None:
+                raise ValueError(f"verify.{key} describes given frames: it needs verify.inputs")
+        return self
 
 
 class BuildConfig(_Strict):
-    model: Path
-    output_dir: Path
+    model: ConfigPath
+    output_dir: ConfigPath
     devices: list[Literal["ice40-up5k", "ecp5-85f"]] = list(DEVICES)
-    clock_mhz: PositiveFloat = 100.0
-    target_fps: PositiveFloat | None = None
+    clock_mhz: PositiveFinite = 100.0
+    target_fps: PositiveFinite | None = None
     folding: dict[str, LayerFolding] | None = None
     steps: list[Literal[STEPS]] = list(STEPS)
     verify: VerifyConfig = VerifyConfig()
@@ -50,42 +69,101 @@ class BuildConfig(_Strict):
 
     @model_validator(mode="after")
     def _check(self) -> "BuildConfig":
-        if (self.target_fps is None) == (self.folding is None):
-            raise ValueError("give exactly one of target_fps and folding")
-        if list(self.steps) != list(STEPS[:len(self.steps)]):
-            raise ValueError(f"steps must be a prefix of the pipeline {list(STEPS)}, not {list(self.steps)}")
+        if self.target_fps is not None and self.folding is not None:
+            raise ValueError("give either target_fps (streamc chooses the folding) or folding (pe and simd per "
+                             "layer), not both")
+        if self.target_fps is None and self.folding is None:
+            raise ValueError("give target_fps (streamc chooses the folding) or folding (pe and simd per layer)")
+        if not self.steps or list(self.steps) != list(STEPS[:len(self.steps)]):
+            raise ValueError(f"steps must be a non-empty prefix of the pipeline [{', '.join(STEPS)}], "
+                             f"not [{', '.join(self.steps)}]")
+        if "synth" in self.steps and not self.devices:
+            raise ValueError(f"devices is empty but steps include synth; give at least one of {', '.join(DEVICES)}")
         return self
 
 
-def _describe(error: ValidationError, source: str) -> str:
+class _SafeUniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that also refuses a mapping key given twice (YAML would keep the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen = set()
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice",
+                                                        key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+_PLAIN_TYPE_ERRORS = {"model_type": "a mapping of keys to values", "dict_type": "a mapping of keys to values",
+                      "list_type": "a list", "path_type": "a path (a string)"}
+
+
+def _describe(error: ValidationError) -> str:
     lines = []
     for item in error.errors():
-        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        where = ".".join(str(part) for part in item["loc"])
         if item["type"] == "extra_forbidden":
             lines.append(f"unknown key {where!r}")
+        elif item["type"] == "value_error":
+            # Our own cross-field checks: their message already names the keys.
+            lines.append(str(item["ctx"]["error"]))
+        elif item["type"] == "missing":
+            lines.append(f"{where}: missing (required)")
+        elif item["type"] in _PLAIN_TYPE_ERRORS:
+            lines.append(f"{where}: must be {_PLAIN_TYPE_ERRORS[item['type']]}, not {item['input']!r}")
         else:
-            lines.append(f"{where}: {item['msg']}")
-    return f"build config {source}: " + "; ".join(lines)
+            lines.append(f"{where}: {item['msg']}, not {item['input']!r}")
+    return "; ".join(lines)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    if problem.startswith("could not determine a constructor for the tag"):
+        tag = problem.rsplit(" ", 1)[-1].strip("'").replace("tag:yaml.org,2002:", "!!")
+        problem = f"YAML tag {tag!r} is not allowed (only plain values, lists and mappings)"
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark else problem
 
 
 def load_config(path: Path) -> BuildConfig:
-    """Read and validate ``path``; relative paths inside it are taken from its folder."""
+    """Read and validate ``path``; relative paths inside it are taken from its folder.
+
+    Raises
+    ------
+    ConfigError
+        If the file is missing or unreadable, is not a YAML mapping, or any value is invalid;
+        the message names the key and says what is valid.
+    """
     path = Path(path)
+    source = f"build config {str(path)!r}"
     try:
-        raw = yaml.safe_load(path.read_text())
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"build config {str(path)!r} does not exist") from None
+        raise ConfigError(f"{source} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{source} is a directory, not a YAML file") from None
+    except OSError as exc:
+        raise ConfigError(f"{source} cannot be read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{source} is not UTF-8 text") from None
+    try:
+        raw = yaml.load(text, Loader=_SafeUniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"build config {path}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{source}: not valid YAML: {_yaml_problem(exc)}") from None
+    if raw is None:
+        raise ConfigError(f"{source} is empty; it needs at least model, output_dir and target_fps or folding")
     if not isinstance(raw, dict):
-        raise ConfigError(f"build config {path}: must be a mapping of keys to values, not {type(raw).__name__}")
+        raise ConfigError(f"{source} must be a mapping of keys to values, not a {type(raw).__name__}")
     try:
         config = BuildConfig.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, str(path))) from None
+        raise ConfigError(f"{source}: {_describe(exc)}") from None
     base = path.parent.resolve()
     verify = config.verify
-    resolved = {key: base / value for key, value in verify.model_dump().items()
-                if isinstance(value, Path)}
+    resolved = {key: base / value for key, value in verify.model_dump().items() if isinstance(value, Path)}
     return config.model_copy(update=dict(model=base / config.model, output_dir=base / config.output_dir,
                                          verify=verify.model_copy(update=resolved)))

@@ -1,0 +1,190 @@
+"""The build configuration: every mistake a user can make is named, with the key and what is valid."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from streamc.build.config import STEPS, load_config
+from streamc.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = "model: models/m.onnx\noutput_dir: ../out\n"
+
+
+def write(tmp_path: Path, text: str, name: str = "build.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def config_error(path: Path) -> str:
+    """The error message after its ``build config '<path>'`` prefix (which is checked)."""
+    prefix = f"build config {str(path)!r}"
+    with pytest.raises(ConfigError, match=rf"^{re.escape(prefix)}") as info:
+        load_config(path)
+    return str(info.value)[len(prefix):]
+
+
+def assert_config_error(path: Path, rest: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^{re.escape(f'build config {str(path)!r}' + rest)}$"):
+        load_config(path)
+
+
+def test_digits_demo_config_loads():
+    config = load_config(ROOT / "build_configs" / "digits.yaml")
+    assert config.model == ROOT / "build_configs" / "models" / "digits_mlp.onnx"
+    assert (config.target_fps is None) != (config.folding is None)
+    assert config.steps == list(STEPS)
+    assert config.verify.inputs.is_file() and config.verify.labels.is_file()
+
+
+def test_paths_are_relative_to_the_config_file(tmp_path, monkeypatch):
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    path = write(folder, BASE + "target_fps: 1000\nverify: {inputs: f.npy, expected: /data/e.npy, labels: sub/l.npy}\n")
+    monkeypatch.chdir(tmp_path)
+    config = load_config(Path("configs/build.yaml"))
+    assert config.model == folder / "models" / "m.onnx"
+    assert config.output_dir == tmp_path / "configs" / ".." / "out"
+    assert config.verify.inputs == folder / "f.npy"
+    assert config.verify.expected == Path("/data/e.npy")
+    assert config.verify.labels == folder / "sub" / "l.npy"
+
+
+def test_defaults(tmp_path):
+    config = load_config(write(tmp_path, BASE + "folding: {fc1: {pe: 2, simd: 4}}\n"))
+    assert config.clock_mhz == 100.0 and config.target_fps is None
+    assert config.folding["fc1"].pe == 2 and config.folding["fc1"].simd == 4
+    assert config.devices == ["ice40-up5k", "ecp5-85f"] and config.fifo_depth == 2
+    assert config.verify.inputs is None and config.verify.seed == 0
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("target_fps: 1\ntarget_fsp: 2\n", "unknown key 'target_fsp'"),
+    ("target_fps: 1\nverify:\n  frams: 3\n", "unknown key 'verify.frams'"),
+    ("folding: {fc1: {pe: 1, simd: 1, mem: bram}}\n", "unknown key 'folding.fc1.mem'"),
+    ("target_fps: 1\nclock: 50\nverify: {sead: 1}\n", "unknown key 'verify.sead'; unknown key 'clock'"),
+])
+def test_unknown_keys_are_named(text, message, tmp_path):
+    assert_config_error(write(tmp_path, BASE + text), f": {message}")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("target_fps: 1\nclock_mhz: -5\n", "clock_mhz: Input should be greater than 0, not -5"),
+    ("target_fps: 1\nclock_mhz: 0\n", "clock_mhz: Input should be greater than 0, not 0"),
+    ("target_fps: 1\nclock_mhz: '100'\n", "clock_mhz: Input should be a valid number, not '100'"),
+    ("target_fps: .inf\n", "target_fps: Input should be a finite number, not inf"),
+    ("target_fps: fast\n", "target_fps: Input should be a valid number, not 'fast'"),
+    ("folding: {fc1: {pe: true, simd: 1}}\n", "folding.fc1.pe: Input should be a valid integer, not True"),
+    ("folding: {fc1: {pe: 2.5, simd: 1}}\n", "folding.fc1.pe: Input should be a valid integer, not 2.5"),
+    ("folding: {fc1: {pe: 0, simd: 1}}\n", "folding.fc1.pe: Input should be greater than 0, not 0"),
+    ("folding: {fc1: {simd: 1}}\n", "folding.fc1.pe: missing (required)"),
+    ("folding: [1, 2]\n", "folding: must be a mapping of keys to values, not [1, 2]"),
+    ("target_fps: 1\nverify: 3\n", "verify: must be a mapping of keys to values, not 3"),
+    ("target_fps: 1\nsteps: load\n", "steps: must be a list, not 'load'"),
+    ("target_fps: 1\nsteps: [load, tidi]\n",
+     "steps.1: Input should be 'load', 'tidy', 'streamline', 'to_hw', 'fold', 'rtl', 'sim' or 'synth', not 'tidi'"),
+    ("target_fps: 1\ndevices: [ice40]\n", "devices.0: Input should be 'ice40-up5k' or 'ecp5-85f', not 'ice40'"),
+    ("target_fps: 1\nverify: {input_gap_prob: 1.0}\n", "verify.input_gap_prob: Input should be less than 1, not 1.0"),
+    ("target_fps: 1\nverify: {frames: -1}\n", "verify.frames: Input should be greater than 0, not -1"),
+    ("target_fps: 1\nfifo_depth: 1.5\n", "fifo_depth: Input should be a valid integer, not 1.5"),
+])
+def test_wrong_values_are_named(text, message, tmp_path):
+    assert_config_error(write(tmp_path, BASE + text), f": {message}")
+
+
+def test_missing_required_keys(tmp_path):
+    assert_config_error(write(tmp_path, "target_fps: 1\n"),
+                        ": model: missing (required); output_dir: missing (required)")
+
+
+def test_path_of_wrong_type(tmp_path):
+    assert_config_error(write(tmp_path, "model: 5\noutput_dir: out\ntarget_fps: 1\n"),
+                        ": model: must be a path (a string), not 5")
+
+
+def test_target_fps_and_folding_both(tmp_path):
+    assert_config_error(write(tmp_path, BASE + "target_fps: 1\nfolding: {fc1: {pe: 1, simd: 1}}\n"),
+                        ": give either target_fps (streamc chooses the folding) or folding (pe and simd per layer), "
+                        "not both")
+
+
+def test_target_fps_and_folding_neither(tmp_path):
+    assert_config_error(write(tmp_path, BASE),
+                        ": give target_fps (streamc chooses the folding) or folding (pe and simd per layer)")
+
+
+@pytest.mark.parametrize("steps", ["[load, streamline]", "[tidy]", "[load, load]", "[]"])
+def test_steps_must_be_a_prefix(steps, tmp_path):
+    assert_config_error(write(tmp_path, BASE + f"target_fps: 1\nsteps: {steps}\n"),
+                        ": steps must be a non-empty prefix of the pipeline "
+                        f"[load, tidy, streamline, to_hw, fold, rtl, sim, synth], not {steps}")
+
+
+@pytest.mark.parametrize("steps", [["load"], list(STEPS[:5]), list(STEPS)])
+def test_prefixes_are_accepted(steps, tmp_path):
+    config = load_config(write(tmp_path, BASE + f"target_fps: 1\nsteps: [{', '.join(steps)}]\n"))
+    assert config.steps == steps
+
+
+def test_synth_needs_a_device(tmp_path):
+    assert_config_error(write(tmp_path, BASE + "target_fps: 1\ndevices: []\n"),
+                        ": devices is empty but steps include synth; give at least one of ice40-up5k, ecp5-85f")
+    assert load_config(write(tmp_path, BASE + "target_fps: 1\ndevices: []\nsteps: [load]\n")).devices == []
+
+
+@pytest.mark.parametrize("key", ["expected", "labels"])
+def test_expected_outputs_need_given_inputs(key, tmp_path):
+    assert_config_error(write(tmp_path, BASE + f"target_fps: 1\nverify: {{{key}: x.npy}}\n"),
+                        f": verify.{key} describes given frames: it needs verify.inputs")
+
+
+def test_missing_file(tmp_path):
+    assert_config_error(tmp_path / "none.yaml", " does not exist")
+
+
+def test_directory(tmp_path):
+    assert_config_error(tmp_path, " is a directory, not a YAML file")
+
+
+def test_binary_file(tmp_path):
+    path = tmp_path / "build.yaml"
+    path.write_bytes(b"\xff\xfe\x00\x01")
+    assert_config_error(path, " is not UTF-8 text")
+
+
+def test_empty_file(tmp_path):
+    assert_config_error(write(tmp_path, "# nothing yet\n"),
+                        " is empty; it needs at least model, output_dir and target_fps or folding")
+
+
+@pytest.mark.parametrize(("text", "kind"), [("- load\n- tidy\n", "list"), ("just words\n", "str"), ("42\n", "int")])
+def test_yaml_that_is_not_a_mapping(text, kind, tmp_path):
+    assert_config_error(write(tmp_path, text), f" must be a mapping of keys to values, not a {kind}")
+
+
+def test_invalid_yaml(tmp_path):
+    assert_config_error(write(tmp_path, "model: [a, b\n"),
+                        ": not valid YAML: line 2, column 1: expected ',' or ']', but got '<stream end>'")
+
+
+def test_key_given_twice(tmp_path):
+    assert_config_error(write(tmp_path, BASE + "target_fps: 1\ntarget_fps: 2\n"),
+                        ": not valid YAML: line 4, column 1: key 'target_fps' is given twice")
+
+
+def test_python_tags_are_refused_and_never_run(tmp_path):
+    marker = tmp_path / "pwned"
+    text = BASE + f"target_fps: !!python/object/apply:os.system ['touch {marker}']\n"
+    assert_config_error(write(tmp_path, text),
+                        ": not valid YAML: line 3, column 13: YAML tag '!!python/object/apply:os.system' is not "
+                        "allowed (only plain values, lists and mappings)")
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("tag", ["!!python/object:pathlib.Path", "!!python/name:os.system", "!custom"])
+def test_other_tags_are_refused(tag, tmp_path):
+    message = config_error(write(tmp_path, BASE + f"target_fps: {tag} {{}}\n"))
+    assert re.fullmatch(rf": not valid YAML: line 3, column 13: YAML tag '{re.escape(tag)}' is not allowed "
+                        r"\(only plain values, lists and mappings\)", message)

@@ -1,0 +1,131 @@
+"""Folding: the explicit per-layer folding is checked exactly, the automatic one is minimal."""
+
+import numpy as np
+import pytest
+
+from streamc.datatypes import BIPOLAR, INT
+from streamc.errors import FoldingError
+from streamc.folding import apply_folding, cycle_budget, divisors, fold_for_target
+from streamc.hw import MVAULayer
+
+SOURCE = "cfg.yaml"
+
+
+def layer(name: str, mh: int, mw: int) -> MVAULayer:
+    return MVAULayer(name=name, source=f"/{name}/MatMul", weights=np.zeros((mh, mw), dtype=np.int64),
+                     in_dtype=BIPOLAR, weight_dtype=BIPOLAR, thresholds=None, out_dtype=INT(16), out_bias=0)
+
+
+@pytest.fixture
+def layers():
+    return [layer("fc1", 64, 784), layer("fc2", 10, 64)]
+
+
+def test_divisors():
+    assert divisors(1) == [1]
+    assert divisors(784) == [1, 2, 4, 7, 8, 14, 16, 28, 49, 56, 98, 112, 196, 392, 784]
+
+
+def test_apply_folding_sets_every_layer(layers):
+    apply_folding(layers, {"fc1": {"pe": 4, "simd": 49}, "fc2": {"pe": np.int64(5), "simd": 64}}, source=SOURCE)
+    assert [(l.pe, l.simd, l.cycles()) for l in layers] == [(4, 49, 256), (5, 64, 2)]
+    assert type(layers[1].pe) is int
+
+
+def test_apply_folding_unknown_layer(layers):
+    folding = {"fc1": {"pe": 1, "simd": 1}, "fc2": {"pe": 1, "simd": 1}, "fc9": {"pe": 1, "simd": 1}}
+    with pytest.raises(FoldingError, match=r"^folding names layer 'fc9', which the model does not have; "
+                                           r"layers: fc1, fc2 \(in cfg.yaml\)$"):
+        apply_folding(layers, folding, source=SOURCE)
+
+
+def test_apply_folding_missing_layer(layers):
+    with pytest.raises(FoldingError, match=r"^folding has no entry for layer 'fc2' \(in cfg.yaml\); "
+                                           r"give pe and simd for every layer: fc1, fc2$"):
+        apply_folding(layers, {"fc1": {"pe": 1, "simd": 1}}, source=SOURCE)
+
+
+def test_apply_folding_simd_not_dividing(layers):
+    with pytest.raises(FoldingError, match=r"^node '/fc1/MatMul' \(MatMul 64x784\): simd=12 does not divide 784; "
+                                           r"valid simd: 1, 2, 4, 7, 8, 14, 16, 28, 49, 56, 98, 112, 196, 392, 784 "
+                                           r"\(set folding.fc1.simd in cfg.yaml\)$"):
+        apply_folding(layers, {"fc1": {"pe": 1, "simd": 12}, "fc2": {"pe": 1, "simd": 1}}, source=SOURCE)
+
+
+def test_apply_folding_pe_not_dividing(layers):
+    with pytest.raises(FoldingError, match=r"^node '/fc2/MatMul' \(MatMul 10x64\): pe=4 does not divide 10; "
+                                           r"valid pe: 1, 2, 5, 10 \(set folding.fc2.pe in cfg.yaml\)$"):
+        apply_folding(layers, {"fc1": {"pe": 1, "simd": 1}, "fc2": {"pe": 4, "simd": 1}}, source=SOURCE)
+
+
+@pytest.mark.parametrize("value", [0, -2, 2.0, True, "2"])
+def test_apply_folding_value_not_a_positive_integer(value, layers):
+    with pytest.raises(FoldingError, match=rf"^node '/fc2/MatMul' \(MatMul 10x64\): pe={value!r} is not a positive "
+                                           r"integer; valid pe: 1, 2, 5, 10 \(set folding.fc2.pe in cfg.yaml\)$"):
+        apply_folding(layers, {"fc1": {"pe": 1, "simd": 1}, "fc2": {"pe": value, "simd": 1}}, source=SOURCE)
+
+
+def test_apply_folding_entry_without_pe(layers):
+    with pytest.raises(FoldingError, match=r"^node '/fc1/MatMul' \(MatMul 64x784\): folding gives no pe; valid pe: "
+                                           r"1, 2, 4, 8, 16, 32, 64 \(set folding.fc1.pe in cfg.yaml\)$"):
+        apply_folding(layers, {"fc1": {"simd": 1}, "fc2": {"pe": 1, "simd": 1}}, source=SOURCE)
+
+
+def test_refused_folding_leaves_layers_unchanged(layers):
+    with pytest.raises(FoldingError):
+        apply_folding(layers, {"fc1": {"pe": 2, "simd": 2}, "fc2": {"pe": 3, "simd": 1}}, source=SOURCE)
+    assert [(l.pe, l.simd) for l in layers] == [(1, 1), (1, 1)]
+
+
+@pytest.mark.parametrize(("clock_mhz", "target_fps", "budget"),
+                         [(100, 1e6, 100), (2.01, 1, 2_010_000), (100, 3, 33_333_333), (0.3, 0.1, 3_000_000),
+                          (100, 1e8, 1), (100, 1.5e8, 0)])
+def test_cycle_budget_is_exact_on_decimal_values(clock_mhz, target_fps, budget):
+    assert cycle_budget(target_fps=target_fps, clock_mhz=clock_mhz) == budget
+
+
+def brute_force(mh: int, mw: int, budget: int) -> tuple[int, int]:
+    """Fewest lanes, then fewest PEs, by trying every (pe, simd) pair."""
+    best = None
+    for pe in range(1, mh + 1):
+        for simd in range(1, mw + 1):
+            if mh % pe == 0 and mw % simd == 0 and (mh // pe) * (mw // simd) <= budget:
+                if best is None or (pe * simd, pe) < (best[0] * best[1], best[0]):
+                    best = (pe, simd)
+    return best
+
+
+def test_fold_for_target_matches_brute_force_on_random_layers():
+    rng = np.random.default_rng(2024)
+    for _ in range(300):
+        mh, mw = (int(v) for v in rng.integers(1, 97, size=2))
+        budget = int(rng.integers(1, mh * mw + 2))
+        target = layer("l", mh, mw)
+        fold_for_target([target], target_fps=1e6, clock_mhz=budget)  # budget cycles per frame
+        assert (target.pe, target.simd) == brute_force(mh, mw, budget), (mh, mw, budget)
+        assert target.cycles() <= budget
+
+
+def test_fold_for_target_folds_each_layer_for_itself(layers):
+    fold_for_target(layers, target_fps=1e6, clock_mhz=100)  # 100 cycles per frame
+    assert [(l.pe, l.simd, l.cycles()) for l in layers] == [(32, 16, 98), (1, 8, 80)]
+
+
+def test_fold_for_target_with_a_generous_budget_uses_one_lane(layers):
+    fold_for_target(layers, target_fps=1, clock_mhz=100)
+    assert [(l.pe, l.simd) for l in layers] == [(1, 1), (1, 1)]
+
+
+def test_impossible_target(layers):
+    with pytest.raises(FoldingError, match=r"^target_fps=2e\+08 at clock_mhz=100 leaves less than one cycle per "
+                                           r"frame; the fastest streamc pipeline takes 1 cycle per frame, so at most "
+                                           r"1e\+08 frames/s at 100 MHz$"):
+        fold_for_target(layers, target_fps=2e8, clock_mhz=100)
+
+
+@pytest.mark.parametrize(("key", "kwargs"), [("target_fps", dict(target_fps=0, clock_mhz=100)),
+                                             ("clock_mhz", dict(target_fps=10, clock_mhz=float("inf")))])
+def test_non_positive_or_infinite_rates(key, kwargs, layers):
+    value = kwargs[key]
+    with pytest.raises(FoldingError, match=rf"^{key} must be a positive finite number, not {value!r}$"):
+        fold_for_target(layers, **kwargs)
