@@ -1,4 +1,9 @@
-"""``streamc`` command line."""
+"""``streamc`` command line.
+
+Exit status: 0 when the build ran (and, with the ``sim`` step, the hardware matched the model),
+1 when simulation found the hardware different from the model, 2 for an error streamc reports
+(a bad config, an unsupported model, a failed tool run) and for bad command-line arguments.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,21 @@ from rich.markup import escape
 
 from .errors import StreamcError
 
+EXIT_OK, EXIT_MISMATCH, EXIT_ERROR = 0, 1, 2
+
+
+def verification_failure(rtlsim: dict | None) -> str | None:
+    """What went wrong in the simulation report, or ``None`` when the hardware matched (or did not run)."""
+    if rtlsim is None:
+        return None
+    problems = []
+    if rtlsim["mismatches"]:
+        problems.append(f"{rtlsim['mismatches']} hardware outputs differ from the reference over "
+                        f"{rtlsim['frames']} frames")
+    if rtlsim.get("expected_mismatches"):
+        problems.append(f"{rtlsim['expected_mismatches']} of {rtlsim['frames']} frames differ from verify.expected")
+    return "; ".join(problems) or None
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="streamc", description="Quantized ONNX to streaming Verilog accelerators")
@@ -20,18 +40,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     console = Console()
+    # Errors go to stderr unwrapped: one message, one line, whatever the terminal width.
+    errors = Console(stderr=True, soft_wrap=True, highlight=False)
     from .build.runner import run_build
 
     try:
         state = run_build(args.config, console=console)
     except StreamcError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
-        return 2
-    sim = state.rtlsim
-    if sim is not None and (sim["mismatches"] or sim.get("expected_mismatches")):
-        console.print("[red]verification failed: the hardware does not match the model[/red]")
-        return 1
-    return 0
+        errors.print(f"[red]error:[/red] {escape(str(exc))}")
+        return EXIT_ERROR
+    failure = verification_failure(state.rtlsim)
+    if failure is not None:
+        errors.print(f"[red]verification failed:[/red] {escape(failure)} "
+                     f"(see {escape(str(state.folder.reports / 'rtlsim.json'))})")
+        return EXIT_MISMATCH
+    return EXIT_OK
 
 
 if __name__ == "__main__":

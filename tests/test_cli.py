@@ -1,0 +1,180 @@
+"""``streamc build``: exit 0 on success, 1 on a verification mismatch, 2 with ``error: ...`` for every StreamcError."""
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from streamc.build import steps
+from streamc.cli import main
+from streamc.reference import SUPPORTED_OPS
+
+ROOT = Path(__file__).resolve().parents[1]
+DIGITS = ROOT / "build_configs" / "models" / "digits_mlp.onnx"
+FRONT_STEPS = "[load, tidy, streamline, to_hw, fold]"
+
+
+def write_config(tmp_path: Path, body: str, *, model: Path = DIGITS, steps_list: str = FRONT_STEPS) -> Path:
+    path = tmp_path / "build.yaml"
+    path.write_text(f"model: {model}\noutput_dir: out\nsteps: {steps_list}\n{body}")
+    return path
+
+
+def run(argv, capsys) -> tuple[int, str, str]:
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_target_fps_build_folds_and_exits_0(tmp_path, capsys):
+    config = write_config(tmp_path, "clock_mhz: 100\ntarget_fps: 1000000\n")
+    code, out, err = run(["build", str(config)], capsys)
+    assert (code, err) == (0, "")
+    folding = json.loads((tmp_path / "out" / "reports" / "folding.json").read_text())
+    # 100 cycles per frame: the fewest lanes per layer, fewer PEs on a tie.
+    assert folding == {"node_linear": {"pe": 1, "simd": 64}, "node_linear_1": {"pe": 1, "simd": 32},
+                       "node_linear_2": {"pe": 1, "simd": 4}}
+    assert "Predicted: 80 cycles/frame" in out
+    assert (tmp_path / "out" / "model_streamline.onnx").is_file()
+
+
+def test_explicit_folding_build_exits_0(tmp_path, capsys):
+    folding = {"node_linear": {"pe": 4, "simd": 8}, "node_linear_1": {"pe": 2, "simd": 64},
+               "node_linear_2": {"pe": 10, "simd": 1}}
+    config = write_config(tmp_path, f"folding: {json.dumps(folding)}\n")
+    code, _, err = run(["build", str(config)], capsys)
+    assert (code, err) == (0, "")
+    assert json.loads((tmp_path / "out" / "reports" / "folding.json").read_text()) == folding
+
+
+def assert_error(argv, capsys, message: str) -> None:
+    code, _, err = run(argv, capsys)
+    assert code == 2
+    assert re.fullmatch(rf"error: {message}\n", err), err
+
+
+def test_folding_not_dividing(tmp_path, capsys):
+    folding = {"node_linear": {"pe": 1, "simd": 3}, "node_linear_1": {"pe": 1, "simd": 1},
+               "node_linear_2": {"pe": 1, "simd": 1}}
+    config = write_config(tmp_path, f"folding: {json.dumps(folding)}\n")
+    assert_error(["build", str(config)], capsys,
+                 rf"node 'node_linear' \(MatMul 64x64\): simd=3 does not divide 64; valid simd: 1, 2, 4, 8, 16, 32, 64 "
+                 rf"\(set folding.node_linear.simd in {re.escape(str(config))}\)")
+
+
+def test_folding_unknown_layer(tmp_path, capsys):
+    config = write_config(tmp_path, "folding: {fc1: {pe: 1, simd: 1}}\n")
+    assert_error(["build", str(config)], capsys,
+                 r"folding names layer 'fc1', which the model does not have; layers: node_linear, node_linear_1, "
+                 rf"node_linear_2 \(in {re.escape(str(config))}\)")
+
+
+def test_impossible_target(tmp_path, capsys):
+    config = write_config(tmp_path, "clock_mhz: 50\ntarget_fps: 1.0e+8\n")
+    assert_error(["build", str(config)], capsys,
+                 r"target_fps=1e\+08 at clock_mhz=50 leaves less than one cycle per frame; the fastest streamc "
+                 r"pipeline takes 1 cycle per frame, so at most 5e\+07 frames/s at 50 MHz")
+
+
+def test_missing_config(tmp_path, capsys):
+    missing = tmp_path / "nope.yaml"
+    assert_error(["build", str(missing)], capsys, rf"build config '{re.escape(str(missing))}' does not exist")
+
+
+def test_mistyped_nested_key(tmp_path, capsys):
+    config = write_config(tmp_path, "target_fps: 1000\nverify: {frams: 4}\n")
+    assert_error(["build", str(config)], capsys,
+                 rf"build config '{re.escape(str(config))}': unknown key 'verify.frams'")
+
+
+def test_python_tag_in_config(tmp_path, capsys):
+    marker = tmp_path / "ran"
+    config = write_config(tmp_path, f"target_fps: !!python/object/apply:os.system ['touch {marker}']\n")
+    assert_error(["build", str(config)], capsys,
+                 rf"build config '{re.escape(str(config))}': not valid YAML: line 4, column 13: YAML tag "
+                 r"'!!python/object/apply:os.system' is not allowed \(only plain values, lists and mappings\)")
+    assert not marker.exists()
+
+
+def test_missing_model(tmp_path, capsys):
+    config = write_config(tmp_path, "target_fps: 1000\n", model=tmp_path / "gone.onnx")
+    assert_error(["build", str(config)], capsys, rf"model file '{re.escape(str(tmp_path))}/gone.onnx' does not exist")
+
+
+def test_truncated_model(tmp_path, capsys):
+    model = tmp_path / "cut.onnx"
+    model.write_bytes(DIGITS.read_bytes()[:3000])
+    config = write_config(tmp_path, "target_fps: 1000\n", model=model)
+    assert_error(["build", str(config)], capsys,
+                 rf"'{re.escape(str(model))}' is not an ONNX model \(truncated or not protobuf: .*\)")
+
+
+def save_model(tmp_path: Path, nodes, inputs=("x",), initializers=()) -> Path:
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(i, TensorProto.FLOAT, [1, 4]) for i in inputs],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], list(initializers))
+    path = tmp_path / "model.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+    return path
+
+
+def test_unsupported_op_message_is_one_unwrapped_line(tmp_path, capsys):
+    model = save_model(tmp_path, [helper.make_node("LSTM", ["x"], ["y"], name="rnn")])
+    config = write_config(tmp_path, "target_fps: 1000\n", model=model)
+    assert_error(["build", str(config)], capsys,
+                 rf"node 'rnn' has op 'LSTM', which streamc does not support; supported ops: "
+                 rf"{re.escape(', '.join(sorted(SUPPORTED_OPS)))}")
+
+
+def test_two_inputs(tmp_path, capsys):
+    model = save_model(tmp_path, [helper.make_node("Add", ["x", "z"], ["y"])], inputs=("x", "z"))
+    config = write_config(tmp_path, "target_fps: 1000\n", model=model)
+    assert_error(["build", str(config)], capsys,
+                 r"the model has 2 graph inputs \('x', 'z'\); streamc compiles models with exactly one input "
+                 r"\(initializers listed as inputs do not count\)")
+
+
+def test_lowering_error_after_load(tmp_path, capsys):
+    weight = numpy_helper.from_array(np.eye(4, dtype=np.float32), "W")
+    model = save_model(tmp_path, [helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")], initializers=[weight])
+    config = write_config(tmp_path, "target_fps: 1000\n", model=model)
+    code, _, err = run(["build", str(config)], capsys)
+    assert code == 2
+    assert err.startswith("error: ") and err.count("\n") == 1 and "'mm'" in err
+
+
+def sim_reporting(mismatches: int, expected_mismatches: int | None = None):
+    """Stand-in for the rtl and sim steps (no Verilator here): a simulation report as the sim step writes it."""
+    def sim(state):
+        state.rtlsim = dict(frames=8, mismatches=mismatches, measured_cycles_per_frame=64,
+                            predicted_cycles_per_frame=64, latency_cycles=200, end_to_end_max_abs_diff=0.0)
+        if expected_mismatches is not None:
+            state.rtlsim["expected_mismatches"] = expected_mismatches
+    return sim
+
+
+@pytest.mark.parametrize(("mismatches", "expected_mismatches", "code", "message"), [
+    (0, None, 0, ""),
+    (0, 0, 0, ""),
+    (5, None, 1, "verification failed: 5 hardware outputs differ from the reference over 8 frames"),
+    (0, 2, 1, "verification failed: 2 of 8 frames differ from verify.expected"),
+    (3, 1, 1, "verification failed: 3 hardware outputs differ from the reference over 8 frames; 1 of 8 frames "
+              "differ from verify.expected"),
+])
+def test_verification_mismatch_exits_1(mismatches, expected_mismatches, code, message, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(steps.STEP_FUNCTIONS, "rtl", lambda state: None)
+    monkeypatch.setitem(steps.STEP_FUNCTIONS, "sim", sim_reporting(mismatches, expected_mismatches))
+    config = write_config(tmp_path, "target_fps: 1000\n", steps_list="[load, tidy, streamline, to_hw, fold, rtl, sim]")
+    result = run(["build", str(config)], capsys)
+    report = tmp_path / "out" / "reports" / "rtlsim.json"
+    assert result[0] == code
+    assert result[2] == (f"{message} (see {report})\n" if message else "")
+
+
+def test_no_command_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as info:
+        main([])
+    assert info.value.code == 2
+    assert "usage: streamc" in capsys.readouterr().err
