@@ -86,6 +86,15 @@ DEVICES = {
     "ecp5-85f": _DeviceFlow(synth_command="synth_ecp5", count=_count_ecp5),
 }
 
+#: What each device has, for the summary's percentages. iCE40 UP5K: Lattice iCE40 UltraPlus
+#: family data sheet (FPGA-DS-02008), 5,280 LUT4 and flip-flops, 30 EBR, 8 DSP. ECP5-85F: Lattice
+#: ECP5 family data sheet (FPGA-DS-02012), 41,820 slices of two LUT4 and two flip-flops,
+#: 208 EBR (DP16KD), 156 18x18 multipliers.
+CAPACITY = {
+    "ice40-up5k": {"lut": 5280, "ff": 5280, "bram": 30, "dsp": 8},
+    "ecp5-85f": {"lut": 83640, "ff": 83640, "bram": 208, "dsp": 156},
+}
+
 
 def synthesize(*, verilog: Path, top: str = "streamc_top", device: str, workdir: Path) -> SynthResult:
     """Synthesize ``top`` from ``verilog`` for ``device`` and count its resources.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from ..synth import CAPACITY
 from .steps import BuildState
 
 
@@ -59,7 +60,8 @@ def print_summary(state: BuildState, timings: dict[str, float], console: Console
         for column in ("device", "LUT", "FF", "BRAM", "DSP"):
             table.add_column(column, justify="left" if column == "device" else "right")
         for device, r in state.synth.items():
-            table.add_row(device, str(r["lut"]), str(r["ff"]), str(r["bram"]), str(r["dsp"]))
+            have = CAPACITY[device]
+            table.add_row(device, *(f"{r[k]} ({100 * r[k] / have[k]:.0f}% of {have[k]})" for k in ("lut", "ff", "bram", "dsp")))
         console.print(table)
-    console.print(f"Outputs: {state.config.output_dir} (steps: " +
+    console.print(f"Outputs: {state.config.output_dir.resolve()} (steps: " +
                   ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()) + ")")
