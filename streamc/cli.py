@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("config", type=Path, help="the build configuration (YAML)")
     args = parser.parse_args(argv)
 
-    console = Console()
+    # Off a terminal (CI logs, pipes) rich assumes 80 columns and would cut the layer names.
+    console = Console(width=None if sys.stdout.isatty() else 132)
     # Errors go to stderr unwrapped: one message, one line, whatever the terminal width.
     errors = Console(stderr=True, soft_wrap=True, highlight=False)
     from .build.runner import run_build
