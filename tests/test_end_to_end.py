@@ -6,9 +6,14 @@ import numpy as np
 import pytest
 import yaml
 
+from streamc.build.config import load_config
+from streamc.build.folder import BuildFolder
 from streamc.build.runner import run_build
+from streamc.build.steps import STEP_FUNCTIONS, BuildState
+from streamc.execute import execute
 
 MODELS = Path(__file__).parent / "models"
+DIGITS = Path(__file__).parent.parent / "build_configs" / "models"
 STEPS_TO_SIM = ["load", "tidy", "streamline", "to_hw", "fold", "rtl", "sim"]
 
 CASES = {
@@ -22,10 +27,14 @@ CASES = {
 }
 
 
+def expected_outputs(model: str) -> Path:
+    return MODELS / model.replace("_legacy", "").replace(".onnx", "_expected.npy")
+
+
 def build(tmp_path: Path, model: str, extra: dict) -> dict:
+    verify = {"inputs": str(MODELS / "tfc_frames.npy"), "expected": str(expected_outputs(model)), "frames": 100, "seed": 7}
     config = {"model": str(MODELS / model), "output_dir": str(tmp_path / "out"), "clock_mhz": 100,
-              "steps": STEPS_TO_SIM, "verify": {"inputs": str(MODELS / "tfc_frames.npy"), "frames": 100, "seed": 7},
-              **extra}
+              "steps": STEPS_TO_SIM, "verify": verify, **extra}
     path = tmp_path / "build.yaml"
     path.write_text(yaml.safe_dump(config))
     run_build(path)
@@ -39,7 +48,28 @@ def test_tfc_is_bit_exact_in_verilator(tmp_path, case):
     assert report["frames"] == 100
     assert report["mismatches"] == 0
     assert report["measured_cycles_per_frame"] == report["predicted_cycles_per_frame"]
+    assert report["expected_mismatches"] == 0
     # Powers-of-two scales: the host tail reproduces qonnx's float outputs exactly.
     outputs = np.load(tmp_path / "out" / "reports" / "rtlsim_outputs.npy")
-    expected = np.load(MODELS / model.replace("_legacy", "").replace(".onnx", "_expected.npy"))[:100]
+    expected = np.load(expected_outputs(model))[:100]
     assert np.array_equal(outputs.reshape(expected.shape), expected)
+
+
+def test_a_wrong_threshold_is_caught(tmp_path):
+    """Shift one threshold of the first layer by one: the simulation must report mismatches."""
+    config = tmp_path / "build.yaml"
+    config.write_text(yaml.safe_dump({
+        "model": str(DIGITS / "digits_mlp.onnx"), "output_dir": str(tmp_path / "out"), "target_fps": 1_000_000,
+        "verify": {"inputs": str(DIGITS / "digits_frames.npy"), "frames": 300}}))
+    state = BuildState(config=load_config(config), folder=BuildFolder(tmp_path / "out"), config_path=str(config))
+    for name in STEPS_TO_SIM[:-2]:
+        STEP_FUNCTIONS[name](state)
+    layer = state.dataflow.layers[0]
+    reached = np.rint(execute(state.dataflow.head, {"global_in": np.load(DIGITS / "digits_frames.npy")[:300]})
+                      [state.dataflow.hw_input]).reshape(300, -1) @ layer.weights.T
+    channel, level = np.unravel_index(np.argmin(np.abs(reached[:, :, None] - layer.thresholds[None]).min(axis=0)),
+                                      layer.thresholds.shape)
+    layer.thresholds[channel, level:] += 1  # stays sorted; moves the boundary some frame sits on
+    STEP_FUNCTIONS["rtl"](state)
+    STEP_FUNCTIONS["sim"](state)
+    assert state.rtlsim["mismatches"] > 0
