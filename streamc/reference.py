@@ -11,7 +11,13 @@ the executor the input model was written for:
   signed ``Quant`` ignoring ``narrow`` and rounding, ``HALF_UP`` computed as
   ``floor(|x| + 0.5)`` in float32).
 * Standard ONNX ops follow onnxruntime's CPU kernels: elementwise arithmetic and data
-  movement are exact. Where onnxruntime's result depends on its own accumulation order or
+  movement are exact, float16 arithmetic included (onnxruntime computes it in float32 and
+  rounds once, as numpy does). Integer ops (``MatMulInteger``, ``ConvInteger``) are exact;
+  the operator-oriented ``QLinearMatMul`` and ``QLinearConv`` requantize as MLAS does: the
+  multiplier ``input_scale * weight_scale / output_scale`` in float32, the int32
+  accumulator converted to float32 and multiplied by it, clamped, rounded half to even.
+  ``Cast`` from float to integer reproduces onnxruntime's x86-64 result for out-of-range
+  values too (truncation through int32, then the low bits). Where onnxruntime's result depends on its own accumulation order or
   its own polynomial approximations (``MatMul``/``Gemm`` on floats, ``ReduceSum``/
   ``ReduceMean`` on floats, ``Exp``, ``Tanh``, ``Erf``, ``Softmax``, ``Pow``) this module
   computes in float64 and rounds once to the input dtype. ``Sigmoid`` on float32/float16
@@ -455,6 +461,144 @@ def _matmul_integer(attrs, inputs, versions):
     return [np.matmul(a.astype(np.int64), b.astype(np.int64)).astype(np.int32)]
 
 
+def _requantize(accumulator: np.ndarray, multiplier: np.ndarray, zero_point: np.ndarray) -> np.ndarray:
+    """MLAS's requantization of an int32 accumulator to the zero point's 8-bit type.
+
+    ``MlasRequantizeOutput``: convert to float32, multiply by the float32 multiplier, clamp
+    to ``[min - zero_point, max - zero_point]``, round half to even (``cvtps2dq``), add the
+    zero point. The bounds are integers, so clamping before rounding is the same as after.
+    """
+    bounds = np.iinfo(zero_point.dtype)
+    offset = np.int32(zero_point.reshape(-1)[0])
+    scaled = accumulator.astype(np.float32) * multiplier
+    scaled = np.clip(scaled, np.float32(bounds.min - offset), np.float32(bounds.max - offset))
+    return (np.round(scaled).astype(np.int32) + offset).astype(zero_point.dtype)
+
+
+def _output_multiplier(input_scale: np.ndarray, weight_scale: np.ndarray, output_scale: np.ndarray) -> np.ndarray:
+    # onnxruntime computes input_scale * weight_scale / output_scale left to right in float32
+    return (np.float32(input_scale.reshape(-1)[0]) * weight_scale.astype(np.float32).reshape(-1)
+            / np.float32(output_scale.reshape(-1)[0]))
+
+
+def _per_tensor(parameter: np.ndarray, what: str, op_type: str) -> np.ndarray:
+    if parameter.size != 1:
+        raise FrontendError(
+            f"{op_type} {what} must be per-tensor (a scalar or one-element vector), not of shape {parameter.shape}"
+        )
+    return parameter
+
+
+@_op("QLinearMatMul")
+def _qlinear_matmul(attrs, inputs, versions):
+    a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point = inputs
+    for what, parameter in (("a_scale", a_scale), ("a_zero_point", a_zero_point),
+                            ("y_scale", y_scale), ("y_zero_point", y_zero_point)):
+        _per_tensor(parameter, what, "QLinearMatMul")
+    columns = b.shape[-1]
+    for what, parameter in (("b_scale", b_scale), ("b_zero_point", b_zero_point)):
+        if parameter.size not in (1, columns):
+            raise FrontendError(
+                f"QLinearMatMul {what} of shape {parameter.shape} must be per-tensor or hold one value per "
+                f"column of b ({columns})"
+            )
+    shifted_a = a.astype(np.int32) - a_zero_point.astype(np.int32).reshape(-1)[0]
+    # a per-column zero point broadcasts along b's last axis as a flat vector
+    shifted_b = b.astype(np.int32) - b_zero_point.astype(np.int32).reshape(-1)
+    accumulator = np.matmul(shifted_a.astype(np.int64), shifted_b.astype(np.int64)).astype(np.int32)
+    return [_requantize(accumulator, _output_multiplier(a_scale, b_scale, y_scale), y_zero_point)]
+
+
+def _conv_attributes(attrs: dict, x: np.ndarray, w: np.ndarray, op_type: str):
+    """Strides, dilations and (top, left, bottom, right) pads of a 2-D convolution."""
+    if x.ndim != 4 or w.ndim != 4:
+        raise FrontendError(
+            f"{op_type} supports 2-D convolutions (NCHW input, MCkHkW weights), not input of shape {x.shape} "
+            f"with weights of shape {w.shape}"
+        )
+    auto_pad = attrs.get("auto_pad", "NOTSET")
+    if auto_pad not in ("NOTSET", "VALID"):
+        raise FrontendError(f"{op_type} auto_pad must be NOTSET or VALID, not {auto_pad!r}; write explicit pads")
+    strides = list(attrs.get("strides", [1, 1]))
+    dilations = list(attrs.get("dilations", [1, 1]))
+    pads = list(attrs.get("pads", [0, 0, 0, 0])) if auto_pad == "NOTSET" else [0, 0, 0, 0]
+    group = attrs.get("group", 1)
+    if x.shape[1] != w.shape[1] * group or w.shape[0] % group:
+        raise FrontendError(
+            f"{op_type} with group={group}: input channels {x.shape[1]} must equal weight channels {w.shape[1]} "
+            f"x group, and output channels {w.shape[0]} must be divisible by group"
+        )
+    return strides, dilations, pads, group
+
+
+def _integer_convolution(x: np.ndarray, w: np.ndarray, strides, dilations, pads, group) -> np.ndarray:
+    """Grouped 2-D convolution of zero-point-free int32 tensors, accumulated exactly in int64."""
+    top, left, bottom, right = pads
+    padded = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (top, bottom), (left, right)))
+    batch, _, height, width = padded.shape
+    out_channels, group_channels, kernel_h, kernel_w = w.shape
+    out_h = (height - dilations[0] * (kernel_h - 1) - 1) // strides[0] + 1
+    out_w = (width - dilations[1] * (kernel_w - 1) - 1) // strides[1] + 1
+    # windows[n, c, i, j, kh, kw]: the input under kernel tap (kh, kw) for output pixel (i, j)
+    windows = np.empty((batch, padded.shape[1], out_h, out_w, kernel_h, kernel_w), dtype=np.int64)
+    for kh in range(kernel_h):
+        for kw in range(kernel_w):
+            rows = slice(kh * dilations[0], kh * dilations[0] + strides[0] * (out_h - 1) + 1, strides[0])
+            cols = slice(kw * dilations[1], kw * dilations[1] + strides[1] * (out_w - 1) + 1, strides[1])
+            windows[..., kh, kw] = padded[:, :, rows, cols]
+    per_group = out_channels // group
+    outputs = []
+    for g in range(group):
+        group_windows = windows[:, g * group_channels:(g + 1) * group_channels]
+        group_weights = w[g * per_group:(g + 1) * per_group].astype(np.int64)
+        outputs.append(np.einsum("ncijhw,mchw->nmij", group_windows, group_weights))
+    return np.concatenate(outputs, axis=1)
+
+
+def _shift_weights(w: np.ndarray, zero_point: np.ndarray | None) -> np.ndarray:
+    shifted = w.astype(np.int32)
+    if zero_point is None:
+        return shifted
+    # a 1-D weight zero point holds one value per output channel
+    return shifted - zero_point.astype(np.int32).reshape(-1, 1, 1, 1)
+
+
+@_op("ConvInteger")
+def _conv_integer(attrs, inputs, versions):
+    x, w = inputs[0], inputs[1]
+    x_zero_point, w_zero_point = _input(inputs, 2), _input(inputs, 3)
+    strides, dilations, pads, group = _conv_attributes(attrs, x, w, "ConvInteger")
+    shifted_x = x.astype(np.int32)
+    if x_zero_point is not None:
+        # padding holds the zero point: after the shift it is 0, as np.pad writes
+        shifted_x = shifted_x - _per_tensor(x_zero_point, "x_zero_point", "ConvInteger").astype(np.int32).reshape(-1)[0]
+    accumulator = _integer_convolution(shifted_x, _shift_weights(w, w_zero_point), strides, dilations, pads, group)
+    return [accumulator.astype(np.int32)]
+
+
+@_op("QLinearConv")
+def _qlinear_conv(attrs, inputs, versions):
+    x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point = inputs[:8]
+    bias = _input(inputs, 8)
+    for what, parameter in (("x_scale", x_scale), ("x_zero_point", x_zero_point),
+                            ("y_scale", y_scale), ("y_zero_point", y_zero_point)):
+        _per_tensor(parameter, what, "QLinearConv")
+    if w_scale.size not in (1, w.shape[0]):
+        raise FrontendError(
+            f"QLinearConv w_scale of shape {w_scale.shape} must be per-tensor or hold one value per output "
+            f"channel ({w.shape[0]})"
+        )
+    strides, dilations, pads, group = _conv_attributes(attrs, x, w, "QLinearConv")
+    shifted_x = x.astype(np.int32) - x_zero_point.astype(np.int32).reshape(-1)[0]
+    accumulator = _integer_convolution(shifted_x, _shift_weights(w, w_zero_point), strides, dilations, pads, group)
+    accumulator = accumulator.astype(np.int32)
+    if bias is not None:
+        # MLAS adds the int32 bias before converting to float
+        accumulator = accumulator + bias.astype(np.int32).reshape(1, -1, 1, 1)
+    multiplier = _output_multiplier(x_scale, w_scale, y_scale).reshape(1, -1, 1, 1)
+    return [_requantize(accumulator, multiplier, y_zero_point)]
+
+
 @_op("BatchNormalization")
 def _batch_normalization(attrs, inputs, versions):
     x, scale, bias, mean, var = inputs[:5]
@@ -621,9 +765,32 @@ def _onnx_dtype(code: int, op_type: str):
     return ONNX_DTYPES[code]
 
 
+def _float_to_integer(x: np.ndarray, dtype) -> np.ndarray:
+    """A float to integer conversion as onnxruntime's x86-64 build performs it.
+
+    C++ leaves an out-of-range conversion undefined; onnxruntime truncates toward zero with
+    ``cvttss2si`` into int32 (int64 for the 64-bit types), which yields the minimum value
+    for NaN and out-of-range inputs, then keeps the low bits: 300.7 -> int8 44, 255.9 ->
+    int8 -1, NaN -> 0, 1e10 -> int32 -2147483648.
+    """
+    target = np.dtype(dtype)
+    wide = np.int64 if target.itemsize >= 4 and target != np.int32 else np.int32
+    limit = 2.0 ** (np.iinfo(wide).bits - 1)
+    truncated = np.trunc(x.astype(np.float64))
+    in_range = (truncated >= -limit) & (truncated < limit)
+    return np.where(in_range, truncated, -limit).astype(wide).astype(target)
+
+
 @_op("Cast")
 def _cast(attrs, inputs, versions):
-    return [inputs[0].astype(_onnx_dtype(_required(attrs, "to", "Cast"), "Cast"))]
+    (x,) = inputs
+    dtype = _onnx_dtype(_required(attrs, "to", "Cast"), "Cast")
+    if np.issubdtype(x.dtype, np.floating) and np.issubdtype(dtype, np.integer):
+        return [_float_to_integer(x, dtype)]
+    # every other pair is what numpy does: round to nearest even into floats (overflowing
+    # to infinity, as onnxruntime does), wrap into integers
+    with np.errstate(over="ignore"):
+        return [x.astype(dtype)]
 
 
 @_op("Constant")
@@ -752,9 +919,12 @@ def _quantize_linear(attrs, inputs, versions):
     _check_not_blocked(attrs, "QuantizeLinear")
     zero_point = _input(inputs, 2)
     if zero_point is None:
-        zero_point = np.zeros((), dtype=_onnx_dtype(attrs.get("output_dtype", 2), "QuantizeLinear"))
+        # opset 21's output_dtype picks the type when there is no zero point; 0 means uint8
+        zero_point = np.zeros((), dtype=_onnx_dtype(attrs.get("output_dtype", 0) or 2, "QuantizeLinear"))
     axis = attrs.get("axis", 1)
-    scale = _per_axis(scale, x, axis, "QuantizeLinear")
+    # onnxruntime quantizes float16 inputs in float32
+    x = x.astype(np.float32) if x.dtype == np.float16 else x
+    scale = _per_axis(scale, x, axis, "QuantizeLinear").astype(x.dtype)
     bounds = np.iinfo(zero_point.dtype)
     zero_point = _per_axis(zero_point, x, axis, "QuantizeLinear")
     # as MLAS: round half to even of x / scale, add the zero point, saturate, all in float32

@@ -472,3 +472,258 @@ def test_blocked_quantization_is_rejected():
     message = "QuantizeLinear block_size=4 (blocked quantization) is not supported; only per-tensor and per-axis"
     with pytest.raises(FrontendError, match=f"^{re.escape(message)}$"):
         run_node("QuantizeLinear", {"block_size": 4}, [_f(8), np.ones(2, np.float32)], opset=21)
+
+
+# ----------------------------------------------------------------------------------------
+# Integer-operator and operator-oriented (QLinear*) ops, casts and float16 against onnxruntime
+# ----------------------------------------------------------------------------------------
+
+def _int8s(*shape):
+    return RNG.integers(-128, 128, size=shape).astype(np.int8)
+
+
+def _uint8s(*shape):
+    return RNG.integers(0, 256, size=shape).astype(np.uint8)
+
+
+def _scalar(value, dtype=np.float32):
+    return np.array(value, dtype=dtype)
+
+
+def _qlinear_matmul_inputs(a, b, a_scale, b_scale, y_scale, a_zero, b_zero, y_zero, y_dtype):
+    b_zero = np.asarray(b_zero, dtype=b.dtype)
+    return [a, _scalar(a_scale), _scalar(a_zero, a.dtype), b, np.asarray(b_scale, dtype=np.float32), b_zero,
+            _scalar(y_scale), _scalar(y_zero, y_dtype)]
+
+
+QLINEAR_CASES = [
+    ("u8_u8_u8", _qlinear_matmul_inputs(_uint8s(5, 64), _uint8s(64, 7), 0.02, 0.013, 0.7, 128, 120, 3, np.uint8)),
+    ("u8_s8_u8", _qlinear_matmul_inputs(_uint8s(5, 64), _int8s(64, 7), 0.02, 0.013, 0.3, 7, 0, 128, np.uint8)),
+    ("s8_s8_s8", _qlinear_matmul_inputs(_int8s(5, 64), _int8s(64, 7), 0.011, 0.021, 0.9, -3, 0, -5, np.int8)),
+    ("s8_saturating", _qlinear_matmul_inputs(_int8s(5, 64), _int8s(64, 7), 0.5, 0.5, 0.01, 0, 0, 0, np.int8)),
+    # multiplier exactly 0.5: every odd accumulator is a tie, which rounds to even
+    ("s8_ties", _qlinear_matmul_inputs(_int8s(9, 3), _int8s(3, 20), 0.5, 1.0, 1.0, 0, 0, 0, np.int8)),
+    ("u8_ties_zero_point", _qlinear_matmul_inputs(_uint8s(9, 3), _uint8s(3, 20), 0.25, 2.0, 1.0, 1, 2, 9, np.uint8)),
+    ("s8_per_column_b", _qlinear_matmul_inputs(
+        _int8s(4, 32), _int8s(32, 6), 0.03, np.linspace(0.005, 0.03, 6), 0.4, 2, np.arange(-3, 3), 1, np.int8)),
+    ("u8_per_column_b_row_shaped", _qlinear_matmul_inputs(
+        _uint8s(4, 32), _int8s(32, 6), 0.03, np.linspace(0.005, 0.03, 6).reshape(1, 6), 0.4, 100,
+        np.zeros((1, 6)), 10, np.uint8)),
+    ("s8_batched", _qlinear_matmul_inputs(_int8s(2, 3, 16), _int8s(16, 5), 0.1, 0.05, 0.25, 0, 0, 0, np.int8)),
+]
+
+
+@pytest.mark.parametrize("inputs", [c[1] for c in QLINEAR_CASES], ids=[c[0] for c in QLINEAR_CASES])
+def test_qlinear_matmul_matches_onnxruntime(inputs):
+    actual = run_node("QLinearMatMul", {}, inputs)
+    _assert_bit_exact(actual[0], _run_onnxruntime("QLinearMatMul", {}, inputs, actual)[0])
+
+
+def test_qlinear_matmul_ties_round_to_even():
+    a = np.array([[1, 3, 5, -1, -3, 2]], np.int8).T.copy()
+    inputs = _qlinear_matmul_inputs(a, np.array([[1]], np.int8), 0.5, 1.0, 1.0, 0, 0, 0, np.int8)
+    (actual,) = run_node("QLinearMatMul", {}, inputs)
+    np.testing.assert_array_equal(actual.reshape(-1), [0, 2, 2, 0, -2, 1])
+
+
+def _integer_requantize_model(a_dtype, b_dtype, y_dtype, *, qlinear: bool):
+    """QLinearMatMul, or MatMulInteger -> Cast -> Mul(multiplier) -> QuantizeLinear(1, y_zero_point),
+    with every scale and zero point a graph input so that one session serves many cases."""
+    def tensor(name, dtype, shape=()):
+        return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), shape)
+
+    if qlinear:
+        nodes = [helper.make_node("QLinearMatMul", ["a", "a_scale", "a_zero", "b", "b_scale", "b_zero", "y_scale",
+                                                    "y_zero"], ["y"])]
+        inputs = [tensor("a", a_dtype, [4, 48]), tensor("a_scale", np.float32), tensor("a_zero", a_dtype),
+                  tensor("b", b_dtype, [48, 8]), tensor("b_scale", np.float32), tensor("b_zero", b_dtype),
+                  tensor("y_scale", np.float32), tensor("y_zero", y_dtype)]
+    else:
+        nodes = [helper.make_node("MatMulInteger", ["a", "b", "a_zero", "b_zero"], ["accumulator"]),
+                 helper.make_node("Cast", ["accumulator"], ["wide"], to=TensorProto.FLOAT),
+                 helper.make_node("Mul", ["wide", "multiplier"], ["scaled"]),
+                 helper.make_node("QuantizeLinear", ["scaled", "one", "y_zero"], ["y"])]
+        inputs = [tensor("a", a_dtype, [4, 48]), tensor("a_zero", a_dtype), tensor("b", b_dtype, [48, 8]),
+                  tensor("b_zero", b_dtype), tensor("multiplier", np.float32), tensor("one", np.float32),
+                  tensor("y_zero", y_dtype)]
+    graph = helper.make_graph(nodes, "requantize", inputs, [tensor("y", y_dtype, [4, 8])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 10
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+@pytest.mark.parametrize("a_dtype,b_dtype,y_dtype", [(np.uint8, np.int8, np.uint8), (np.int8, np.int8, np.int8),
+                                                     (np.uint8, np.uint8, np.uint8)])
+def test_qlinear_matmul_equals_matmul_integer_cast_mul_quantize_in_onnxruntime(a_dtype, b_dtype, y_dtype):
+    # the multiplier float32(float32(a_scale * b_scale) / y_scale) makes the integer-operator
+    # form bit-identical to QLinearMatMul; random scales over five decades, ties included
+    rng = np.random.default_rng(99)
+    qlinear = _integer_requantize_model(a_dtype, b_dtype, y_dtype, qlinear=True)
+    integer = _integer_requantize_model(a_dtype, b_dtype, y_dtype, qlinear=False)
+    differences = 0
+    for case in range(300):
+        a = rng.integers(np.iinfo(a_dtype).min, np.iinfo(a_dtype).max + 1, (4, 48)).astype(a_dtype)
+        b = rng.integers(np.iinfo(b_dtype).min, np.iinfo(b_dtype).max + 1, (48, 8)).astype(b_dtype)
+        a_scale, b_scale, y_scale = (_scalar(10.0 ** rng.uniform(-3, 0)) for _ in range(3))
+        if case % 3 == 0:
+            a_scale, b_scale, y_scale = _scalar(2.0 ** -rng.integers(6, 12)), _scalar(1.0), _scalar(1.0)
+        zeros = [np.array(rng.integers(np.iinfo(t).min, np.iinfo(t).max + 1), t) for t in (a_dtype, b_dtype, y_dtype)]
+        (expected,) = qlinear.run(None, {"a": a, "a_scale": a_scale, "a_zero": zeros[0], "b": b, "b_scale": b_scale,
+                                         "b_zero": zeros[1], "y_scale": y_scale, "y_zero": zeros[2]})
+        multiplier = np.asarray(a_scale * b_scale / y_scale, dtype=np.float32)
+        (integer_form,) = integer.run(None, {"a": a, "a_zero": zeros[0], "b": b, "b_zero": zeros[1],
+                                             "multiplier": multiplier, "one": _scalar(1.0), "y_zero": zeros[2]})
+        (reference,) = run_node("QLinearMatMul", {}, [a, a_scale, zeros[0], b, b_scale, zeros[1], y_scale, zeros[2]])
+        differences += int(np.count_nonzero(integer_form != expected))
+        _assert_bit_exact(reference, expected)
+    assert differences == 0
+
+
+def _conv_inputs(x, w, *, x_zero=None, w_zero=None):
+    return [x, w] + ([x_zero, w_zero] if x_zero is not None or w_zero is not None else [])
+
+
+CONV_CASES = [
+    ("plain", {}, _uint8s(1, 3, 6, 6), _int8s(4, 3, 3, 3), 0, 0),
+    ("pads_strides", {"pads": [1, 2, 0, 1], "strides": [2, 1]}, _uint8s(2, 3, 7, 6), _int8s(4, 3, 3, 2), 128, 0),
+    ("groups_dilations", {"group": 2, "dilations": [2, 1], "pads": [1, 1, 1, 1]}, _uint8s(1, 4, 7, 7),
+     _uint8s(6, 2, 2, 3), 3, 5),
+    ("depthwise", {"group": 3, "pads": [1, 1, 1, 1]}, _int8s(1, 3, 5, 5), _int8s(3, 1, 3, 3), -2, 0),
+    ("auto_pad_valid", {"auto_pad": "VALID"}, _int8s(1, 2, 4, 4), _int8s(2, 2, 2, 2), 0, 0),
+]
+
+
+@pytest.mark.parametrize("attrs,x,w,x_zero,w_zero", [c[1:] for c in CONV_CASES], ids=[c[0] for c in CONV_CASES])
+def test_conv_integer_matches_onnxruntime(attrs, x, w, x_zero, w_zero):
+    inputs = [x, w, np.array(x_zero, x.dtype), np.array(w_zero, w.dtype)]
+    if x.dtype == np.int8 and w.dtype == np.int8 and x_zero == 0:
+        inputs = [x, w]
+    actual = run_node("ConvInteger", attrs, inputs)
+    _assert_bit_exact(actual[0], _run_onnxruntime("ConvInteger", attrs, inputs, actual, opset=13)[0])
+
+
+@pytest.mark.parametrize("attrs,x,w,x_zero,w_zero", [c[1:] for c in CONV_CASES], ids=[c[0] for c in CONV_CASES])
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_qlinear_conv_matches_onnxruntime(attrs, x, w, x_zero, w_zero, per_channel, with_bias):
+    if x.dtype != w.dtype and x.dtype == np.int8:
+        pytest.skip("onnxruntime has no int8-input, uint8-weight QLinearConv kernel")
+    w = w.astype(np.int8) if x.dtype == np.int8 else w
+    out_channels = w.shape[0]
+    w_scale = np.linspace(0.01, 0.05, out_channels).astype(np.float32) if per_channel else _scalar(0.02)
+    w_zero_point = np.full(out_channels, w_zero, w.dtype) if per_channel else np.array(w_zero, w.dtype)
+    inputs = [x, _scalar(0.05), np.array(x_zero, x.dtype), w, w_scale, w_zero_point, _scalar(0.3),
+              np.array(7, x.dtype)]
+    if with_bias:
+        inputs.append(RNG.integers(-2000, 2000, out_channels).astype(np.int32))
+    actual = run_node("QLinearConv", attrs, inputs)
+    _assert_bit_exact(actual[0], _run_onnxruntime("QLinearConv", attrs, inputs, actual, opset=13)[0])
+
+
+_OUT_OF_RANGE = np.array([-1e10, -300.0, -129.5, -128.6, -1.5, -0.5, 0.5, 1.5, 2.7, 127.9, 128.5, 255.9, 256.5,
+                          300.0, 70000.7, 3e9, 1e10, np.inf, -np.inf, np.nan], np.float32)
+
+CAST_CASES = [
+    (f"float32_to_{np.dtype(t).name}", TensorProto.__dict__[name], _OUT_OF_RANGE, 13)
+    for name, t in [("INT8", np.int8), ("UINT8", np.uint8), ("INT16", np.int16), ("UINT16", np.uint16),
+                    ("INT32", np.int32), ("INT64", np.int64)]
+] + [
+    ("float16_to_int8", TensorProto.INT8, _OUT_OF_RANGE[~(np.abs(_OUT_OF_RANGE) > 65000)].astype(np.float16), 13),
+    ("float64_to_int8", TensorProto.INT8, np.array([300.7, -1e10, -2.5, 2.5], np.float64), 13),
+    ("int32_to_int8_wraps", TensorProto.INT8, np.array([300, -129, 70000, -5], np.int32), 13),
+    ("int32_to_float16_rounds", TensorProto.FLOAT16,
+     np.concatenate([RNG.integers(-70000, 70000, 500), [2049, 2051, 65519, 65520, -65520]]).astype(np.int32), 13),
+    ("float16_to_float32", TensorProto.FLOAT, np.arange(-600, 600, 0.37).astype(np.float16), 13),
+    ("float32_to_float16_overflow", TensorProto.FLOAT16, np.array([65519.0, 65520.0, -1e6, 1e-8, 6e-8], np.float32), 13),
+    ("int8_to_float16", TensorProto.FLOAT16, np.arange(-128, 128, dtype=np.int8), 19),
+]
+
+
+@pytest.mark.parametrize("to,x,opset", [c[1:] for c in CAST_CASES], ids=[c[0] for c in CAST_CASES])
+def test_cast_matches_onnxruntime_including_out_of_range_values(to, x, opset):
+    actual = run_node("Cast", {"to": to}, [x], opset=opset)
+    _assert_bit_exact(actual[0], _run_onnxruntime("Cast", {"to": to}, [x], actual, opset=opset)[0])
+
+
+def test_cast_out_of_range_keeps_the_low_bits_of_int32_truncation():
+    (actual,) = run_node("Cast", {"to": TensorProto.INT8}, [np.array([300.7, 255.9, np.nan, 1e10], np.float32)])
+    np.testing.assert_array_equal(actual, [44, -1, 0, 0])
+
+
+_HALVES = RNG.normal(0, 3, 4000).astype(np.float16)
+
+FLOAT16_CASES = [
+    ("mul", "Mul", [_HALVES, RNG.normal(0, 3, 4000).astype(np.float16)], 13),
+    ("mul_by_power_of_two", "Mul", [_HALVES, np.array(2.0 ** -7, np.float16)], 13),
+    ("add", "Add", [_HALVES, RNG.normal(0, 3, 4000).astype(np.float16)], 13),
+    ("relu", "Relu", [_HALVES], 14),
+    ("tanh", "Tanh", [_HALVES], 13),
+    ("sigmoid", "Sigmoid", [_HALVES], 13),
+]
+
+
+@pytest.mark.parametrize("op_type,inputs,opset", [c[1:] for c in FLOAT16_CASES], ids=[c[0] for c in FLOAT16_CASES])
+def test_float16_op_matches_onnxruntime_exactly(op_type, inputs, opset):
+    # onnxruntime computes these through float32 and rounds once to float16, which is what
+    # numpy's float16 arithmetic and the float64 Tanh rounded to float16 give
+    actual = run_node(op_type, {}, inputs, opset=opset)
+    _assert_bit_exact(actual[0], _run_onnxruntime(op_type, {}, inputs, actual, opset=opset)[0])
+
+
+QDQ_VARIANT_CASES = [
+    ("quantize_float16_input_in_float32", "QuantizeLinear", {},
+     [RNG.normal(0, 40, 2000).astype(np.float16), np.array(0.3, np.float16), np.array(3, np.int8)], 19),
+    ("quantize_output_dtype_int8", "QuantizeLinear", {"output_dtype": TensorProto.INT8},
+     [_f(200, scale=50), np.array(0.3, np.float32)], 21),
+    ("quantize_output_dtype_default", "QuantizeLinear", {}, [_f(200, scale=50), np.array(0.3, np.float32)], 21),
+    ("quantize_int16", "QuantizeLinear", {},
+     [_f(200, scale=5000), np.array(0.3, np.float32), np.array(-7, np.int16)], 21),
+    ("quantize_uint16_saturate_ignored", "QuantizeLinear", {"saturate": 0},
+     [_f(200, scale=50000), np.array(0.5, np.float32), np.array(100, np.uint16)], 21),
+    ("dequantize_float16_scale", "DequantizeLinear", {},
+     [_int8s(500), np.array(0.3, np.float16), np.array(3, np.int8)], 19),
+    ("dequantize_int16_per_axis", "DequantizeLinear", {"axis": 0},
+     [RNG.integers(-30000, 30000, (3, 4)).astype(np.int16), np.array([0.1, 0.2, 0.3], np.float32),
+      np.array([5, 0, -5], np.int16)], 21),
+]
+
+
+@pytest.mark.parametrize("op_type,attrs,inputs,opset", [c[1:] for c in QDQ_VARIANT_CASES],
+                         ids=[c[0] for c in QDQ_VARIANT_CASES])
+def test_quantize_dequantize_opset_19_21_variants_match_onnxruntime(op_type, attrs, inputs, opset):
+    actual = run_node(op_type, attrs, inputs, opset=opset)
+    _assert_bit_exact(actual[0], _run_onnxruntime(op_type, attrs, inputs, actual, opset=opset)[0])
+
+
+def test_quantize_to_int4_is_rejected_with_the_supported_types():
+    with pytest.raises(FrontendError, match=r"^QuantizeLinear to data type 22 is not supported; supported "):
+        run_node("QuantizeLinear", {"output_dtype": TensorProto.INT4}, [_f(4), np.array(1.0, np.float32)], opset=21)
+
+
+def test_round_to_zero_is_rejected_like_qonnx():
+    # Brevitas names a ROUND_TO_ZERO float-to-int mode; qonnx 1.0 (and so streamc) accepts only
+    # the names it can resolve, DOWN being the one that rounds toward zero
+    inputs = [_f(4), np.array(1.0, np.float32), np.array(0.0, np.float32), np.array(4.0, np.float32)]
+    attrs = {"signed": 1, "narrow": 0, "rounding_mode": "ROUND_TO_ZERO"}
+    with pytest.raises(ValueError, match="Could not resolve rounding mode"):
+        _run_qonnx("Quant", attrs, inputs)
+    with pytest.raises(FrontendError, match=r"^Quant rounding_mode must be one of "):
+        run_node("Quant", attrs, inputs)
+
+
+@pytest.mark.parametrize("op_type,inputs,message", [
+    ("QLinearMatMul", [_int8s(2, 3), np.ones(2, np.float32), np.zeros((), np.int8), _int8s(3, 4),
+                       _scalar(1.0), np.zeros((), np.int8), _scalar(1.0), np.zeros((), np.int8)],
+     "QLinearMatMul a_scale must be per-tensor (a scalar or one-element vector), not of shape (2,)"),
+    ("QLinearMatMul", [_int8s(2, 3), _scalar(1.0), np.zeros((), np.int8), _int8s(3, 4),
+                       np.ones(3, np.float32), np.zeros((), np.int8), _scalar(1.0), np.zeros((), np.int8)],
+     "QLinearMatMul b_scale of shape (3,) must be per-tensor or hold one value per column of b (4)"),
+    ("ConvInteger", [_int8s(1, 3, 4), _int8s(2, 3, 2)],
+     "ConvInteger supports 2-D convolutions (NCHW input, MCkHkW weights), not input of shape (1, 3, 4) "
+     "with weights of shape (2, 3, 2)"),
+])
+def test_integer_op_errors_name_the_offending_value(op_type, inputs, message):
+    with pytest.raises(FrontendError, match=f"^{re.escape(message)}$"):
+        run_node(op_type, {}, inputs)
