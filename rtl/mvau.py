@@ -11,7 +11,9 @@ from amaranth.lib.wiring import In, Out
 from streamc.datatypes import DataType
 from streamc.errors import FoldingError
 
-__all__ = ["MatrixVectorUnit"]
+from .requant import Requant
+
+__all__ = ["MatrixVectorUnit", "Requant"]
 
 
 class MatrixVectorUnit(wiring.Component):
@@ -22,10 +24,16 @@ class MatrixVectorUnit(wiring.Component):
     ``NF = MH/pe`` neuron folds of ``SF = MW/simd`` synapse folds. The first neuron fold
     consumes the input beats and keeps them in a buffer; the other folds replay the buffer.
 
-    ``f`` is either nothing (the output is the accumulator) or qonnx ``MultiThreshold``:
-    the output is ``out_bias`` plus the number of thresholds of its channel that the
-    accumulator reaches (``acc >= t``). With a ``BIPOLAR`` output there is one threshold
-    per channel and the output is +1 when it is reached, else -1 (``out_bias`` is unused).
+    ``f`` is one of:
+
+    - nothing: the output is the accumulator;
+    - qonnx ``MultiThreshold``: the output is ``out_bias`` plus the number of thresholds of
+      its channel that the accumulator reaches (``acc >= t``). With a ``BIPOLAR`` output there
+      is one threshold per channel and the output is +1 when it is reached, else -1
+      (``out_bias`` is unused). ``L`` thresholds cost ``L`` comparators per channel;
+    - a :class:`~streamc.rtl.requant.Requant`: the output is
+      :func:`~streamc.rtl.requant.requantize` of the accumulator, one multiplier per channel
+      whatever the output width: the cheap choice for 8-bit outputs.
 
     Values on both streams are packed as :meth:`DataType.to_hw` packs them. ``BIPOLAR``
     times ``BIPOLAR`` is computed as XNOR and popcount, with the thresholds moved into the
@@ -34,7 +42,8 @@ class MatrixVectorUnit(wiring.Component):
 
     The datapath is a pipeline that stalls as a whole while the output beat is not taken:
     issue (weight ROM and input buffer read) -> operands -> products -> adder tree and
-    accumulator -> threshold compare -> output register. See :attr:`latency`.
+    accumulator -> threshold compare, or requantization product -> sum -> output register.
+    The output register of a requantization also shifts, rounds and clamps. See :attr:`latency`.
 
     Parameters
     ----------
@@ -46,11 +55,14 @@ class MatrixVectorUnit(wiring.Component):
         Output channels and input elements processed per cycle. ``pe`` must divide ``MH``,
         ``simd`` must divide ``MW``.
     thresholds : numpy.ndarray or None
-        Integer array of shape ``(MH, L)``, or ``None`` for no activation.
+        Integer array of shape ``(MH, L)``, or ``None`` for no thresholds.
     out_dtype : DataType
-        Type of the output elements; must hold every output value.
+        Type of the output elements; must hold every output value (with ``requant``:
+        ``[requant.lo, requant.hi]``). Not ``BIPOLAR`` with ``requant``.
     out_bias : int
-        Added to the threshold count.
+        Added to the threshold count; must be 0 with ``requant``.
+    requant : Requant or None
+        Requantization of the accumulator, for ``MH`` channels; only without ``thresholds``.
     name : str
         Node name, used in error messages.
 
@@ -72,14 +84,19 @@ class MatrixVectorUnit(wiring.Component):
     latency : int
         Cycles from the cycle that issues the last synapse fold of a neuron fold (for the
         first neuron fold: the cycle that accepts its last input beat) to the cycle in which
-        that fold's output beat is first valid: 5 with thresholds, 4 without.
+        that fold's output beat is first valid: 4 for the bare accumulator, 5 with
+        thresholds, 6 with requantization.
     acc_shape : amaranth.hdl.Shape
         Accumulator and comparator shape.
+    multiplier_shape, product_shape, sum_shape : amaranth.hdl.Shape or None
+        With ``requant``: the narrowest shapes holding every multiplier, every product of
+        a complete accumulator with its channel's multiplier, and every such product plus
+        its channel's offset (and rounding constant). ``None`` without ``requant``.
     """
 
     def __init__(self, *, weights: np.ndarray, in_dtype: DataType, weight_dtype: DataType,
                  pe: int, simd: int, thresholds: np.ndarray | None, out_dtype: DataType,
-                 out_bias: int = 0, name: str = "mvau"):
+                 out_bias: int = 0, requant: Requant | None = None, name: str = "mvau"):
         weights = np.asarray(weights)
         if weights.ndim != 2 or not np.issubdtype(weights.dtype, np.integer):
             raise ValueError(f"node {name!r}: weights must be a 2-D integer array, "
@@ -102,8 +119,14 @@ class MatrixVectorUnit(wiring.Component):
 
         acc_lo, acc_hi = self._accumulator_range()
         full_lo, full_hi = self._output_sum_range()
-        if thresholds is None:
-            self._thresholds = None
+        self._thresholds = None
+        self._requant = None
+        self.multiplier_shape = self.product_shape = self.sum_shape = None
+        if requant is not None:
+            self._check_requant(requant, thresholds, out_dtype)
+            self._requant = requant
+            self._prepare_requant()
+        elif thresholds is None:
             out_lo, out_hi = full_lo, full_hi
             if self._xnor:
                 out_lo, out_hi = 2 * full_lo - mw, 2 * full_hi - mw
@@ -141,11 +164,61 @@ class MatrixVectorUnit(wiring.Component):
         self.out_elems = pe
         self.out_width = out_dtype.bitwidth
         self.cycles_per_frame = self._nf * self._sf
-        self.latency = 5 if self._thresholds is not None else 4
+        self.latency = 6 if self._requant is not None else 5 if self._thresholds is not None else 4
         super().__init__({
             "i": In(stream.Signature(unsigned(simd * self.in_width))),
             "o": Out(stream.Signature(unsigned(pe * self.out_width))),
         })
+
+    def _check_requant(self, requant, thresholds, out_dtype: DataType) -> None:
+        name, mh = self.name, self._weights.shape[0]
+        if thresholds is not None:
+            raise ValueError(f"node {name!r}: thresholds and requant are alternative output "
+                             f"stages; give one of them, not both")
+        if not isinstance(requant, Requant):
+            raise ValueError(f"node {name!r}: requant must be a Requant, not "
+                             f"{type(requant).__name__}")
+        if requant.channels != mh:
+            raise ValueError(f"node {name!r}: requant must have one multiplier and offset per "
+                             f"output channel ({mh}), not {requant.channels}")
+        if out_dtype.bipolar:
+            raise ValueError(f"node {name!r}: a requantized output cannot be BIPOLAR; use one "
+                             f"threshold per channel instead")
+        if not (out_dtype.min <= requant.lo and requant.hi <= out_dtype.max):
+            raise ValueError(f"node {name!r}: out_dtype {out_dtype} cannot hold the requantized "
+                             f"outputs [lo, hi] = [{requant.lo}, {requant.hi}]")
+        if self._out_bias:
+            raise ValueError(f"node {name!r}: out_bias applies to thresholds only; with requant "
+                             f"it must be 0, not {self._out_bias}")
+
+    def _prepare_requant(self) -> None:
+        """Per-channel constants for the accumulator register, and the narrowest shapes.
+
+        The XNOR accumulator holds a popcount ``pc`` and ``acc = 2 pc - MW``, so
+        ``acc * m + o = pc * 2m + (o - MW m)``. The rounding constant joins the offset. The
+        shapes hold every value that a complete accumulator of each channel can lead to.
+        Python integers throughout: the bounds may pass int64.
+        """
+        rq = self._requant
+        m = rq.multiplier.astype(object)
+        o = rq.offset.astype(object) + rq.rounding_constant
+        if self._xnor:
+            mw = self._weights.shape[1]
+            o = o - mw * m
+            m = 2 * m
+        self._requant_multiplier, self._requant_offset = m, o
+
+        lo, hi = self._term_ranges()
+        sum_lo = lo.sum(axis=1).astype(object)
+        sum_hi = hi.sum(axis=1).astype(object)
+        p_lo = np.minimum(sum_lo * m, sum_hi * m)
+        p_hi = np.maximum(sum_lo * m, sum_hi * m)
+        total_lo, total_hi = int((p_lo + o).min()), int((p_hi + o).max())
+        self.multiplier_shape = _shape_of_range(int(m.min()), int(m.max()))
+        self._offset_shape = _shape_of_range(int(o.min()), int(o.max()))
+        self.product_shape = _shape_of_range(int(p_lo.min()), int(p_hi.max()))
+        self.sum_shape = _shape_of_range(total_lo, total_hi)
+        self._quotient_range = (total_lo >> rq.shift, total_hi >> rq.shift)
 
     def _term_ranges(self) -> tuple[np.ndarray, np.ndarray]:
         """Per weight, the least and greatest value of its product with an input element."""
@@ -199,6 +272,83 @@ class MatrixVectorUnit(wiring.Component):
             return Mux(x_bits[0], w, -w)
         x = x_bits.as_signed() if in_dt.signed else x_bits
         return x * w
+
+    def _compare_thresholds(self, m, advance, valid3, nf2, acc3):
+        """Stage 4: threshold compares. Returns the output beat's valid and values."""
+        pe, n_thr, cw = self._pe, self._thresholds.shape[1], self.acc_shape.width
+        m.submodules.threshold_rom = threshold_rom = Memory(
+            shape=unsigned(pe * n_thr * cw), depth=self._nf, init=self._threshold_rom_rows())
+        threshold_read = threshold_rom.read_port(domain="sync")
+        # Read alongside the accumulator's last step, so the row arrives with the sum.
+        m.d.comb += [threshold_read.addr.eq(nf2), threshold_read.en.eq(advance)]
+
+        # Registered to keep the compares off the adder's path.
+        valid4 = Signal()
+        reached4 = [Signal(n_thr, name=f"reached_{j}") for j in range(pe)]
+        with m.If(advance):
+            m.d.sync += valid4.eq(valid3)
+            for j in range(pe):
+                for l in range(n_thr):
+                    raw = threshold_read.data[(j * n_thr + l) * cw:(j * n_thr + l + 1) * cw]
+                    threshold = raw.as_signed() if self.acc_shape.signed else raw
+                    m.d.sync += reached4[j][l].eq(acc3[j] >= threshold)
+        if self._out_dtype.bipolar:
+            return valid4, [reached[0] for reached in reached4]
+        return valid4, [self._out_bias + _adder_tree(list(reached)) for reached in reached4]
+
+    def _requantize(self, m, advance, valid3, nf2, acc3):
+        """Stages 4 and 5: product and sum; shift, round and clamp go into the output register.
+
+        Returns the output beat's valid and values.
+        """
+        pe, rq = self._pe, self._requant
+        m.submodules.multiplier_rom = multiplier_rom = Memory(
+            shape=unsigned(pe * self.multiplier_shape.width), depth=self._nf,
+            init=_channel_rom_rows(self._requant_multiplier, pe, self.multiplier_shape))
+        multiplier_read = multiplier_rom.read_port(domain="sync")
+        # Read alongside the accumulator's last step, so the factors arrive with the sum.
+        m.d.comb += [multiplier_read.addr.eq(nf2), multiplier_read.en.eq(advance)]
+
+        # Stage 4: a registered multiply (a hard multiplier's output register).
+        valid4 = Signal()
+        nf3 = Signal.like(nf2)
+        product4 = [Signal(self.product_shape, name=f"product_{j}") for j in range(pe)]
+        factors = _channel_fields(multiplier_read.data, pe, self.multiplier_shape)
+        with m.If(advance):
+            m.d.sync += [valid4.eq(valid3), nf3.eq(nf2)]
+            m.d.sync += [product.eq(acc * factor)
+                         for product, acc, factor in zip(product4, acc3, factors)]
+
+        m.submodules.offset_rom = offset_rom = Memory(
+            shape=unsigned(pe * self._offset_shape.width), depth=self._nf,
+            init=_channel_rom_rows(self._requant_offset, pe, self._offset_shape))
+        offset_read = offset_rom.read_port(domain="sync")
+        # One stage later than the factors: the offsets arrive with the products.
+        m.d.comb += [offset_read.addr.eq(nf3), offset_read.en.eq(advance)]
+
+        # Stage 5: product plus offset (which carries the rounding constant).
+        valid5 = Signal()
+        sum5 = [Signal(self.sum_shape, name=f"sum_{j}") for j in range(pe)]
+        offsets = _channel_fields(offset_read.data, pe, self._offset_shape)
+        with m.If(advance):
+            m.d.sync += valid5.eq(valid4)
+            m.d.sync += [total.eq(product + offset)
+                         for total, product, offset in zip(sum5, product4, offsets)]
+
+        # Into the output register: a flooring shift, HALF_EVEN's tie fix-up, the clamp.
+        # The fix-up adds at most 1 and only below hi, so comparing before it clamps right.
+        values = []
+        for total in sum5:
+            floor = total.shift_right(rq.shift) if rq.shift else total
+            value = floor
+            if rq.rounding == "HALF_EVEN" and rq.shift:
+                value = floor + (total[:rq.shift].all() & floor[0])
+            if self._quotient_range[1] >= rq.hi:
+                value = Mux(floor >= rq.hi, rq.hi, value)
+            if self._quotient_range[0] < rq.lo:
+                value = Mux(floor < rq.lo, rq.lo, value)
+            values.append(value)
+        return valid5, values
 
     def elaborate(self, platform):
         m = Module()
@@ -286,33 +436,13 @@ class MatrixVectorUnit(wiring.Component):
                 for j in range(pe):
                     m.d.sync += acc3[j].eq(Mux(first2, 0, acc3[j]) + _adder_tree(products2[j]))
 
-        if self._thresholds is None:
+        if self._requant is not None:
+            out_valid, out_values = self._requantize(m, advance, valid3, nf2, acc3)
+        elif self._thresholds is not None:
+            out_valid, out_values = self._compare_thresholds(m, advance, valid3, nf2, acc3)
+        else:
             out_valid = valid3
             out_values = [2 * acc - self._weights.shape[1] if self._xnor else acc for acc in acc3]
-        else:
-            n_thr = self._thresholds.shape[1]
-            cw = self.acc_shape.width
-            m.submodules.threshold_rom = threshold_rom = Memory(
-                shape=unsigned(pe * n_thr * cw), depth=nf_count, init=self._threshold_rom_rows())
-            threshold_read = threshold_rom.read_port(domain="sync")
-            # Read alongside the accumulator's last step, so the row arrives with the sum.
-            m.d.comb += [threshold_read.addr.eq(nf2), threshold_read.en.eq(advance)]
-
-            # Stage 4: threshold compares, registered to keep them off the adder's path.
-            valid4 = Signal()
-            reached4 = [Signal(n_thr, name=f"reached_{j}") for j in range(pe)]
-            with m.If(advance):
-                m.d.sync += valid4.eq(valid3)
-                for j in range(pe):
-                    for l in range(n_thr):
-                        raw = threshold_read.data[(j * n_thr + l) * cw:(j * n_thr + l + 1) * cw]
-                        threshold = raw.as_signed() if self.acc_shape.signed else raw
-                        m.d.sync += reached4[j][l].eq(acc3[j] >= threshold)
-            out_valid = valid4
-            if self._out_dtype.bipolar:
-                out_values = [reached[0] for reached in reached4]
-            else:
-                out_values = [self._out_bias + _adder_tree(list(reached)) for reached in reached4]
 
         # Output register. Assigning to ow-bit signals sign-extends or wraps each value into
         # its to_hw bit pattern.
@@ -330,6 +460,20 @@ def _adder_tree(values):
         pairs = [level[n] + level[n + 1] for n in range(0, len(level) - 1, 2)]
         level = pairs + ([level[-1]] if len(level) % 2 else [])
     return level[0]
+
+
+def _channel_rom_rows(values, pe: int, shape: Shape) -> list[int]:
+    """ROM row ``nf``: ``values`` of channels ``nf*pe + j`` at bit ``j * shape.width``."""
+    mask = (1 << shape.width) - 1
+    return [sum((int(values[nf * pe + j]) & mask) << (j * shape.width) for j in range(pe))
+            for nf in range(len(values) // pe)]
+
+
+def _channel_fields(row, pe: int, shape: Shape) -> list:
+    """The ``pe`` values of a :func:`_channel_rom_rows` row, each read as ``shape``."""
+    width = shape.width
+    fields = [row[j * width:(j + 1) * width] for j in range(pe)]
+    return [field.as_signed() if shape.signed else field for field in fields]
 
 
 def _shape_of_range(lo: int, hi: int) -> Shape:

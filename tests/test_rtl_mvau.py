@@ -4,13 +4,18 @@
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import numpy as np
 import pytest
+from amaranth.hdl import signed, unsigned
 
 from rtl_helpers import pack, run_stream, unpack
 from streamc.datatypes import BIPOLAR, INT, UINT, DataType
 from streamc.errors import FoldingError
 from streamc.rtl.mvau import MatrixVectorUnit
+from streamc.rtl.requant import ROUNDING_MODES, Requant, requantize
 
 MH, MW = 8, 12
 
@@ -178,3 +183,241 @@ def test_output_range_must_fit_out_dtype():
                                          r"accumulator range \[-4, 2\]$"):
         MatrixVectorUnit(weights=np.ones((2, 2), dtype=np.int64), in_dtype=INT(2),
                          weight_dtype=INT(2), pe=1, simd=1, thresholds=None, out_dtype=INT(2))
+
+
+# --- Requantization output stage -------------------------------------------------------
+
+SHIFT = 6
+
+# (in_dtype, weight_dtype, out_dtype, lo, hi)
+REQUANT_CASES = {
+    "int4_x_int3_to_int8": (INT(4), INT(3), INT(8), -128, 127),
+    "uint4_x_int4_to_uint8": (UINT(4), INT(4), UINT(8), 0, 255),
+    "bipolar_x_bipolar_to_int4": (BIPOLAR, BIPOLAR, INT(4), -8, 7),
+    "int2_x_bipolar_to_int8_narrow_clamp": (INT(2), BIPOLAR, INT(8), -20, 100),
+}
+
+
+def random_requant(rng, weights, in_dtype, rounding, lo, hi, *, ties) -> Requant:
+    """Factors of both signs that spread typical sums a little past [lo, hi], so both clamp
+    bounds are hit. With ``ties`` every factor and offset is a multiple of ``2**(SHIFT-1)``,
+    so about half of all ``v / 2**SHIFT`` are exactly halfway between two integers."""
+    samples = random_values(rng, in_dtype, (256, weights.shape[1])) @ weights.T
+    spread = np.maximum(samples.std(axis=0), 1.0)
+    factor = (hi - lo) / 2.5 / spread * 2 ** SHIFT
+    sign = rng.choice([-1, 1], size=weights.shape[0])
+    center = ((lo + hi) // 2) << SHIFT
+    half = 1 << (SHIFT - 1)
+    if ties:
+        multiplier = sign * np.maximum(np.round(factor / half), 1).astype(np.int64) * half
+        offset = center + rng.integers(-4, 5, size=weights.shape[0]) * half
+    else:
+        multiplier = sign * (np.round(factor).astype(np.int64) + rng.integers(0, 7, size=factor.shape))
+        offset = center + rng.integers(-4 << SHIFT, 4 << SHIFT, size=weights.shape[0])
+    return Requant(multiplier=multiplier, offset=offset, shift=SHIFT, rounding=rounding,
+                   lo=lo, hi=hi)
+
+
+def build_requant(case, pe, simd, rounding, *, ties, seed=0):
+    in_dtype, weight_dtype, out_dtype, lo, hi = REQUANT_CASES[case]
+    rng = np.random.default_rng(seed)
+    weights = random_values(rng, weight_dtype, (MH, MW))
+    requant = random_requant(rng, weights, in_dtype, rounding, lo, hi, ties=ties)
+    dut = MatrixVectorUnit(weights=weights, in_dtype=in_dtype, weight_dtype=weight_dtype,
+                           pe=pe, simd=simd, thresholds=None, out_dtype=out_dtype,
+                           requant=requant, name="fc")
+    return dut, weights, requant, rng
+
+
+def check_requant(case, pe, simd, rounding, *, ties, frames, in_gap, out_stall, seed=0):
+    """Runs the unit and compares with :func:`requantize`; returns the accumulators it saw."""
+    dut, weights, requant, rng = build_requant(case, pe, simd, rounding, ties=ties, seed=seed)
+    in_dtype, _, out_dtype, _, _ = REQUANT_CASES[case]
+    vectors = random_values(rng, in_dtype, (frames, MW))
+    run = run_stream(dut, pack(vectors, in_dtype, simd), frames * MH // pe,
+                     in_gap=in_gap, out_stall=out_stall, seed=seed)
+    expected = requantize(vectors @ weights.T, requant)
+    np.testing.assert_array_equal(unpack(run.beats, out_dtype, pe).reshape(frames, MH), expected)
+    return vectors @ weights.T, requant, expected
+
+
+def exact_ties(acc, requant) -> int:
+    v = acc * requant.multiplier + requant.offset
+    return int(np.count_nonzero(v % (1 << requant.shift) == 1 << (requant.shift - 1)))
+
+
+@pytest.mark.parametrize("ties", [False, True], ids=["general", "ties"])
+@pytest.mark.parametrize("rounding", ROUNDING_MODES)
+@pytest.mark.parametrize("case", sorted(REQUANT_CASES))
+def test_requant_matches_requantize_under_stalls(case, rounding, ties):
+    acc, requant, expected = check_requant(case, 2, 3, rounding, ties=ties, frames=8,
+                                           in_gap=0.3, out_stall=0.4, seed=5)
+    # The cases exercise what they are named for.
+    lo, hi = REQUANT_CASES[case][3:]
+    assert (expected == lo).any() and (expected == hi).any()
+    assert (requant.multiplier < 0).any() and (requant.multiplier > 0).any()
+    if ties:
+        assert exact_ties(acc, requant) >= acc.size // 4
+
+
+@pytest.mark.parametrize("pe,simd", ALL_FOLDINGS)
+def test_requant_every_folding_matches_requantize(pe, simd):
+    check_requant("int4_x_int3_to_int8", pe, simd, "HALF_EVEN", ties=True, frames=3,
+                  in_gap=0.3, out_stall=0.4, seed=pe * 100 + simd)
+
+
+@pytest.mark.parametrize("pe,simd", [(1, 1), (2, 3), (8, 12), (8, 1)])
+def test_requant_frames_flow_back_to_back_without_bubbles(pe, simd):
+    frames = 4
+    dut, weights, requant, rng = build_requant("uint4_x_int4_to_uint8", pe, simd, "HALF_UP",
+                                               ties=False)
+    vectors = random_values(rng, UINT(4), (frames, MW))
+    run = run_stream(dut, pack(vectors, UINT(4), simd), frames * MH // pe)
+    got = unpack(run.beats, UINT(8), pe).reshape(frames, MH)
+    np.testing.assert_array_equal(got, requantize(vectors @ weights.T, requant))
+    last_beat_of_frame = run.cycles[MH // pe - 1::MH // pe]
+    assert np.diff(last_beat_of_frame).tolist() == [dut.cycles_per_frame] * (frames - 1)
+    assert dut.cycles_per_frame == (MH // pe) * (MW // simd)
+    assert run.cycles[0] == (MW // simd - 1) + dut.latency
+    assert dut.latency == 6
+
+
+@pytest.mark.parametrize("rounding", ROUNDING_MODES)
+def test_requant_every_input_of_a_small_layer(rounding):
+    """All 4**3 input vectors of a 2x3 layer: every reachable accumulator, the extremes too,
+    through constants at the edge of their widths (no overflow anywhere)."""
+    weights = np.array([[3, 3, 3], [-4, 3, -4]])
+    requant = Requant(multiplier=np.array([-1000, 977]), offset=np.array([-2 ** 13, 5000]),
+                      shift=7, rounding=rounding, lo=-50, hi=60)
+    dut = MatrixVectorUnit(weights=weights, in_dtype=INT(2), weight_dtype=INT(3), pe=2, simd=1,
+                           thresholds=None, out_dtype=INT(7), requant=requant)
+    vectors = np.array(np.meshgrid(*[np.arange(-2, 2)] * 3)).reshape(3, -1).T
+    run = run_stream(dut, pack(vectors, INT(2), 1), len(vectors), out_stall=0.2)
+    expected = requantize(vectors @ weights.T, requant)
+    np.testing.assert_array_equal(unpack(run.beats, INT(7), 2).reshape(-1, 2), expected)
+    assert (expected == -50).any() and (expected == 60).any()
+
+
+def test_requant_shapes_are_the_narrowest_exact_ones():
+    # Sums: channel 0 in [0, 6], channel 1 in [0, 6]; factors 5 and -3.
+    requant = Requant(multiplier=np.array([5, -3]), offset=np.array([2, -1]), shift=1,
+                      rounding="FLOOR", lo=-10, hi=15)
+    dut = MatrixVectorUnit(weights=np.ones((2, 2), dtype=np.int64), in_dtype=UINT(2),
+                           weight_dtype=INT(2), pe=1, simd=1, thresholds=None,
+                           out_dtype=INT(5), requant=requant)
+    assert dut.multiplier_shape == signed(4)  # [-3, 5]
+    assert dut.product_shape == signed(6)  # [0, 30] and [-18, 0]
+    assert dut.sum_shape == signed(7)  # [2, 32] and [-19, -1]
+    assert dut.acc_shape == unsigned(3)
+
+
+def test_requant_of_xnor_popcount_is_sized_in_the_popcount_domain():
+    # acc = 2 pc - 4 with pc in [0, 4]: factor 2m = 6, offset o - 4m + rounding constant.
+    requant = Requant(multiplier=np.array([3]), offset=np.array([0]), shift=2,
+                      rounding="HALF_UP", lo=-3, hi=3)
+    dut = MatrixVectorUnit(weights=np.ones((1, 4), dtype=np.int64), in_dtype=BIPOLAR,
+                           weight_dtype=BIPOLAR, pe=1, simd=4, thresholds=None,
+                           out_dtype=INT(3), requant=requant)
+    assert dut.multiplier_shape == unsigned(3)  # 6
+    assert dut.product_shape == unsigned(5)  # [0, 24]
+    assert dut.sum_shape == signed(5)  # [-10, 14]
+
+
+def small_requant(**changes) -> Requant:
+    fields = dict(multiplier=np.array([1, -1]), offset=np.array([0, 0]), shift=1,
+                  rounding="FLOOR", lo=-8, hi=7)
+    return Requant(**{**fields, **changes})
+
+
+def small_unit(**changes):
+    args = dict(weights=np.ones((2, 2), dtype=np.int64), in_dtype=INT(2), weight_dtype=INT(2),
+                pe=1, simd=1, thresholds=None, out_dtype=INT(4), requant=small_requant())
+    return MatrixVectorUnit(**{**args, **changes})
+
+
+def test_requant_and_thresholds_exclude_each_other():
+    with pytest.raises(ValueError, match=r"^node 'mvau': thresholds and requant are alternative "
+                                         r"output stages; give one of them, not both$"):
+        small_unit(thresholds=np.zeros((2, 1), dtype=np.int64))
+
+
+def test_requant_needs_one_factor_per_channel():
+    with pytest.raises(ValueError, match=r"^node 'mvau': requant must have one multiplier and "
+                                         r"offset per output channel \(2\), not 3$"):
+        small_unit(requant=small_requant(multiplier=np.array([1, 2, 3]),
+                                         offset=np.array([0, 0, 0])))
+
+
+def test_requant_bounds_must_fit_out_dtype():
+    with pytest.raises(ValueError, match=r"^node 'mvau': out_dtype UINT8 cannot hold the "
+                                         r"requantized outputs \[lo, hi\] = \[-8, 7\]$"):
+        small_unit(out_dtype=UINT(8))
+    with pytest.raises(ValueError, match=r"^node 'mvau': out_dtype INT4 cannot hold the "
+                                         r"requantized outputs \[lo, hi\] = \[0, 8\]$"):
+        small_unit(requant=small_requant(lo=0, hi=8))
+
+
+def test_requant_output_cannot_be_bipolar():
+    with pytest.raises(ValueError, match=r"^node 'mvau': a requantized output cannot be BIPOLAR; "
+                                         r"use one threshold per channel instead$"):
+        small_unit(out_dtype=BIPOLAR, requant=small_requant(lo=-1, hi=1))
+
+
+def test_requant_refuses_an_out_bias():
+    with pytest.raises(ValueError, match=r"^node 'mvau': out_bias applies to thresholds only; "
+                                         r"with requant it must be 0, not 3$"):
+        small_unit(out_bias=3)
+
+
+@pytest.mark.parametrize("changes,message", [
+    (dict(shift=-1), r"requant shift must be an integer >= 0, not -1"),
+    (dict(rounding="NEAREST"), r"requant rounding must be one of FLOOR, HALF_UP, HALF_EVEN, "
+                               r"not 'NEAREST'"),
+    (dict(lo=3, hi=2), r"requant clamp bounds must be integers with lo <= hi, not lo=3, hi=2"),
+    (dict(offset=np.array([0])), r"requant multiplier and offset must have the same shape, "
+                                 r"not \(2,\) and \(1,\)"),
+    (dict(multiplier=np.array([0.5, 1.0])), r"requant multiplier must be a 1-D integer array, "
+                                            r"not float64 of shape \(2,\)"),
+])
+def test_requant_parameters_are_checked(changes, message):
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        small_requant(**changes)
+
+
+def fraction_reference(acc: int, m: int, o: int, shift: int, rounding: str, lo: int, hi: int) -> int:
+    x = Fraction(acc * m + o, 2 ** shift)
+    if rounding == "FLOOR":
+        q = math.floor(x)
+    elif rounding == "HALF_UP":
+        q = math.floor(x + Fraction(1, 2))
+    else:
+        q = round(x)  # Fraction rounds halves to even
+    return min(max(q, lo), hi)
+
+
+@pytest.mark.parametrize("rounding", ROUNDING_MODES)
+@pytest.mark.parametrize("shift", [0, 1, 2, 3, 5])
+def test_requantize_equals_exact_rational_rounding_exhaustively(rounding, shift):
+    acc = np.arange(-24, 25)
+    multipliers = np.arange(-6, 7)
+    offsets = np.arange(-9, 10)
+    lo, hi = -30, 25
+    for o in offsets:
+        requant = Requant(multiplier=multipliers, offset=np.full_like(multipliers, o),
+                          shift=shift, rounding=rounding, lo=lo, hi=hi)
+        got = requantize(np.repeat(acc[:, None], len(multipliers), axis=1), requant)
+        expected = [[fraction_reference(int(a), int(m), int(o), shift, rounding, lo, hi)
+                     for m in multipliers] for a in acc]
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("rounding", ROUNDING_MODES)
+def test_requantize_is_exact_beyond_int64_products(rounding):
+    acc = np.array([[2 ** 40 + 3, -(2 ** 40) - 1], [-5, 7]])
+    requant = Requant(multiplier=np.array([2 ** 30 + 1, -(2 ** 30) + 3]),
+                      offset=np.array([2 ** 45, -(2 ** 44)]), shift=50, rounding=rounding,
+                      lo=-(2 ** 40), hi=2 ** 40)
+    expected = [[fraction_reference(int(acc[r, c]), int(requant.multiplier[c]),
+                                    int(requant.offset[c]), 50, rounding, requant.lo, requant.hi)
+                 for c in range(2)] for r in range(2)]
+    np.testing.assert_array_equal(requantize(acc, requant), expected)

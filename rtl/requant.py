@@ -1,0 +1,126 @@
+"""Requantization: an integer multiply, add and shift that maps an accumulator to a narrow output.
+
+This module is numpy only, so that the compiler can import :class:`Requant` and
+:func:`requantize` without building hardware. :class:`~streamc.rtl.mvau.MatrixVectorUnit`
+computes exactly :func:`requantize` in its requantization output stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["ROUNDING_MODES", "Requant", "requantize"]
+
+#: How ``v / 2**shift`` becomes an integer: ``FLOOR`` rounds down, ``HALF_UP`` rounds to the
+#: nearest with ties up (``floor(x + 1/2)``), ``HALF_EVEN`` to the nearest with ties to even.
+ROUNDING_MODES = ("FLOOR", "HALF_UP", "HALF_EVEN")
+
+# Beyond this magnitude int64 arithmetic could overflow; requantize then uses Python integers.
+_INT64_SAFE = 1 << 62
+
+
+@dataclass(frozen=True, eq=False)
+class Requant:
+    """Per-channel requantization ``clamp(round((acc * multiplier + offset) / 2**shift), lo, hi)``.
+
+    Equality is identity (``eq=False``): element-wise array equality has no single truth value.
+
+    Parameters
+    ----------
+    multiplier : numpy.ndarray
+        Integer array of shape ``(MH,)``, one factor per output channel; may be negative.
+    offset : numpy.ndarray
+        Integer array of shape ``(MH,)``, added before the shift (bias, zero point and any
+        rounding offset folded together).
+    shift : int
+        Right shift, at least 0, the same for every channel.
+    rounding : str
+        One of :data:`ROUNDING_MODES`.
+    lo, hi : int
+        Inclusive clamp bounds of the output, ``lo <= hi``.
+    """
+
+    multiplier: np.ndarray
+    offset: np.ndarray
+    shift: int
+    rounding: str
+    lo: int
+    hi: int
+
+    def __post_init__(self):
+        arrays = {}
+        for what in ("multiplier", "offset"):
+            value = np.asarray(getattr(self, what))
+            if value.ndim != 1 or not (np.issubdtype(value.dtype, np.integer) or value.size == 0):
+                raise ValueError(f"requant {what} must be a 1-D integer array, not {value.dtype} "
+                                 f"of shape {value.shape}")
+            arrays[what] = value.astype(np.int64)
+        if arrays["multiplier"].shape != arrays["offset"].shape:
+            raise ValueError(f"requant multiplier and offset must have the same shape, not "
+                             f"{arrays['multiplier'].shape} and {arrays['offset'].shape}")
+        if not isinstance(self.shift, (int, np.integer)) or self.shift < 0:
+            raise ValueError(f"requant shift must be an integer >= 0, not {self.shift!r}")
+        if self.rounding not in ROUNDING_MODES:
+            raise ValueError(f"requant rounding must be one of {', '.join(ROUNDING_MODES)}, "
+                             f"not {self.rounding!r}")
+        if not (isinstance(self.lo, (int, np.integer)) and isinstance(self.hi, (int, np.integer))
+                and self.lo <= self.hi):
+            raise ValueError(f"requant clamp bounds must be integers with lo <= hi, not "
+                             f"lo={self.lo!r}, hi={self.hi!r}")
+        for what, value in arrays.items():
+            object.__setattr__(self, what, value)
+        for what in ("shift", "lo", "hi"):
+            object.__setattr__(self, what, int(getattr(self, what)))
+
+    @property
+    def channels(self) -> int:
+        """Number of output channels (``MH``)."""
+        return self.multiplier.shape[0]
+
+    @property
+    def rounding_constant(self) -> int:
+        """What to add before a flooring shift; ``HALF_EVEN`` then still needs its tie fix-up.
+
+        ``HALF_UP`` is ``floor((v + 2**(shift-1)) / 2**shift)``. For ``HALF_EVEN``,
+        ``u = v + 2**(shift-1) - 1`` floors to the nearest integer with ties down; a tie shows
+        as ``u``'s low ``shift`` bits all ones, and is then rounded up where ``u >> shift`` is odd.
+        """
+        if self.shift == 0 or self.rounding == "FLOOR":
+            return 0
+        half = 1 << (self.shift - 1)
+        return half if self.rounding == "HALF_UP" else half - 1
+
+
+def requantize(acc: np.ndarray, requant: Requant) -> np.ndarray:
+    """The output of a requantization stage for accumulator values ``acc`` (shape ``(..., MH)``).
+
+    Exactly what the hardware computes, in integers: ``v = acc * multiplier + offset``, rounded
+    from ``v / 2**shift`` as :attr:`Requant.rounding` says, clamped to ``[lo, hi]``.
+
+    Returns
+    -------
+    numpy.ndarray
+        int64 array of the shape of ``acc``.
+    """
+    acc = np.asarray(acc)
+    if acc.ndim < 1 or acc.shape[-1] != requant.channels:
+        raise ValueError(f"acc must have shape (..., {requant.channels}), not {acc.shape}")
+    if not np.issubdtype(acc.dtype, np.integer) and acc.size:
+        raise ValueError(f"acc must be an integer array, not {acc.dtype}")
+    if acc.size == 0:
+        return np.zeros(acc.shape, dtype=np.int64)
+    bound = (max(abs(int(acc.min())), abs(int(acc.max())))
+             * int(np.abs(requant.multiplier).max()) + int(np.abs(requant.offset).max())
+             + (1 << requant.shift))
+    # Python integers where int64 could overflow: slower, never wrong.
+    kind = np.int64 if bound < _INT64_SAFE else object
+    v = (acc.astype(kind) * requant.multiplier.astype(kind) + requant.offset.astype(kind)
+         + requant.rounding_constant)
+    q = v >> requant.shift
+    if requant.rounding == "HALF_EVEN" and requant.shift > 0:
+        low_mask = (1 << requant.shift) - 1
+        tie = (v & low_mask) == low_mask
+        q = q + (tie & ((q & 1) == 1))
+    return np.clip(q, requant.lo, requant.hi).astype(np.int64)
