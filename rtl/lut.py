@@ -1,0 +1,130 @@
+"""Elementwise lookup table: any function of one narrow integer, e.g. an int8 tanh or sigmoid."""
+
+from __future__ import annotations
+
+import numpy as np
+from amaranth.hdl import Cat, Module, Signal, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from streamc.datatypes import DataType
+
+__all__ = ["LookupTable"]
+
+
+class LookupTable(wiring.Component):
+    """Maps every element of a stream through a table, ``elems`` elements per cycle.
+
+    Each lane has its own ROM of ``2**in_width`` words, read synchronously: the ROM's read
+    register is the output register. A synchronous read lets Yosys choose per table size:
+    block RAM where it pays (on ECP5 a 256 x 8 table per lane becomes one DP16KD), LUT logic
+    for small tables. The ROM is addressed by the input's stored bits directly; its words
+    are laid out so, and words for bit patterns outside ``in_dtype`` hold 0.
+
+    The one pipeline stage stalls while the output beat is not taken: ``i.ready`` is
+    ``~o.valid | o.ready``, so the kernel takes one beat per cycle with the consumer ready.
+
+    Parameters
+    ----------
+    table : numpy.ndarray
+        Integer outputs, 1-D: ``table[k]`` is the output for the input value
+        ``in_dtype.min + k``, so it has ``in_dtype.max - in_dtype.min + 1`` entries; for a
+        ``BIPOLAR`` input two, for -1 and +1.
+    in_dtype, out_dtype : DataType
+        Types of the input and output elements; every table entry must be an ``out_dtype``
+        value.
+    elems : int
+        Elements per beat, in and out; must divide ``frame_elems``.
+    frame_elems : int
+        Elements per frame.
+    name : str
+        Node name, used in error messages.
+
+    Members
+    -------
+    i : In(stream.Signature(unsigned(elems * in_dtype.bitwidth)))
+        Input elements, element ``j`` at bit ``j * in_dtype.bitwidth``.
+    o : Out(stream.Signature(unsigned(elems * out_dtype.bitwidth)))
+        Output elements, element ``j`` at bit ``j * out_dtype.bitwidth``.
+
+    Attributes
+    ----------
+    in_elems, out_elems : int
+        ``elems``.
+    in_width, out_width : int
+        Bits per element on each side.
+    cycles_per_frame : int
+        ``frame_elems // elems``.
+    latency : int
+        1: an input beat taken in one cycle is valid at the output in the next.
+    """
+
+    def __init__(self, *, table: np.ndarray, in_dtype: DataType, out_dtype: DataType,
+                 elems: int, frame_elems: int, name: str = "lut"):
+        table = np.asarray(table)
+        entries = 2 if in_dtype.bipolar else in_dtype.max - in_dtype.min + 1
+        if table.shape != (entries,) or not np.issubdtype(table.dtype, np.integer):
+            raise ValueError(f"node {name!r}: table must be a 1-D integer array of {entries} "
+                             f"entries (one per {in_dtype} value), not {table.dtype} of shape "
+                             f"{table.shape}")
+        if not out_dtype.contains(table):
+            raise ValueError(f"node {name!r}: table entries must be {out_dtype} values, found "
+                             f"values in [{table.min()}, {table.max()}]")
+        for what, value in (("elems", elems), ("frame_elems", frame_elems)):
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"node {name!r}: {what} must be an integer >= 1, not {value!r}")
+        if frame_elems % elems:
+            divisors = ", ".join(str(d) for d in range(1, frame_elems + 1) if frame_elems % d == 0)
+            raise ValueError(f"node {name!r}: elems={elems} does not divide "
+                             f"frame_elems={frame_elems}; valid elems: {divisors}")
+        self.name = name
+        self._table = table.astype(np.int64)
+        self._in_dtype = in_dtype
+        self._out_dtype = out_dtype
+        self.in_elems = self.out_elems = int(elems)
+        self.in_width = in_dtype.bitwidth
+        self.out_width = out_dtype.bitwidth
+        self.cycles_per_frame = frame_elems // elems
+        self.latency = 1
+        super().__init__({
+            "i": In(stream.Signature(unsigned(elems * self.in_width))),
+            "o": Out(stream.Signature(unsigned(elems * self.out_width))),
+        })
+
+    def _rom_words(self) -> list[int]:
+        """ROM word ``bits``: the output bit pattern for the input stored as ``bits``.
+
+        Patterns outside the input type (e.g. TERNARY's -2) never arrive; their words are 0.
+        """
+        in_dt = self._in_dtype
+        values = in_dt.from_hw(np.arange(1 << self.in_width))
+        inside = (values >= in_dt.min) & (values <= in_dt.max)
+        index = (values - in_dt.min) // 2 if in_dt.bipolar else values - in_dt.min
+        outputs = np.where(inside, self._table[np.where(inside, index, 0)], 0)
+        return [int(w) for w in self._out_dtype.to_hw(outputs)]
+
+    def elaborate(self, platform):
+        m = Module()
+        iw, ow = self.in_width, self.out_width
+        advance = Signal()
+        m.d.comb += [
+            advance.eq(~self.o.valid | self.o.ready),
+            self.i.ready.eq(advance),
+        ]
+        with m.If(advance):
+            m.d.sync += self.o.valid.eq(self.i.valid)
+
+        words = self._rom_words()
+        lanes = []
+        for j in range(self.in_elems):
+            rom = Memory(shape=unsigned(ow), depth=len(words), init=words)
+            m.submodules[f"rom_{j}"] = rom
+            read = rom.read_port(domain="sync")
+            m.d.comb += [
+                read.addr.eq(self.i.payload[j * iw:(j + 1) * iw]),
+                read.en.eq(advance),
+            ]
+            lanes.append(read.data)
+        m.d.comb += self.o.payload.eq(Cat(*lanes))
+        return m
