@@ -8,6 +8,13 @@ from .ir import Graph
 from .reference import run_node
 
 
+def lookup_table(attrs: dict, codes: np.ndarray) -> np.ndarray:
+    """streamc's ``LookupTable`` node: ``table[code - in_min]`` (bipolar inputs -1/+1 index 0/1)."""
+    table = np.asarray(attrs["table"], np.float32)
+    step = 2 if attrs.get("in_bipolar") else 1
+    return table[(np.rint(codes).astype(np.int64) - attrs["in_min"]) // step]
+
+
 def execute(graph: Graph, feeds: dict[str, np.ndarray], *, keep_all: bool = False) -> dict[str, np.ndarray]:
     """Evaluate ``graph`` on ``feeds``; returns the graph outputs, or every tensor with ``keep_all``.
 
@@ -21,7 +28,10 @@ def execute(graph: Graph, feeds: dict[str, np.ndarray], *, keep_all: bool = Fals
         inputs = [values[t] if t else None for t in node.inputs]
         if node.op_type == "Reshape" and batch != 1 and inputs[1] is not None and len(inputs[1]) and inputs[1][0] == 1:
             inputs[1] = np.concatenate([[batch], inputs[1][1:]]).astype(np.int64)
-        results = run_node(node.op_type, node.attrs, inputs, opset=graph.opset, qonnx_opset=graph.qonnx_opset)
+        if node.op_type == "LookupTable":
+            results = [lookup_table(node.attrs, inputs[0])]
+        else:
+            results = run_node(node.op_type, node.attrs, inputs, opset=graph.opset, qonnx_opset=graph.qonnx_opset)
         values.update(zip(node.outputs, results))
     if keep_all:
         return values

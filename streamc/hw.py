@@ -1,4 +1,4 @@
-"""The hardware view of a streamlined graph: host head, a chain of MVAU layers, host tail."""
+"""The hardware view of a streamlined graph: host head, a chain of hardware stages, host tail."""
 
 from __future__ import annotations
 
@@ -10,13 +10,18 @@ import numpy as np
 from .datatypes import DataType
 from .errors import LoweringError
 from .ir import Graph, TensorInfo
+from .requant_fit import fit_requant
+from .rtl.requant import Requant
 
-HW_OPS = frozenset({"MatMul", "MultiThreshold"})
+HW_OPS = frozenset({"MatMul", "MultiThreshold", "LookupTable"})
+#: Up to this many thresholds per channel (a 4-bit output) comparators are cheaper than a multiplier.
+MAX_THRESHOLDS = 15
 
 
 @dataclass
 class MVAULayer:
-    """One matrix-vector(-threshold) unit: integer weights, optional thresholds, and its folding."""
+    """One matrix-vector unit: integer weights, an output stage (thresholds, requantization or
+    none: the accumulator), and its folding."""
 
     name: str
     source: str
@@ -26,6 +31,9 @@ class MVAULayer:
     thresholds: np.ndarray | None
     out_dtype: DataType
     out_bias: int
+    acc_lo: np.ndarray
+    acc_hi: np.ndarray
+    requant: Requant | None = None
     pe: int = 1
     simd: int = 1
 
@@ -37,35 +45,77 @@ class MVAULayer:
     def mw(self) -> int:
         return self.weights.shape[1]
 
+    in_count = mw
+    out_count = mh
+
+    @property
+    def in_elems(self) -> int:
+        return self.simd
+
+    @property
+    def out_elems(self) -> int:
+        return self.pe
+
     def cycles(self, pe: int | None = None, simd: int | None = None) -> int:
         return (self.mh // (pe or self.pe)) * (self.mw // (simd or self.simd))
 
     def describe(self) -> str:
         return f"node {self.source!r} (MatMul {self.mh}x{self.mw})"
 
+    @property
+    def output_stage(self) -> str:
+        if self.requant is not None:
+            return f"requant (x{self.requant.multiplier.max()} >> {self.requant.shift})"
+        if self.thresholds is not None:
+            return f"{self.thresholds.shape[1]} thresholds"
+        return "accumulator"
+
+
+@dataclass
+class LUTStage:
+    """An elementwise lookup table between two quantizers; ``elems`` elements per cycle."""
+
+    name: str
+    source: str
+    table: np.ndarray
+    in_dtype: DataType
+    out_dtype: DataType
+    count: int
+    elems: int = 1
+
+    in_count = out_count = property(lambda self: self.count)
+    in_elems = out_elems = property(lambda self: self.elems)
+
+    def cycles(self) -> int:
+        return self.count // self.elems
+
+    def describe(self) -> str:
+        return f"lookup table {self.source!r} ({self.in_dtype} -> {self.out_dtype})"
+
+    output_stage = "table"
+
+
+Stage = MVAULayer | LUTStage
+
 
 @dataclass
 class Dataflow:
-    """What runs where: ``head`` on the host (float input to integer codes), ``layers`` in
+    """What runs where: ``head`` on the host (float input to integer codes), ``stages`` in
     hardware, ``tail`` on the host (hardware output to the model's output)."""
 
     head: Graph
-    layers: list[MVAULayer]
+    stages: list[Stage]
     tail: Graph
     hw_input: str
     hw_output: str
     boundary: dict = field(default_factory=dict)
 
     @property
-    def in_dtype(self) -> DataType:
-        return self.layers[0].in_dtype
-
-    @property
-    def out_dtype(self) -> DataType:
-        return self.layers[-1].out_dtype
+    def layers(self) -> list[MVAULayer]:
+        return [s for s in self.stages if isinstance(s, MVAULayer)]
 
     def cycles_per_frame(self) -> int:
-        return max(layer.cycles() for layer in self.layers)
+        return max(stage.cycles() for stage in self.stages)
 
 
 def hardware_name(source: str, taken: set[str]) -> str:
@@ -80,8 +130,21 @@ def hardware_name(source: str, taken: set[str]) -> str:
     return name
 
 
+def _stage(spec: dict, taken: set[str], count: int) -> Stage:
+    name = hardware_name(spec["name"], taken)
+    if spec["kind"] == "lut":
+        return LUTStage(name=name, source=spec["name"], table=spec["table"], in_dtype=spec["in_dtype"],
+                        out_dtype=spec["out_dtype"], count=count)
+    layer = MVAULayer(name=name, source=spec["name"], weights=spec["weights"], in_dtype=spec["in_dtype"],
+                      weight_dtype=spec["weight_dtype"], thresholds=spec["thresholds"], out_dtype=spec["out_dtype"],
+                      out_bias=spec["out_bias"], acc_lo=spec["acc_lo"], acc_hi=spec["acc_hi"])
+    if layer.thresholds is not None and layer.thresholds.shape[1] > MAX_THRESHOLDS:
+        layer.requant = fit_requant(layer.thresholds, layer.acc_lo, layer.acc_hi, layer.out_bias)
+    return layer
+
+
 def to_hw(graph: Graph) -> Dataflow:
-    """Split a streamlined graph at its integer MatMul/MultiThreshold chain."""
+    """Split a streamlined graph at its integer chain and choose each layer's output stage."""
     positions = [i for i, n in enumerate(graph.nodes) if n.op_type in HW_OPS]
     if not positions:
         raise LoweringError("the streamlined graph has no MatMul: run the streamline step first")
@@ -92,15 +155,15 @@ def to_hw(graph: Graph) -> Dataflow:
     hw_input = graph.nodes[first].inputs[0]
     hw_output = graph.nodes[last].outputs[0]
     taken: set[str] = set()
-    layers = [MVAULayer(name=hardware_name(spec["name"], taken), source=spec["name"], weights=spec["weights"],
-                        in_dtype=spec["in_dtype"], weight_dtype=spec["weight_dtype"], thresholds=spec["thresholds"],
-                        out_dtype=spec["out_dtype"], out_bias=spec["out_bias"])
-              for spec in graph.meta["layers"]]
+    stages: list[Stage] = []
+    for spec in graph.meta["stages"]:
+        count = stages[-1].out_count if stages else None
+        stages.append(_stage(spec, taken, count))
     head = Graph(nodes=graph.nodes[:first], constants=graph.constants, inputs=graph.inputs,
-                 outputs=[TensorInfo(hw_input, (1, layers[0].mw))], opset=graph.opset,
+                 outputs=[TensorInfo(hw_input, (1, stages[0].in_count))], opset=graph.opset,
                  qonnx_opset=graph.qonnx_opset, name="head")
     tail = Graph(nodes=graph.nodes[last + 1:], constants=graph.constants,
-                 inputs=[TensorInfo(hw_output, (1, layers[-1].mh))], outputs=graph.outputs,
+                 inputs=[TensorInfo(hw_output, (1, stages[-1].out_count))], outputs=graph.outputs,
                  opset=graph.opset, qonnx_opset=graph.qonnx_opset, name="tail")
-    return Dataflow(head=head, layers=layers, tail=tail, hw_input=hw_input, hw_output=hw_output,
+    return Dataflow(head=head, stages=stages, tail=tail, hw_input=hw_input, hw_output=hw_output,
                     boundary=graph.meta.get("boundary", {}))

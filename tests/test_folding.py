@@ -13,7 +13,8 @@ SOURCE = "cfg.yaml"
 
 def layer(name: str, mh: int, mw: int) -> MVAULayer:
     return MVAULayer(name=name, source=f"/{name}/MatMul", weights=np.zeros((mh, mw), dtype=np.int64),
-                     in_dtype=BIPOLAR, weight_dtype=BIPOLAR, thresholds=None, out_dtype=INT(16), out_bias=0)
+                     in_dtype=BIPOLAR, weight_dtype=BIPOLAR, thresholds=None, out_dtype=INT(16), out_bias=0,
+                     acc_lo=np.full(mh, -mw), acc_hi=np.full(mh, mw))
 
 
 @pytest.fixture

@@ -139,7 +139,7 @@ def test_missing_input_quantizer_is_rejected():
     for node in model.graph.node:
         node.input[:] = ["input" if t == "q0" else t for t in node.input]
     with pytest.raises(LoweringError, match=r"^node 'Gemm0' \(MatMul\) reads an unquantized input; put an activation "
-                                            r"quantizer \(Quant or BipolarQuant\) before the first linear layer$"):
+                                            r"quantizer \(Quant, BipolarQuant or QuantizeLinear\) before the first linear layer$"):
         compile_graph(model)
 
 

@@ -15,7 +15,7 @@ from ..errors import BuildError, ConfigError
 from ..execute import execute
 from ..folding import apply_folding, fold_for_target
 from ..frontend.load import load_onnx
-from ..hw import Dataflow, to_hw
+from ..hw import Dataflow, LUTStage, Stage, to_hw
 from ..ir import Graph
 from ..transforms.streamline import streamline
 from ..transforms.tidy import tidy
@@ -76,41 +76,60 @@ def to_hw_step(state: BuildState) -> None:
 
 @step("fold")
 def fold_step(state: BuildState) -> None:
-    config, layers = state.config, state.dataflow.layers
+    config, dataflow = state.config, state.dataflow
+    layers = dataflow.layers
     if config.folding is not None:
         apply_folding(layers, {k: v.model_dump() for k, v in config.folding.items()}, source=state.config_path)
     else:
         fold_for_target(layers, target_fps=config.target_fps, clock_mhz=config.clock_mhz)
+    # A table takes its producer's beats as they come: as many lanes as the producer has.
+    for before, stage in zip(dataflow.stages, dataflow.stages[1:]):
+        if isinstance(stage, LUTStage):
+            stage.elems = before.out_elems
     state.folder.write_report("folding", {layer.name: {"pe": layer.pe, "simd": layer.simd} for layer in layers})
-    cycles = state.dataflow.cycles_per_frame()
+    cycles = dataflow.cycles_per_frame()
     state.folder.write_report("estimates", {
         "clock_mhz": config.clock_mhz,
         "predicted_cycles_per_frame": cycles,
         "predicted_fps": config.clock_mhz * 1e6 / cycles,
         "target_fps": config.target_fps,
-        "layers": [dict(name=l.name, source=l.source, mh=l.mh, mw=l.mw, pe=l.pe, simd=l.simd, cycles=l.cycles(),
-                        in_dtype=l.in_dtype.name, weight_dtype=l.weight_dtype.name, out_dtype=l.out_dtype.name,
-                        thresholds_per_channel=0 if l.thresholds is None else l.thresholds.shape[1],
-                        weight_bits=l.mh * l.mw * l.weight_dtype.bitwidth)
-                   for l in layers],
+        "stages": [_stage_estimate(stage) for stage in dataflow.stages],
     })
+
+
+def _stage_estimate(stage: Stage) -> dict:
+    common = dict(name=stage.name, source=stage.source, cycles=stage.cycles(), in_dtype=stage.in_dtype.name,
+                  out_dtype=stage.out_dtype.name, output_stage=stage.output_stage)
+    if isinstance(stage, LUTStage):
+        return dict(kind="lookup_table", elems=stage.elems, table_entries=len(stage.table), **common)
+    return dict(kind="mvau", mh=stage.mh, mw=stage.mw, pe=stage.pe, simd=stage.simd,
+                weight_dtype=stage.weight_dtype.name, weight_bits=stage.mh * stage.mw * stage.weight_dtype.bitwidth,
+                **common)
 
 
 @step("rtl")
 def rtl_step(state: BuildState) -> None:
     # Imported here: only builds that reach this step need Amaranth.
+    from ..rtl.lut import LookupTable
     from ..rtl.mvau import MatrixVectorUnit
     from ..rtl.top import StreamAccelerator, to_verilog
 
-    layers = state.dataflow.layers
-    stages = [MatrixVectorUnit(weights=l.weights, in_dtype=l.in_dtype, weight_dtype=l.weight_dtype, pe=l.pe,
-                               simd=l.simd, thresholds=l.thresholds, out_dtype=l.out_dtype, out_bias=l.out_bias,
-                               name=l.name)
-              for l in layers]
+    def generator(stage: Stage):
+        if isinstance(stage, LUTStage):
+            return LookupTable(table=stage.table, in_dtype=stage.in_dtype, out_dtype=stage.out_dtype,
+                               elems=stage.elems, frame_elems=stage.count, name=stage.name)
+        return MatrixVectorUnit(weights=stage.weights, in_dtype=stage.in_dtype, weight_dtype=stage.weight_dtype,
+                                pe=stage.pe, simd=stage.simd,
+                                thresholds=None if stage.requant is not None else stage.thresholds,
+                                requant=stage.requant, out_dtype=stage.out_dtype,
+                                out_bias=0 if stage.requant is not None else stage.out_bias,
+                                name=stage.name)
+
+    stages = state.dataflow.stages
     # One frame of slack before each layer: a layer with several neuron folds takes its whole
     # input vector in a burst during its first fold, and must find it waiting.
-    state.fifo_depths = [max(state.config.fifo_depth, layer.mw // layer.simd) for layer in layers[1:]]
-    top = StreamAccelerator(stages=stages, fifo_depths=state.fifo_depths)
+    state.fifo_depths = [max(state.config.fifo_depth, stage.in_count // stage.in_elems) for stage in stages[1:]]
+    top = StreamAccelerator(stages=[generator(stage) for stage in stages], fifo_depths=state.fifo_depths)
     state.verilog = to_verilog(top, name=TOP)
     verilog = state.folder.path("verilog", f"{TOP}.v")
     verilog.write_text(state.verilog)
@@ -169,11 +188,11 @@ def sim_step(state: BuildState) -> None:
     expected_hw = expected_hw_outputs(dataflow, execute(tidied, {in_name: frames}, keep_all=True), n)
     codes = np.rint(execute(dataflow.head, {in_name: frames})[dataflow.hw_input]).reshape(n, -1).astype(np.int64)
 
-    first, last = dataflow.layers[0], dataflow.layers[-1]
+    first, last = dataflow.stages[0], dataflow.stages[-1]
     result = simulate(verilog=folder.path("verilog", f"{TOP}.v"), top=TOP, build_dir=folder.path("sim_build", "x").parent,
-                      in_elems=first.simd, in_width=first.in_dtype.bitwidth, out_elems=last.pe,
+                      in_elems=first.in_elems, in_width=first.in_dtype.bitwidth, out_elems=last.out_elems,
                       out_width=last.out_dtype.bitwidth, frames=first.in_dtype.to_hw(codes),
-                      expected=last.out_dtype.to_hw(expected_hw), n_out=last.mh, seed=verify.seed,
+                      expected=last.out_dtype.to_hw(expected_hw), n_out=last.out_count, seed=verify.seed,
                       input_gap_prob=verify.input_gap_prob, output_stall_prob=verify.output_stall_prob,
                       timeout_cycles=_timeout_cycles(dataflow, n, verify))
     hw = last.out_dtype.from_hw(result.outputs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from ..hw import MVAULayer
 from ..synth import CAPACITY
 from .steps import BuildState
 
@@ -13,9 +14,11 @@ def summary_data(state: BuildState, timings: dict[str, float]) -> dict:
     data: dict = {"model": str(state.config.model), "output_dir": str(state.config.output_dir), "steps": timings}
     if state.dataflow is not None:
         df = state.dataflow
-        data["layers"] = [dict(name=l.name, shape=[l.mh, l.mw], pe=l.pe, simd=l.simd, cycles=l.cycles(),
-                               in_dtype=l.in_dtype.name, weight_dtype=l.weight_dtype.name, out_dtype=l.out_dtype.name)
-                          for l in df.layers]
+        data["stages"] = [dict(name=st.name, cycles=st.cycles(), in_dtype=st.in_dtype.name, out_dtype=st.out_dtype.name,
+                               output_stage=st.output_stage,
+                               **(dict(shape=[st.mh, st.mw], pe=st.pe, simd=st.simd, weight_dtype=st.weight_dtype.name)
+                                  if isinstance(st, MVAULayer) else dict(elems=st.elems)))
+                          for st in df.stages]
         data["host_head_ops"] = [n.op_type for n in df.head.nodes]
         data["host_tail_ops"] = [n.op_type for n in df.tail.nodes]
     if state.rtlsim is not None:
@@ -30,13 +33,16 @@ def print_summary(state: BuildState, timings: dict[str, float], console: Console
     if df is None:
         console.print(f"Ran {', '.join(timings)}; outputs in {state.config.output_dir}")
         return
-    layers = Table(title="Layers (hardware)", title_justify="left")
-    for column in ("layer", "MH x MW", "in", "weights", "out", "PE", "SIMD", "cycles/frame"):
+    layers = Table(title="Hardware stages", title_justify="left")
+    for column in ("stage", "MH x MW", "in", "weights", "out", "output stage", "PE", "SIMD", "cycles/frame"):
         layers.add_column(column, justify="right" if column in ("PE", "SIMD", "cycles/frame") else "left")
-    for l in df.layers:
-        out = l.out_dtype.name + (f" ({l.thresholds.shape[1]} thr)" if l.thresholds is not None else " (acc)")
-        layers.add_row(l.name, f"{l.mh} x {l.mw}", l.in_dtype.name, l.weight_dtype.name, out,
-                       str(l.pe), str(l.simd), str(l.cycles()))
+    for st in df.stages:
+        if isinstance(st, MVAULayer):
+            layers.add_row(st.name, f"{st.mh} x {st.mw}", st.in_dtype.name, st.weight_dtype.name, st.out_dtype.name,
+                           st.output_stage, str(st.pe), str(st.simd), str(st.cycles()))
+        else:
+            layers.add_row(st.name, f"{st.count} elements", st.in_dtype.name, "", st.out_dtype.name, "table",
+                           str(st.elems), "", str(st.cycles()))
     console.print(layers)
     console.print(f"Host head: {' -> '.join(n.op_type for n in df.head.nodes) or '(none)'}   "
                   f"Host float tail: {' -> '.join(n.op_type for n in df.tail.nodes) or '(none)'}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..datatypes import BIPOLAR, INT, TERNARY, UINT, DataType
+from ..datatypes import BIPOLAR, TERNARY, DataType, datatype_of_values, smallest_datatype
 from ..errors import FrontendError
 from ..ir import Graph, Node, QuantizedConstant
 from ..reference import run_node
@@ -80,20 +80,26 @@ def remove_identities(graph: Graph) -> bool:
 
 
 def quant_datatype(node: Node, bit_width: np.ndarray | None) -> DataType:
-    """The exact integer type a ``Quant``/``BipolarQuant`` node's codes take."""
+    """The exact integer range a ``Quant``/``BipolarQuant`` node's codes take.
+
+    Taken from the reference semantics themselves (codes at both saturation ends), so that narrow
+    ranges, 1-bit signed Quant (which qonnx makes bipolar) and non-integer bit widths (7.5 bits clip
+    at +-89.51, which then rounds to 90) all come out as they execute.
+    """
     if node.op_type == "BipolarQuant":
         return BIPOLAR
     bits = np.unique(np.asarray(bit_width))
-    if bits.size != 1 or bits[0] != np.round(bits[0]) or bits[0] < 1:
-        raise FrontendError(f"{node.describe()}: bit_width must be one integer, not {bits.tolist()}")
-    bits = int(bits[0])
-    signed, narrow = bool(node.attrs.get("signed", 1)), bool(node.attrs.get("narrow", 0))
-    if signed and narrow and bits == 2:
+    if bits.size != 1 or not bits[0] >= 1:
+        raise FrontendError(f"{node.describe()}: bit_width must be one value >= 1, not {bits.tolist()}")
+    ends = np.array([-1e30, 1e30], np.float32)
+    one, zero = np.float32(1), np.float32(0)
+    lo, hi = run_node("Quant", node.attrs, [ends, one, zero, np.asarray(bits[0], np.float32)])[0].astype(np.int64)
+    if lo == -1 and hi == 1 and bits[0] == 1:
+        return BIPOLAR
+    if node.attrs.get("signed", 1) and node.attrs.get("narrow", 0) and (lo, hi) == (-1, 1):
         return TERNARY
-    base = INT(bits) if signed else UINT(bits)
-    if not narrow:
-        return base
-    return DataType(base.name, base.min + 1, base.max) if signed else DataType(base.name, base.min, base.max - 1)
+    base = smallest_datatype(lo, hi)
+    return base if (base.min, base.max) == (lo, hi) else DataType(base.name, int(lo), int(hi))
 
 
 def fold_constants(graph: Graph) -> bool:
@@ -123,6 +129,21 @@ def _track_quantized(graph: Graph, node: Node, value: np.ndarray) -> None:
         graph.quantized[out] = QuantizedConstant(np.rint(codes), scale, zero, quant_datatype(node, bits))
         if not np.allclose(codes, np.rint(codes), atol=1e-3):
             del graph.quantized[out]  # fractional codes (e.g. a non-integer bit width): not an integer tensor
+    elif node.op_type == "DequantizeLinear":
+        codes = graph.constants[node.inputs[0]].astype(np.float64)
+        axis = node.attrs.get("axis", 1) % max(codes.ndim, 1)
+
+        def along_axis(param: np.ndarray) -> np.ndarray:
+            param = np.asarray(param, np.float64)
+            if param.size > 1:
+                shape = [1] * codes.ndim
+                shape[axis] = -1
+                param = param.reshape(shape)
+            return np.broadcast_to(param, codes.shape)
+
+        zero = along_axis(graph.constants[node.inputs[2]]) if len(node.inputs) > 2 and node.inputs[2] else np.zeros(codes.shape)
+        graph.quantized[out] = QuantizedConstant(codes, along_axis(graph.constants[node.inputs[1]]), zero,
+                                                 datatype_of_values(codes))
     elif node.op_type in SHAPE_OPS and node.inputs[0] in graph.quantized:
         q = graph.quantized[node.inputs[0]]
         rest = [graph.constants[t] if t else None for t in node.inputs[1:]]
