@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import math
+import subprocess
 from fractions import Fraction
 
 import numpy as np
@@ -16,6 +17,8 @@ from streamc.datatypes import BIPOLAR, INT, UINT, DataType
 from streamc.errors import FoldingError
 from streamc.rtl.mvau import MatrixVectorUnit
 from streamc.rtl.requant import ROUNDING_MODES, Requant, requantize
+from streamc.rtl.top import StreamAccelerator, to_verilog
+from test_rtl_top import VERILATOR_LINT_FLAGS, verilator_command
 
 MH, MW = 8, 12
 
@@ -421,3 +424,15 @@ def test_requantize_is_exact_beyond_int64_products(rounding):
                                     int(requant.offset[c]), 50, rounding, requant.lo, requant.hi)
                  for c in range(2)] for r in range(2)]
     np.testing.assert_array_equal(requantize(acc, requant), expected)
+
+
+@pytest.mark.parametrize("pe", [2, MH])
+def test_requant_verilog_passes_verilator_lint(tmp_path, pe):
+    # pe = MH: one neuron fold, so the constant ROMs have one row and zero-width addresses.
+    dut, *_ = build_requant("int4_x_int3_to_int8", pe, 3, "HALF_EVEN", ties=False)
+    (tmp_path / "streamc_top.v").write_text(to_verilog(StreamAccelerator(stages=[dut])))
+    command, env = verilator_command()
+    result = subprocess.run([*command, "--lint-only", *VERILATOR_LINT_FLAGS,
+                             "--top-module", "streamc_top", "streamc_top.v"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
