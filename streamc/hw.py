@@ -10,12 +10,9 @@ import numpy as np
 from .datatypes import DataType
 from .errors import LoweringError
 from .ir import Graph, TensorInfo
-from .requant_fit import fit_requant
 from .rtl.requant import Requant
 
 HW_OPS = frozenset({"MatMul", "MultiThreshold", "LookupTable"})
-#: Up to this many thresholds per channel (a 4-bit output) comparators are cheaper than a multiplier.
-MAX_THRESHOLDS = 15
 
 
 @dataclass
@@ -138,8 +135,7 @@ def _stage(spec: dict, taken: set[str], count: int) -> Stage:
     layer = MVAULayer(name=name, source=spec["name"], weights=spec["weights"], in_dtype=spec["in_dtype"],
                       weight_dtype=spec["weight_dtype"], thresholds=spec["thresholds"], out_dtype=spec["out_dtype"],
                       out_bias=spec["out_bias"], acc_lo=spec["acc_lo"], acc_hi=spec["acc_hi"])
-    if layer.thresholds is not None and layer.thresholds.shape[1] > MAX_THRESHOLDS:
-        layer.requant = fit_requant(layer.thresholds, layer.acc_lo, layer.acc_hi, layer.out_bias)
+    layer.requant = spec.get("requant")
     return layer
 
 

@@ -56,6 +56,7 @@ class QuantizedConstant:
 class TensorInfo:
     name: str
     shape: tuple[int, ...]
+    elem_type: int = onnx.TensorProto.FLOAT
 
 
 @dataclass
@@ -115,8 +116,8 @@ class Graph:
             nodes.append(helper.make_node(node.op_type, node.inputs, node.outputs, name=node.name,
                                           domain=domain, **node.attrs))
         initializers = [numpy_helper.from_array(np.asarray(v), name) for name, v in self.constants.items()]
-        inputs = [helper.make_tensor_value_info(i.name, onnx.TensorProto.FLOAT, list(i.shape)) for i in self.inputs]
-        outputs = [helper.make_tensor_value_info(o.name, onnx.TensorProto.FLOAT, list(o.shape)) for o in self.outputs]
+        inputs = [helper.make_tensor_value_info(i.name, i.elem_type, list(i.shape)) for i in self.inputs]
+        outputs = [helper.make_tensor_value_info(o.name, o.elem_type, list(o.shape)) for o in self.outputs]
         graph = helper.make_graph(nodes, self.name, inputs, outputs, initializers)
         for tensor, dtype in sorted(self.datatypes.items()):
             annotation = onnx.TensorAnnotation()

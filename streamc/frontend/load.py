@@ -233,12 +233,13 @@ def graph_from_model(model: onnx.ModelProto) -> Graph:
         if tensor.name in constants:
             raise FrontendError(f"two initializers are named {tensor.name!r}; tensor names must be unique")
         constants[tensor.name] = tensor_array(tensor, what=f"initializer {tensor.name!r}")
-    inputs = [TensorInfo(i.name, _shape(i, "graph input")) for i in g.input if i.name not in constants]
+    inputs = [TensorInfo(i.name, _shape(i, "graph input"), i.type.tensor_type.elem_type)
+              for i in g.input if i.name not in constants]
     if len(inputs) != 1:
         listed = f" ({', '.join(repr(i.name) for i in inputs)})" if inputs else ""
         raise FrontendError(f"the model has {len(inputs)} graph inputs{listed}; streamc compiles models with "
                             "exactly one input (initializers listed as inputs do not count)")
-    outputs = [TensorInfo(o.name, _shape(o, "graph output")) for o in g.output]
+    outputs = [TensorInfo(o.name, _shape(o, "graph output"), o.type.tensor_type.elem_type) for o in g.output]
     if len(outputs) != 1:
         listed = f" ({', '.join(repr(o.name) for o in outputs)})" if outputs else ""
         raise FrontendError(f"the model has {len(outputs)} graph outputs{listed}; streamc compiles models "

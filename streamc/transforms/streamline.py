@@ -29,14 +29,22 @@ from onnx import TensorProto
 from ..datatypes import BIPOLAR, DataType, datatype_of_values, smallest_datatype
 from ..errors import LoweringError
 from ..execute import execute
+from ..reference import run_node
+from ..requant_fit import fit_requant
+from ..rtl.requant import Requant
 from ..ir import Graph, Node, TensorInfo
 from .tidy import SHAPE_OPS, quant_datatype
 
-QUANTIZER_OPS = frozenset({"Quant", "BipolarQuant", "QuantizeLinear"})
+QUANTIZER_OPS = frozenset({"Quant", "BipolarQuant", "QuantizeLinear", "Trunc"})
 LINEAR_OPS = frozenset({"MatMul", "MatMulInteger"})
 #: Ops allowed between a linear layer and its quantizer: each is monotonic in its dynamic input.
 MONOTONIC_OPS = frozenset({"Add", "Sub", "Mul", "Div", "BatchNormalization", "Relu", "Clip", "Max", "Min",
-                           "Neg", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast"})
+                           "Neg", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast",
+                           "Tanh", "Sigmoid", "Erf"})
+#: Quantizers may sit inside a monotonic chain too: thresholds absorb all of it.
+ABSORBABLE_OPS = MONOTONIC_OPS | QUANTIZER_OPS | {"DequantizeLinear", "Round"}
+#: Up to this many thresholds per channel (a 4-bit output) comparators are cheaper than a multiplier.
+MAX_THRESHOLDS = 15
 #: Accumulator values tried at random per channel to confirm the thresholds.
 CHECK_SAMPLES = 2048
 #: Beyond this float32 cannot hold every accumulator value exactly.
@@ -58,7 +66,7 @@ class _Quantizer:
     codes_tensor: str | None
     scale: np.ndarray
     zero_point: np.ndarray
-    dtype: DataType
+    dtype: DataType | None    # None: the codes are not clipped (Trunc version 1)
     storage: type = np.float32  # numpy type of the codes tensor, where the model has one
 
     @property
@@ -72,7 +80,7 @@ class _Quantizer:
 
     @property
     def name(self) -> str:
-        return self.nodes[0].name
+        return self.nodes[0].name if self.nodes else self.codes_tensor
 
     def codes_from_output(self, value: np.ndarray) -> np.ndarray:
         """Codes from the value of the last coding node's output."""
@@ -86,7 +94,11 @@ class _Quantizer:
             return codes.astype(self.storage)
         return ((codes.astype(np.float32) - np.float32(self.zero_point)) * np.float32(self.scale)).astype(np.float32)
 
-    def levels(self) -> np.ndarray:
+    def levels(self, reached: np.ndarray) -> np.ndarray:
+        """Every code the quantizer can output; ``reached`` are codes seen at the accumulator range ends,
+        which bound a quantizer that does not clip (``Trunc`` version 1)."""
+        if self.dtype is None:
+            return np.arange(int(reached.min()), int(reached.max()) + 1)
         return np.array([-1, 1]) if self.dtype == BIPOLAR else np.arange(self.dtype.min, self.dtype.max + 1)
 
 
@@ -108,17 +120,17 @@ def streamline(graph: Graph) -> Graph:
     if first_linear is None:
         raise LoweringError("the model has no MatMul/Gemm/MatMulInteger: nothing to put in hardware")
     starts = [i for i, n in enumerate(chain[:first_linear]) if n.op_type in QUANTIZER_OPS]
-    if not starts:
-        raise LoweringError(f"{chain[first_linear].describe()} reads an unquantized input; put an activation "
-                            "quantizer (Quant, BipolarQuant or QuantizeLinear) before the first linear layer")
-    first_quantizer = _quantizer_at(graph, chain, starts[-1])
-    head_end = starts[-1] + first_quantizer.n_coding
-    new_nodes = chain[:head_end]
+    if starts:
+        first_quantizer = _quantizer_at(graph, chain, starts[-1])
+        new_nodes = chain[:starts[-1] + first_quantizer.n_coding]
+        body = chain[starts[-1] + len(first_quantizer.nodes):]
+    else:
+        first_quantizer = _integer_input(graph, chain[first_linear])
+        new_nodes, body = [], chain
     codes, coding_nodes = _head_codes(graph, first_quantizer)
     new_nodes += coding_nodes
     hw_input = codes.tensor
     stages: list[dict] = []
-    body = chain[starts[-1] + len(first_quantizer.nodes):]
     position = 0
     while True:
         position = _skip_shape_ops(body, position)
@@ -127,42 +139,82 @@ def streamline(graph: Graph) -> Graph:
             raise LoweringError(f"{node.describe()} follows quantizer {codes.quantizer.name!r}; streamc expects a "
                                 "MatMul/Gemm/MatMulInteger there, or a quantizer after elementwise ops")
         _check_linear_input(graph, node, codes)
-        end = position + 1
-        while end < len(body) and body[end].op_type not in QUANTIZER_OPS:
-            if body[end].op_type in LINEAR_OPS:
-                raise LoweringError(f"{body[end].describe()} follows {node.describe()} with no activation quantizer "
-                                    "between them; streamc needs quantized activations between linear layers")
-            end += 1
-        following = body[position + 1:end]
-        if end == len(body):
-            new_nodes += _lower_last_layer(graph, node, codes, following, stages)
+        window_end = next((i for i in range(position + 1, len(body)) if body[i].op_type in LINEAR_OPS), len(body))
+        units = _units(graph, body, position + 1, window_end)
+        if not units:
+            if window_end < len(body):
+                raise LoweringError(f"{body[window_end].describe()} follows {node.describe()} with no activation "
+                                    "quantizer between them; streamc needs quantized activations between linear layers")
+            new_nodes += _lower_last_layer(graph, node, codes, body[position + 1:], stages)
             break
-        quantizer = _quantizer_at(graph, body, end)
-        bad = [n for n in following if n.op_type not in MONOTONIC_OPS]
+        first_start = units[0][0]
+        bad = [n for n in body[position + 1:first_start] if n.op_type not in MONOTONIC_OPS]
         if bad:
             raise LoweringError(
-                f"{bad[0].describe()} lies between {node.describe()} and quantizer {quantizer.name!r}; supported "
+                f"{bad[0].describe()} lies between {node.describe()} and quantizer {units[0][1].name!r}; supported "
                 f"there: {', '.join(sorted(MONOTONIC_OPS))} (any elementwise op is supported between two quantizers)")
-        layer_nodes, codes = _lower_thresholded_layer(graph, node, codes, following, quantizer, stages)
-        new_nodes += layer_nodes
-        position = end + len(quantizer.nodes)
-        # Elementwise ops up to another quantizer, with no linear layer between: a lookup table.
-        while True:
-            table_end = _table_end(body, position)
-            if table_end is None:
-                break
-            table_nodes, codes = _lower_lookup_table(graph, codes, body[position:table_end], body, table_end, stages)
-            new_nodes += table_nodes
-            position = table_end + len(codes.quantizer.nodes)
-        rest = body[position:]
-        if not any(n.op_type in LINEAR_OPS for n in rest):
-            new_nodes += _dequantize_tail(graph, codes, rest)
+        last_start, last_quantizer = units[-1]
+        after_first = body[first_start + len(units[0][1].nodes):last_start]
+        # Thresholds absorb a monotonic chain up to the last quantizer; a lookup table after the first
+        # quantizer takes any elementwise function. The first is exact for monotonic chains, the
+        # second is cheaper where only the first quantizer's thresholds fit a requantization.
+        whole = (_thresholded(graph, node, codes, body[position + 1:last_start], last_quantizer)
+                 if all(n.op_type in ABSORBABLE_OPS for n in after_first) else None)
+        split, table = None, None
+        if len(units) > 1 and (whole is None or not whole.cheap):
+            split = _thresholded(graph, node, codes, body[position + 1:first_start], units[0][1])
+            split_codes = _Codes("", split.out_bias, split.out_bias + split.thresholds.shape[1], split.out_dtype,
+                                 units[0][1])
+            table = _table(graph, split_codes, after_first, last_quantizer, split.weights.shape[0])
+            if table is None and whole is None:
+                raise LoweringError(
+                    f"the elementwise ops between quantizers {units[0][1].name!r} and {last_quantizer.name!r} differ "
+                    "per channel and are not monotonic; per-channel lookup tables are not supported yet")
+            if table is None or (whole is not None and not split.cheap):
+                split = None
+        if split is None:
+            layer_nodes, codes = _emit_thresholded_layer(graph, node, codes, whole, stages)
+            new_nodes += layer_nodes
+        else:
+            layer_nodes, codes = _emit_thresholded_layer(graph, node, codes, split, stages)
+            table_nodes, codes = _lower_lookup_table(graph, codes, table, last_quantizer, stages)
+            new_nodes += layer_nodes + table_nodes
+        position = last_start + len(last_quantizer.nodes)
+        if window_end == len(body):
+            new_nodes += _dequantize_tail(graph, codes, body[position:])
             break
 
     graph.nodes = new_nodes
     graph.remove_unused_constants()
     graph.meta.update(hw_input=hw_input, stages=stages)
     return graph
+
+
+def _units(graph: Graph, body: list[Node], start: int, end: int) -> list[tuple[int, _Quantizer]]:
+    """The quantizers in ``body[start:end]``, each with the index it starts at."""
+    units = []
+    index = start
+    while index < end:
+        if body[index].op_type in QUANTIZER_OPS:
+            quantizer = _quantizer_at(graph, body[:end], index)
+            units.append((index, quantizer))
+            index += len(quantizer.nodes)
+        else:
+            index += 1
+    return units
+
+
+def _integer_input(graph: Graph, linear: Node) -> _Quantizer:
+    """An integer graph input read by a MatMulInteger is the hardware's input as it is."""
+    given = graph.inputs[0]
+    storage = {TensorProto.INT8: np.int8, TensorProto.UINT8: np.uint8}.get(given.elem_type)
+    if linear.op_type != "MatMulInteger" or storage is None:
+        raise LoweringError(f"{linear.describe()} reads an unquantized input; put an activation quantizer (Quant, "
+                            "BipolarQuant or QuantizeLinear) before the first linear layer, or give an int8/uint8 "
+                            "input to a MatMulInteger")
+    info = np.iinfo(storage)
+    dtype = smallest_datatype(info.min, info.max)
+    return _Quantizer([], 0, given.name, np.asarray(1.0), np.asarray(0.0), dtype, storage)
 
 
 def _dynamic_chain(graph: Graph) -> list[Node]:
@@ -194,16 +246,6 @@ def _skip_shape_ops(body: list[Node], position: int) -> int:
     return position
 
 
-def _table_end(body: list[Node], position: int) -> int | None:
-    """Index of the next quantizer if only non-linear elementwise ops come before it, else None."""
-    for index in range(position, len(body)):
-        if body[index].op_type in LINEAR_OPS:
-            return None
-        if body[index].op_type in QUANTIZER_OPS:
-            return index
-    return None
-
-
 def _constant(graph: Graph, tensor: str, node: Node, what: str) -> np.ndarray:
     if not tensor:
         return None
@@ -219,6 +261,8 @@ def _quantizer_at(graph: Graph, chain: list[Node], index: int) -> _Quantizer:
         zero = _constant(graph, node.inputs[2], node, "zero point").astype(np.float64) if node.op_type == "Quant" else 0.0
         bits = _constant(graph, node.inputs[3], node, "bit width") if node.op_type == "Quant" else None
         return _Quantizer([node], 1, None, np.asarray(scale), np.asarray(zero), quant_datatype(node, bits))
+    if node.op_type == "Trunc":
+        return _trunc_quantizer(graph, node)
     # QuantizeLinear [Clip] [DequantizeLinear]
     scale = _constant(graph, node.inputs[1], node, "scale")
     zero = _constant(graph, node.inputs[2] if len(node.inputs) > 2 else "", node, "zero point")
@@ -246,14 +290,30 @@ def _quantizer_at(graph: Graph, chain: list[Node], index: int) -> _Quantizer:
     if after is not None and after.op_type == "DequantizeLinear":
         dq_scale = _constant(graph, after.inputs[1], after, "scale")
         dq_zero = _constant(graph, after.inputs[2] if len(after.inputs) > 2 else "", after, "zero point")
-        if not (np.array_equal(dq_scale, scale) and np.array_equal(dq_zero if dq_zero is not None else 0, zero)):
-            raise LoweringError(f"{after.describe()} dequantizes with another scale or zero point than "
-                                f"{node.describe()} quantized with; streamc needs them equal")
-        nodes.append(after)
+        # With other parameters (int8 tanh rescales its input this way) it is an op on the codes.
+        if np.array_equal(dq_scale, scale) and np.array_equal(dq_zero if dq_zero is not None else 0, zero):
+            nodes.append(after)
     dtype = smallest_datatype(lo, hi)
     dtype = dtype if (dtype.min, dtype.max) == (lo, hi) else DataType(dtype.name, lo, hi)
     return _Quantizer(nodes, n_coding, nodes[n_coding - 1].outputs[0], np.asarray(scale, np.float64),
                       np.asarray(zero, np.float64), dtype, storage)
+
+
+def _trunc_quantizer(graph: Graph, node: Node) -> _Quantizer:
+    """``Trunc`` drops low bits of codes: version 1 keeps the input scale and does not clip, version 2
+    (qonnx domain opset 2) has an output scale and clips to its output bit width."""
+    values = [_constant(graph, t, node, "parameter") for t in node.inputs[1:]]
+    if graph.qonnx_opset < 2:
+        scale, zero = values[0], values[1]
+        return _Quantizer([node], 1, None, np.asarray(scale, np.float64), np.asarray(zero, np.float64), None)
+    scale, zero, _, out_scale, out_bits = values
+    step = 2.0 ** np.round(np.log2(np.asarray(out_scale, np.float64) / scale))
+    ends = np.array([-1e30, 1e30], np.float32)
+    lo, hi = run_node("Quant", {"signed": node.attrs.get("signed", 1), "narrow": node.attrs.get("narrow", 0)},
+                      [ends, np.float32(1), np.float32(0), np.asarray(out_bits, np.float32)])[0].astype(np.int64)
+    dtype = smallest_datatype(lo, hi)
+    dtype = dtype if (dtype.min, dtype.max) == (lo, hi) else DataType(dtype.name, int(lo), int(hi))
+    return _Quantizer([node], 1, None, np.asarray(out_scale, np.float64), np.asarray(zero / step, np.float64), dtype)
 
 
 def _scalar(value: np.ndarray, what: str, quantizer: _Quantizer) -> float:
@@ -369,7 +429,27 @@ def _add_matmul(graph: Graph, node: Node, codes: _Codes, linear: _Linear, weight
     return Node("MatMul", node.name, [codes.tensor, w_name], [acc]), acc
 
 
-def _lower_thresholded_layer(graph, node, codes, following, quantizer, stages):
+@dataclass
+class _Thresholded:
+    """A linear layer whose output is a step function of its accumulator, before it enters the graph."""
+
+    linear: _Linear
+    weights: np.ndarray       # rows negated where the function falls
+    lo: np.ndarray
+    hi: np.ndarray
+    thresholds: np.ndarray    # only the levels some channel can both miss and reach
+    out_bias: int
+    out_dtype: DataType
+    quantizer: _Quantizer
+    requant: Requant | None = None
+
+    @property
+    def cheap(self) -> bool:
+        """Few comparators, or one multiplier proven equal to them."""
+        return self.thresholds.shape[1] <= MAX_THRESHOLDS or self.requant is not None
+
+
+def _thresholded(graph, node, codes, following, quantizer) -> _Thresholded:
     linear = _linear(graph, node, codes)
     weights = linear.weights
     lo, hi = _acc_range(weights, codes.lo, codes.hi)
@@ -378,13 +458,12 @@ def _lower_thresholded_layer(graph, node, codes, following, quantizer, stages):
     sub = Graph(nodes=[*following, *coding], constants=graph.constants,
                 inputs=[TensorInfo(node.outputs[0], (1, weights.shape[0]))],
                 outputs=[TensorInfo(last, (1, weights.shape[0]))], opset=graph.opset, qonnx_opset=graph.qonnx_opset)
-    levels = quantizer.levels()
-
     def code_of(acc: np.ndarray) -> np.ndarray:
         y = execute(sub, {node.outputs[0]: linear.output(node, acc)})[last]
         return quantizer.codes_from_output(y.reshape(acc.shape))
 
     at_ends = code_of(np.stack([hi, lo]))
+    levels = quantizer.levels(at_ends)
     # A channel whose code falls as acc grows (e.g. a negative BatchNorm scale) gets its weights negated.
     sign = np.where(at_ends[0] >= at_ends[1], 1, -1)
     weights = weights * sign[:, None]
@@ -406,19 +485,27 @@ def _lower_thresholded_layer(graph, node, codes, following, quantizer, stages):
     else:  # keep one level at least, so that the unit still has an output
         first = min(first, len(levels) - 2)
         last_kept = max(last_kept, first + 1)
-    kept = thresholds[:, first:last_kept]
+    kept = thresholds[:, first:last_kept].astype(np.int64)
     out_bias = int(levels[first])
     out_dtype = BIPOLAR if bipolar else smallest_datatype(out_bias, out_bias + kept.shape[1])
+    result = _Thresholded(linear, weights, lo, hi, kept, out_bias, out_dtype, quantizer)
+    if kept.shape[1] > MAX_THRESHOLDS:
+        result.requant = fit_requant(kept, lo, hi, out_bias)
+    return result
 
-    mm_node, acc = _add_matmul(graph, node, codes, linear, weights, lo, hi)
+
+def _emit_thresholded_layer(graph, node, codes, layer: _Thresholded, stages) -> tuple[list[Node], _Codes]:
+    quantizer, kept, out_bias, out_dtype = layer.quantizer, layer.thresholds, layer.out_bias, layer.out_dtype
+    bipolar = out_dtype == BIPOLAR
+    mm_node, acc = _add_matmul(graph, node, codes, layer.linear, layer.weights, layer.lo, layer.hi)
     mt_out = graph.fresh_name(f"{quantizer.name}_codes")
     graph.datatypes[mt_out] = out_dtype
     mt = Node("MultiThreshold", graph.fresh_name(f"{quantizer.name}_thresholds"),
               [acc, graph.add_constant(f"{quantizer.name}_thresholds", kept.astype(np.float32))], [mt_out],
               {"out_dtype": out_dtype.name, "out_scale": 2.0 if bipolar else 1.0, "out_bias": float(out_bias)})
-    stages.append(dict(kind="mvau", name=node.name, weights=weights, in_dtype=codes.dtype,
-                       weight_dtype=datatype_of_values(weights), thresholds=kept.astype(np.int64),
-                       out_dtype=out_dtype, out_bias=out_bias, acc_lo=lo, acc_hi=hi))
+    stages.append(dict(kind="mvau", name=node.name, weights=layer.weights, in_dtype=codes.dtype,
+                       weight_dtype=datatype_of_values(layer.weights), thresholds=kept, requant=layer.requant,
+                       out_dtype=out_dtype, out_bias=out_bias, acc_lo=layer.lo, acc_hi=layer.hi))
     out_hi = 1 if bipolar else out_bias + kept.shape[1]
     return [mm_node, mt], _Codes(mt_out, out_bias, out_hi, out_dtype, quantizer)
 
@@ -449,26 +536,34 @@ def _check_thresholds(code_of, thresholds, lo, hi, levels, node, quantizer) -> N
                             "in the accumulator; it cannot be expressed as thresholds")
 
 
-def _lower_lookup_table(graph, codes: _Codes, between: list[Node], body, end, stages):
-    """Elementwise ops from one quantizer's codes to the next quantizer's: a table over every input code."""
-    quantizer = _quantizer_at(graph, body, end)
+def _table(graph, codes: _Codes, between: list[Node], quantizer: _Quantizer, channels: int) -> np.ndarray | None:
+    """The model's ops from ``codes`` through ``quantizer``, run on every input code; None when the
+    result differs between channels (a per-channel constant among the ops)."""
     source = codes.quantizer
     coding = quantizer.nodes[:quantizer.n_coding]
     start = source.nodes[source.n_coding - 1].outputs[0]
-    nodes = [*source.nodes[source.n_coding:], *between, *coding]
     last = coding[-1].outputs[0]
-    sub = Graph(nodes=nodes, constants=graph.constants, inputs=[TensorInfo(start, (1, 1))],
-                outputs=[TensorInfo(last, (1, 1))], opset=graph.opset, qonnx_opset=graph.qonnx_opset)
-    inputs = np.array([-1, 1]) if codes.dtype == BIPOLAR else np.arange(codes.lo, codes.hi + 1)
-    table = quantizer.codes_from_output(
-        execute(sub, {start: source.output_from_codes(inputs).reshape(-1, 1)})[last]).reshape(-1).astype(np.int64)
+    sub = Graph(nodes=[*source.nodes[source.n_coding:], *between, *coding], constants=graph.constants,
+                inputs=[TensorInfo(start, (1, channels))], outputs=[TensorInfo(last, (1, channels))],
+                opset=graph.opset, qonnx_opset=graph.qonnx_opset)
+    grid = np.repeat(source.output_from_codes(_code_values(codes))[:, None], channels, axis=1)
+    tables = quantizer.codes_from_output(execute(sub, {start: grid})[last]).reshape(grid.shape)
+    return tables[:, 0].astype(np.int64) if np.all(tables == tables[:, :1]) else None
+
+
+def _code_values(codes: _Codes) -> np.ndarray:
+    return np.array([-1, 1]) if codes.dtype == BIPOLAR else np.arange(codes.lo, codes.hi + 1)
+
+
+def _lower_lookup_table(graph, codes: _Codes, table: np.ndarray, quantizer: _Quantizer, stages):
+    """A ``LookupTable`` node from ``codes`` to the codes of ``quantizer``."""
     out_dtype = BIPOLAR if quantizer.dtype == BIPOLAR else smallest_datatype(table.min(), table.max())
     out = graph.fresh_name(f"{quantizer.name}_codes")
     graph.datatypes[out] = out_dtype
     lut = Node("LookupTable", graph.fresh_name(f"{quantizer.name}_table"), [codes.tensor], [out],
-               {"table": table.tolist(), "in_min": int(inputs[0]), "in_bipolar": int(codes.dtype == BIPOLAR)})
-    stages.append(dict(kind="lut", name=lut.name, table=table, in_dtype=codes.dtype, out_dtype=out_dtype,
-                       source=[n.name for n in nodes]))
+               {"table": table.tolist(), "in_min": int(_code_values(codes)[0]),
+                "in_bipolar": int(codes.dtype == BIPOLAR)})
+    stages.append(dict(kind="lut", name=lut.name, table=table, in_dtype=codes.dtype, out_dtype=out_dtype))
     return [lut], _Codes(out, int(table.min()), int(table.max()), out_dtype, quantizer)
 
 

@@ -9,6 +9,7 @@ shape ops applied to such a constant (the ``Transpose`` of ``transB``, a ``Resha
 from __future__ import annotations
 
 import numpy as np
+import onnx
 
 from ..datatypes import BIPOLAR, TERNARY, DataType, datatype_of_values, smallest_datatype
 from ..errors import FrontendError
@@ -20,6 +21,7 @@ SHAPE_OPS = frozenset({"Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze"
 
 def tidy(graph: Graph) -> Graph:
     graph = graph.copy()
+    lower_qlinear_matmul(graph)
     lower_gemm_to_matmul(graph)
     remove_identities(graph)
     fold_constants(graph)
@@ -58,6 +60,35 @@ def lower_gemm_to_matmul(graph: Graph) -> bool:
         else:
             replacement[-1].outputs = [gemm.outputs[0]]
         graph.nodes[index:index + 1] = replacement
+        changed = True
+    return changed
+
+
+def lower_qlinear_matmul(graph: Graph) -> bool:
+    """``QLinearMatMul`` becomes MatMulInteger -> Cast -> Mul(a_s * b_s / y_s) -> QuantizeLinear(1, y_zp).
+
+    This is how onnxruntime's kernel computes it: the int32 accumulator times the float32 multiplier
+    ``(a_scale * b_scale) / y_scale``, rounded half to even, plus the zero point, saturated; the
+    equality is pinned by a test against onnxruntime (tests/test_reference_ops.py).
+    """
+    changed = False
+    for node in [n for n in graph.nodes if n.op_type == "QLinearMatMul"]:
+        a, a_s, a_z, b, b_s, b_z, y_s, y_z = node.inputs
+        for tensor in (a_s, a_z, b_s, b_z, y_s, y_z):
+            if not graph.is_constant(tensor):
+                raise FrontendError(f"{node.describe()}: scales and zero points must be constants")
+        c = graph.constants
+        multiplier = ((c[a_s].astype(np.float32) * c[b_s].astype(np.float32)) / c[y_s].astype(np.float32)).reshape(-1)
+        acc, scaled, rescaled = (graph.fresh_name(f"{node.name}_{what}") for what in ("acc", "float", "rescaled"))
+        index = graph.nodes.index(node)
+        graph.nodes[index:index + 1] = [
+            Node("MatMulInteger", node.name, [a, b, a_z, b_z], [acc]),
+            Node("Cast", graph.fresh_name(f"{node.name}_cast"), [acc], [scaled], {"to": onnx.TensorProto.FLOAT}),
+            Node("Mul", graph.fresh_name(f"{node.name}_rescale"),
+                 [scaled, graph.add_constant(f"{node.name}_multiplier", multiplier)], [rescaled]),
+            Node("QuantizeLinear", graph.fresh_name(f"{node.name}_requantize"),
+                 [rescaled, graph.add_constant(f"{node.name}_unit_scale", np.float32(1)), y_z], node.outputs),
+        ]
         changed = True
     return changed
 
