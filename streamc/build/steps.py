@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+from onnx import helper
 
 from ..errors import BuildError, ConfigError
 from ..execute import execute
@@ -138,23 +139,30 @@ def rtl_step(state: BuildState) -> None:
 
 def _frames(state: BuildState, graph: Graph) -> np.ndarray:
     verify = state.config.verify
-    shape = graph.inputs[0].shape
+    given = graph.inputs[0]
+    shape, dtype = given.shape, helper.tensor_dtype_to_np_dtype(given.elem_type)
     if verify.inputs is None:
         rng = np.random.default_rng(verify.seed)
-        frames = rng.uniform(-1, 1, size=(verify.frames or RANDOM_FRAMES, *shape[1:])).astype(np.float32)
-    else:
-        try:
-            frames = np.load(verify.inputs)
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"verify.inputs: cannot read {str(verify.inputs)!r} as .npy: {exc}") from None
-        if frames.shape[1:] == tuple(shape):
-            frames = frames.reshape(frames.shape[0], *shape[1:])
-        if frames.shape[1:] != tuple(shape[1:]):
-            raise ConfigError(f"verify.inputs: frames of shape {frames.shape[1:]} do not fit the model input "
-                              f"{graph.inputs[0].name!r} of shape {tuple(shape)} (give an array of shape "
-                              f"(N, {', '.join(map(str, shape[1:]))}))")
-        frames = frames[:verify.frames] if verify.frames else frames
-    return frames.astype(np.float32)
+        size = (verify.frames or RANDOM_FRAMES, *shape[1:])
+        if np.issubdtype(dtype, np.integer):
+            info = np.iinfo(dtype)
+            return rng.integers(info.min, info.max, size=size, endpoint=True).astype(dtype)
+        return rng.uniform(-1, 1, size=size).astype(dtype)
+    try:
+        frames = np.load(verify.inputs)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"verify.inputs: cannot read {str(verify.inputs)!r} as .npy: {exc}") from None
+    if frames.shape[1:] == tuple(shape):
+        frames = frames.reshape(frames.shape[0], *shape[1:])
+    if frames.shape[1:] != tuple(shape[1:]):
+        raise ConfigError(f"verify.inputs: frames of shape {frames.shape[1:]} do not fit the model input "
+                          f"{given.name!r} of shape {tuple(shape)} (give an array of shape "
+                          f"(N, {', '.join(map(str, shape[1:]))}))")
+    if np.issubdtype(dtype, np.integer) and not np.array_equal(frames, frames.astype(dtype)):
+        raise ConfigError(f"verify.inputs: the model input {given.name!r} is {np.dtype(dtype).name}, and the frames "
+                          "hold values it cannot represent")
+    frames = frames[:verify.frames] if verify.frames else frames
+    return frames.astype(dtype)
 
 
 def expected_hw_outputs(dataflow: Dataflow, reference_values: dict[str, np.ndarray], count: int) -> np.ndarray:
