@@ -10,7 +10,8 @@ import numpy as np
 from .datatypes import DataType
 from .errors import LoweringError
 from .ir import Graph, TensorInfo
-from .rtl.requant import Requant
+from .execute import execute
+from .rtl.requant import Requant, requantize
 
 HW_OPS = frozenset({"MatMul", "MultiThreshold", "LookupTable"})
 
@@ -59,6 +60,15 @@ class MVAULayer:
     def describe(self) -> str:
         return f"node {self.source!r} (MatMul {self.mh}x{self.mw})"
 
+    def emulate(self, x: np.ndarray) -> np.ndarray:
+        acc = x @ self.weights.T
+        if self.requant is not None:
+            return requantize(acc, self.requant)
+        if self.thresholds is None:
+            return acc
+        count = (acc[:, :, None] >= self.thresholds[None]).sum(axis=2)
+        return np.where(count > 0, 1, -1) if self.out_dtype.bipolar else count + self.out_bias
+
     @property
     def output_stage(self) -> str:
         if self.requant is not None:
@@ -85,6 +95,14 @@ class LUTStage:
 
     def cycles(self) -> int:
         return self.count // self.elems
+
+    def emulate(self, x: np.ndarray) -> np.ndarray:
+        index = (x + 1) // 2 if self.in_dtype.bipolar else x - self.in_dtype_min
+        return self.table[index]
+
+    @property
+    def in_dtype_min(self) -> int:
+        return self.in_dtype.min
 
     def describe(self) -> str:
         return f"lookup table {self.source!r} ({self.in_dtype} -> {self.out_dtype})"
@@ -113,6 +131,21 @@ class Dataflow:
 
     def cycles_per_frame(self) -> int:
         return max(stage.cycles() for stage in self.stages)
+
+    def emulate(self, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """What the hardware and the host together compute, stage by stage in integers.
+
+        Returns the hardware's output integers ``(N, out_count)`` and the model outputs after the
+        host tail. The RTL is checked against the model itself, not against this; this is the
+        quick way to see what a folding-independent hardware description computes.
+        """
+        name = self.head.inputs[0].name
+        values = execute(self.head, {name: frames})[self.hw_input]
+        x = np.rint(values).reshape(len(frames), -1).astype(np.int64)
+        for stage in self.stages:
+            x = stage.emulate(x)
+        outputs = execute(self.tail, {self.hw_output: x.astype(np.float32)})[self.tail.outputs[0].name]
+        return x, outputs
 
 
 def hardware_name(source: str, taken: set[str]) -> str:
