@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from onnx import helper
 
 from .ir import Graph
 from .reference import run_node
@@ -36,3 +37,10 @@ def execute(graph: Graph, feeds: dict[str, np.ndarray], *, keep_all: bool = Fals
     if keep_all:
         return values
     return {o.name: values[o.name] for o in graph.outputs}
+
+
+def tensor_shapes(graph: Graph) -> dict[str, tuple[int, ...]]:
+    """Every tensor's shape for one frame, by running the graph once on zeros."""
+    given = graph.inputs[0]
+    zeros = np.zeros(given.shape, dtype=helper.tensor_dtype_to_np_dtype(given.elem_type))
+    return {name: np.shape(value) for name, value in execute(graph, {given.name: zeros}, keep_all=True).items()}

@@ -28,6 +28,7 @@ the executor the input model was written for:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -347,6 +348,8 @@ for _name, _function in {
     "Exp": np.exp,
     "Tanh": np.tanh,
     "Erf": _erf,
+    # onnxruntime evaluates x + log1p(exp(-x)) or log1p(exp(x)) with Eigen's float32 approximations
+    "Softplus": lambda x: np.logaddexp(0.0, x),
 }.items():
     _REGISTRY[_name] = _in_float64(_function)
 
@@ -394,6 +397,47 @@ def _max(attrs, inputs, versions):
 @_op("Min")
 def _min(attrs, inputs, versions):
     return [np.minimum.reduce(np.broadcast_arrays(*inputs))]
+
+
+@_op("Sum")
+def _sum_inputs(attrs, inputs, versions):
+    # onnxruntime adds the (broadcast) inputs left to right in their dtype, as reduce does
+    return [functools.reduce(np.add, inputs)]
+
+
+@_op("Mean")
+def _mean_inputs(attrs, inputs, versions):
+    total = functools.reduce(np.add, inputs)
+    if not np.issubdtype(total.dtype, np.floating):
+        raise FrontendError(f"Mean inputs must be floating point, not {total.dtype}")
+    # onnxruntime multiplies the sum by the reciprocal of the input count
+    return [total * (_like(1, total) / _like(len(inputs), total))]
+
+
+@_op("LeakyRelu")
+def _leaky_relu(attrs, inputs, versions):
+    (x,) = inputs
+    return [np.where(x >= 0, x, _like(attrs.get("alpha", 0.01), x) * x)]
+
+
+def _hard_sigmoid_of(x: np.ndarray, alpha: float, beta: float) -> np.ndarray:
+    # onnxruntime: alpha * x + beta in the input dtype (two roundings, no fused
+    # multiply-add), then min with 1 and max with 0
+    linear = _like(alpha, x) * x + _like(beta, x)
+    return np.maximum(np.minimum(linear, _like(1, x)), _like(0, x))
+
+
+@_op("HardSigmoid")
+def _hard_sigmoid(attrs, inputs, versions):
+    (x,) = inputs
+    return [_hard_sigmoid_of(x, attrs.get("alpha", 0.2), attrs.get("beta", 0.5))]
+
+
+@_op("HardSwish")
+def _hard_swish(attrs, inputs, versions):
+    (x,) = inputs
+    # onnxruntime runs ONNX's function body: x * HardSigmoid(x, alpha=1/6, beta=0.5)
+    return [x * _hard_sigmoid_of(x, 1 / 6, 0.5)]
 
 
 @_op("Clip")
@@ -509,96 +553,6 @@ def _qlinear_matmul(attrs, inputs, versions):
     return [_requantize(accumulator, _output_multiplier(a_scale, b_scale, y_scale), y_zero_point)]
 
 
-def _conv_attributes(attrs: dict, x: np.ndarray, w: np.ndarray, op_type: str):
-    """Strides, dilations and (top, left, bottom, right) pads of a 2-D convolution."""
-    if x.ndim != 4 or w.ndim != 4:
-        raise FrontendError(
-            f"{op_type} supports 2-D convolutions (NCHW input, MCkHkW weights), not input of shape {x.shape} "
-            f"with weights of shape {w.shape}"
-        )
-    auto_pad = attrs.get("auto_pad", "NOTSET")
-    if auto_pad not in ("NOTSET", "VALID"):
-        raise FrontendError(f"{op_type} auto_pad must be NOTSET or VALID, not {auto_pad!r}; write explicit pads")
-    strides = list(attrs.get("strides", [1, 1]))
-    dilations = list(attrs.get("dilations", [1, 1]))
-    pads = list(attrs.get("pads", [0, 0, 0, 0])) if auto_pad == "NOTSET" else [0, 0, 0, 0]
-    group = attrs.get("group", 1)
-    if x.shape[1] != w.shape[1] * group or w.shape[0] % group:
-        raise FrontendError(
-            f"{op_type} with group={group}: input channels {x.shape[1]} must equal weight channels {w.shape[1]} "
-            f"x group, and output channels {w.shape[0]} must be divisible by group"
-        )
-    return strides, dilations, pads, group
-
-
-def _integer_convolution(x: np.ndarray, w: np.ndarray, strides, dilations, pads, group) -> np.ndarray:
-    """Grouped 2-D convolution of zero-point-free int32 tensors, accumulated exactly in int64."""
-    top, left, bottom, right = pads
-    padded = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (top, bottom), (left, right)))
-    batch, _, height, width = padded.shape
-    out_channels, group_channels, kernel_h, kernel_w = w.shape
-    out_h = (height - dilations[0] * (kernel_h - 1) - 1) // strides[0] + 1
-    out_w = (width - dilations[1] * (kernel_w - 1) - 1) // strides[1] + 1
-    # windows[n, c, i, j, kh, kw]: the input under kernel tap (kh, kw) for output pixel (i, j)
-    windows = np.empty((batch, padded.shape[1], out_h, out_w, kernel_h, kernel_w), dtype=np.int64)
-    for kh in range(kernel_h):
-        for kw in range(kernel_w):
-            rows = slice(kh * dilations[0], kh * dilations[0] + strides[0] * (out_h - 1) + 1, strides[0])
-            cols = slice(kw * dilations[1], kw * dilations[1] + strides[1] * (out_w - 1) + 1, strides[1])
-            windows[..., kh, kw] = padded[:, :, rows, cols]
-    per_group = out_channels // group
-    outputs = []
-    for g in range(group):
-        group_windows = windows[:, g * group_channels:(g + 1) * group_channels]
-        group_weights = w[g * per_group:(g + 1) * per_group].astype(np.int64)
-        outputs.append(np.einsum("ncijhw,mchw->nmij", group_windows, group_weights))
-    return np.concatenate(outputs, axis=1)
-
-
-def _shift_weights(w: np.ndarray, zero_point: np.ndarray | None) -> np.ndarray:
-    shifted = w.astype(np.int32)
-    if zero_point is None:
-        return shifted
-    # a 1-D weight zero point holds one value per output channel
-    return shifted - zero_point.astype(np.int32).reshape(-1, 1, 1, 1)
-
-
-@_op("ConvInteger")
-def _conv_integer(attrs, inputs, versions):
-    x, w = inputs[0], inputs[1]
-    x_zero_point, w_zero_point = _input(inputs, 2), _input(inputs, 3)
-    strides, dilations, pads, group = _conv_attributes(attrs, x, w, "ConvInteger")
-    shifted_x = x.astype(np.int32)
-    if x_zero_point is not None:
-        # padding holds the zero point: after the shift it is 0, as np.pad writes
-        shifted_x = shifted_x - _per_tensor(x_zero_point, "x_zero_point", "ConvInteger").astype(np.int32).reshape(-1)[0]
-    accumulator = _integer_convolution(shifted_x, _shift_weights(w, w_zero_point), strides, dilations, pads, group)
-    return [accumulator.astype(np.int32)]
-
-
-@_op("QLinearConv")
-def _qlinear_conv(attrs, inputs, versions):
-    x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point = inputs[:8]
-    bias = _input(inputs, 8)
-    for what, parameter in (("x_scale", x_scale), ("x_zero_point", x_zero_point),
-                            ("y_scale", y_scale), ("y_zero_point", y_zero_point)):
-        _per_tensor(parameter, what, "QLinearConv")
-    if w_scale.size not in (1, w.shape[0]):
-        raise FrontendError(
-            f"QLinearConv w_scale of shape {w_scale.shape} must be per-tensor or hold one value per output "
-            f"channel ({w.shape[0]})"
-        )
-    strides, dilations, pads, group = _conv_attributes(attrs, x, w, "QLinearConv")
-    shifted_x = x.astype(np.int32) - x_zero_point.astype(np.int32).reshape(-1)[0]
-    accumulator = _integer_convolution(shifted_x, _shift_weights(w, w_zero_point), strides, dilations, pads, group)
-    accumulator = accumulator.astype(np.int32)
-    if bias is not None:
-        # MLAS adds the int32 bias before converting to float
-        accumulator = accumulator + bias.astype(np.int32).reshape(1, -1, 1, 1)
-    multiplier = _output_multiplier(x_scale, w_scale, y_scale).reshape(1, -1, 1, 1)
-    return [_requantize(accumulator, multiplier, y_zero_point)]
-
-
 @_op("BatchNormalization")
 def _batch_normalization(attrs, inputs, versions):
     x, scale, bias, mean, var = inputs[:5]
@@ -614,6 +568,290 @@ def _batch_normalization(attrs, inputs, versions):
     channel_bias = bias - mean * channel_scale
     channel_shape = (-1,) + (1,) * (x.ndim - 2)
     return [x * channel_scale.reshape(channel_shape) + channel_bias.reshape(channel_shape)]
+
+
+# --------------------------------------------------------------------------------------
+# Standard ONNX: convolution and pooling (1-, 2- and 3-D, one sliding-window geometry)
+# --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Windows:
+    """Where a convolution or pooling window sits along each spatial axis.
+
+    Output position ``o`` of an axis reads the input at ``o * stride - pad_begin + j * dilation``
+    for kernel taps ``j``; positions outside ``[0, input)`` are padding.
+    """
+
+    input: tuple[int, ...]
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    pads_begin: tuple[int, ...]
+    pads_end: tuple[int, ...]
+    output: tuple[int, ...]
+
+    def positions(self, axis: int) -> np.ndarray:
+        """Input positions read along ``axis``, indexed ``[output position, kernel tap]``."""
+        starts = np.arange(self.output[axis]) * self.strides[axis] - self.pads_begin[axis]
+        return starts[:, np.newaxis] + np.arange(self.kernel[axis]) * self.dilations[axis]
+
+
+_AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
+
+
+def _spatial_ints(attrs: dict, name: str, default: int, count: int, x: np.ndarray, op_type: str) -> tuple[int, ...]:
+    # onnxruntime treats an empty list like an absent attribute
+    values = _ints(attrs.get(name) or [default] * count)
+    if len(values) != count:
+        raise FrontendError(
+            f"{op_type} {name} must hold {count} values for an input of shape {x.shape} "
+            f"({x.ndim - 2} spatial axes), not {values}"
+        )
+    return tuple(values)
+
+
+def _window_geometry(attrs: dict, x: np.ndarray, kernel, op_type: str, *, pooling: bool) -> _Windows:
+    """The windows of a Conv-family or pooling node, with onnxruntime's padding and output sizes.
+
+    ``SAME_UPPER``/``SAME_LOWER`` pad ``(ceil(in / stride) - 1) * stride + kernel - in`` in
+    total, the odd one at the end or at the beginning. With ``ceil_mode`` (pooling only) the
+    output size is rounded up, less a last window that would start in the end padding
+    (onnxruntime's rule, not the one ONNX shape inference applies).
+    """
+    if x.ndim < 3:
+        raise FrontendError(f"{op_type} input must have rank >= 3 (N, C and spatial axes), not shape {x.shape}")
+    spatial = x.ndim - 2
+    kernel = tuple(_ints(kernel))
+    if len(kernel) != spatial:
+        raise FrontendError(
+            f"{op_type} kernel shape {list(kernel)} must have one size per spatial axis of input shape {x.shape}"
+        )
+    strides = _spatial_ints(attrs, "strides", 1, spatial, x, op_type)
+    dilations = _spatial_ints(attrs, "dilations", 1, spatial, x, op_type)
+    sizes = x.shape[2:]
+    auto_pad = attrs.get("auto_pad", "NOTSET")
+    if auto_pad not in _AUTO_PADS:
+        raise FrontendError(f"{op_type} auto_pad must be one of {', '.join(_AUTO_PADS)}, not {auto_pad!r}")
+    if auto_pad == "NOTSET":
+        pads = _spatial_ints(attrs, "pads", 0, 2 * spatial, x, op_type)
+        pads_begin, pads_end = pads[:spatial], pads[spatial:]
+    elif auto_pad == "VALID":
+        pads_begin = pads_end = (0,) * spatial
+    else:
+        if any(d != 1 for d in dilations):
+            raise FrontendError(
+                f"{op_type} auto_pad={auto_pad} with dilations {list(dilations)} is not supported; "
+                "write explicit pads"
+            )
+        needed = [(-(-size // stride) - 1) * stride + k - size for size, stride, k in zip(sizes, strides, kernel)]
+        # a stride beyond the kernel can make the total negative: onnxruntime's Conv then pads
+        # nothing, its pooling ops pad by the negative amounts, halved in C++ (toward zero)
+        if not pooling:
+            needed = [max(n, 0) for n in needed]
+        extra = 1 if auto_pad == "SAME_LOWER" else 0
+        pads_begin = tuple(int((n + extra) / 2) for n in needed)
+        pads_end = tuple(n - begin for n, begin in zip(needed, pads_begin))
+    ceil_mode = bool(attrs.get("ceil_mode", 0))
+    output = []
+    for size, k, stride, dilation, begin, end in zip(sizes, kernel, strides, dilations, pads_begin, pads_end):
+        span = size + begin + end - (dilation * (k - 1) + 1)
+        count = (-(-span // stride) if ceil_mode else span // stride) + 1
+        if ceil_mode and (count - 1) * stride >= size + begin:
+            count -= 1
+        if span < 0 or count < 1:
+            raise FrontendError(
+                f"{op_type} window (kernel {list(kernel)}, dilations {list(dilations)}) does not fit input "
+                f"shape {x.shape} padded by {list(pads_begin)} + {list(pads_end)}"
+            )
+        output.append(count)
+    return _Windows(tuple(sizes), kernel, strides, dilations, pads_begin, pads_end, tuple(output))
+
+
+def _sliding_windows(x: np.ndarray, windows: _Windows, fill) -> np.ndarray:
+    """``x[n, c, *spatial]`` as ``[n, c, *output, tap]``, taps row-major over the kernel.
+
+    Taps that fall outside the input read ``fill``.
+    """
+    widths, first_window = [(0, 0), (0, 0)], []
+    for axis, size in enumerate(windows.input):
+        positions = windows.positions(axis)
+        before = max(-int(positions.min()), 0)
+        widths.append((before, max(int(positions.max()) + 1 - size, 0)))
+        first_window.append(positions[0] + before)
+    padded = np.pad(x, widths, constant_values=fill)
+    taps = np.empty(x.shape[:2] + windows.output + (math.prod(windows.kernel),), dtype=x.dtype)
+    for tap, index in enumerate(np.ndindex(*windows.kernel)):
+        region = tuple(
+            slice(int(first[j]), int(first[j]) + stride * (count - 1) + 1, stride)
+            for first, j, stride, count in zip(first_window, index, windows.strides, windows.output)
+        )
+        taps[..., tap] = padded[(slice(None), slice(None)) + region]
+    return taps
+
+
+def _conv_geometry(attrs: dict, x: np.ndarray, w: np.ndarray, op_type: str) -> tuple[_Windows, int]:
+    """The windows and group count of a Conv-family node, checked against its weights."""
+    if w.ndim != x.ndim:
+        raise FrontendError(
+            f"{op_type} weights of shape {w.shape} must have the input's rank {x.ndim} "
+            f"(M, C/group and one kernel size per spatial axis of input shape {x.shape})"
+        )
+    kernel = w.shape[2:]
+    if "kernel_shape" in attrs and tuple(_ints(attrs["kernel_shape"])) != kernel:
+        raise FrontendError(
+            f"{op_type} kernel_shape {_ints(attrs['kernel_shape'])} does not match weights of shape {w.shape}"
+        )
+    group = attrs.get("group", 1)
+    if x.shape[1] != w.shape[1] * group or w.shape[0] % group:
+        raise FrontendError(
+            f"{op_type} with group={group}: input channels {x.shape[1]} must equal weight channels {w.shape[1]} "
+            f"x group, and output channels {w.shape[0]} must be divisible by group"
+        )
+    return _window_geometry(attrs, x, kernel, op_type, pooling=False), group
+
+
+def _convolution(x: np.ndarray, w: np.ndarray, windows: _Windows, group: int) -> np.ndarray:
+    """Grouped convolution without bias, in the dtype of ``x`` and ``w`` (padding reads 0)."""
+    taps = _sliding_windows(x, windows, 0)
+    batch, channels = x.shape[:2]
+    out_channels = w.shape[0]
+    taps = taps.reshape(batch, group, channels // group, math.prod(windows.output), taps.shape[-1])
+    weights = w.reshape(group, out_channels // group, w.shape[1], -1)
+    result = np.einsum("ngcpk,gmck->ngmp", taps, weights, optimize=True)
+    return result.reshape((batch, out_channels) + windows.output)
+
+
+def _per_channel(vector: np.ndarray, rank: int) -> np.ndarray:
+    """A per-output-channel vector shaped to broadcast over an ``[n, m, *spatial]`` tensor."""
+    return vector.reshape((1, -1) + (1,) * (rank - 2))
+
+
+@_op("Conv")
+def _conv(attrs, inputs, versions):
+    x, w = inputs[0], inputs[1]
+    bias = _input(inputs, 2)
+    windows, group = _conv_geometry(attrs, x, w, "Conv")
+    # float64 accumulation rounded once, as for MatMul: exact (so equal to onnxruntime's
+    # MLAS result) for integer-valued operands with sums below 2**24
+    total = _convolution(x.astype(np.float64), w.astype(np.float64), windows, group)
+    if bias is not None:
+        total = total + _per_channel(bias.astype(np.float64), total.ndim)
+    return [total.astype(x.dtype)]
+
+
+def _shift_weights(w: np.ndarray, zero_point: np.ndarray | None) -> np.ndarray:
+    shifted = w.astype(np.int32)
+    if zero_point is None:
+        return shifted
+    # a 1-D weight zero point holds one value per output channel
+    return shifted - zero_point.astype(np.int32).reshape((-1,) + (1,) * (w.ndim - 1))
+
+
+def _integer_convolution(x: np.ndarray, w: np.ndarray, windows: _Windows, group: int) -> np.ndarray:
+    """Convolution of zero-point-free int32 tensors, accumulated exactly in int64, as int32."""
+    return _convolution(x.astype(np.int64), w.astype(np.int64), windows, group).astype(np.int32)
+
+
+@_op("ConvInteger")
+def _conv_integer(attrs, inputs, versions):
+    x, w = inputs[0], inputs[1]
+    x_zero_point, w_zero_point = _input(inputs, 2), _input(inputs, 3)
+    windows, group = _conv_geometry(attrs, x, w, "ConvInteger")
+    shifted_x = x.astype(np.int32)
+    if x_zero_point is not None:
+        # padding holds the zero point: after the shift it is 0, as the window padding writes
+        shifted_x = shifted_x - _per_tensor(x_zero_point, "x_zero_point", "ConvInteger").astype(np.int32).reshape(-1)[0]
+    return [_integer_convolution(shifted_x, _shift_weights(w, w_zero_point), windows, group)]
+
+
+@_op("QLinearConv")
+def _qlinear_conv(attrs, inputs, versions):
+    x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point = inputs[:8]
+    bias = _input(inputs, 8)
+    for what, parameter in (("x_scale", x_scale), ("x_zero_point", x_zero_point),
+                            ("y_scale", y_scale), ("y_zero_point", y_zero_point)):
+        _per_tensor(parameter, what, "QLinearConv")
+    if w_scale.size not in (1, w.shape[0]):
+        raise FrontendError(
+            f"QLinearConv w_scale of shape {w_scale.shape} must be per-tensor or hold one value per output "
+            f"channel ({w.shape[0]})"
+        )
+    windows, group = _conv_geometry(attrs, x, w, "QLinearConv")
+    shifted_x = x.astype(np.int32) - x_zero_point.astype(np.int32).reshape(-1)[0]
+    accumulator = _integer_convolution(shifted_x, _shift_weights(w, w_zero_point), windows, group)
+    if bias is not None:
+        # MLAS adds the int32 bias before converting to float
+        accumulator = accumulator + _per_channel(bias.astype(np.int32), x.ndim)
+    multiplier = _per_channel(_output_multiplier(x_scale, w_scale, y_scale), x.ndim)
+    return [_requantize(accumulator, multiplier, y_zero_point)]
+
+
+def _max_pool_indices(windows: _Windows, chosen: np.ndarray, column_major: bool) -> np.ndarray:
+    """onnxruntime's MaxPool ``Indices``: the flat input index (batch and channel included) of each chosen tap."""
+    spatial = len(windows.kernel)
+    kernel_index = np.unravel_index(chosen, windows.kernel)
+    coordinates = []
+    for axis in range(spatial):
+        output_position = np.arange(windows.output[axis]).reshape((-1,) + (1,) * (spatial - 1 - axis))
+        coordinates.append(output_position * windows.strides[axis] - windows.pads_begin[axis]
+                           + kernel_index[axis] * windows.dilations[axis])
+    within_plane = np.ravel_multi_index(coordinates, windows.input, order="F" if column_major else "C")
+    planes = np.arange(chosen.shape[0] * chosen.shape[1]).reshape(chosen.shape[:2] + (1,) * spatial)
+    return planes * math.prod(windows.input) + within_plane
+
+
+@_op("MaxPool")
+def _max_pool(attrs, inputs, versions):
+    (x,) = inputs
+    storage_order = attrs.get("storage_order", 0)
+    if storage_order not in (0, 1):
+        raise FrontendError(f"MaxPool storage_order must be 0 (row major) or 1 (column major), not {storage_order!r}")
+    windows = _window_geometry(attrs, x, _required(attrs, "kernel_shape", "MaxPool"), "MaxPool", pooling=True)
+    floating = np.issubdtype(x.dtype, np.floating)
+    taps = _sliding_windows(x, windows, -np.inf if floating else np.iinfo(x.dtype).min)
+    inside = _sliding_windows(np.ones((1, 1) + windows.input, dtype=np.bool_), windows, False)
+    maximum = np.max(taps, axis=-1, keepdims=True)
+    # onnxruntime's Indices: the first input tap (row-major kernel order) holding the
+    # maximum, never a padding tap, even when the maximum is the dtype's minimum. (Where
+    # onnxruntime pools with MLAS instead, one output and no dilations, a window of -inf
+    # touching the padding gives the lowest finite float; -inf never reaches a quantized graph.)
+    chosen = np.argmax((taps == maximum) & inside, axis=-1)
+    return [maximum[..., 0], _max_pool_indices(windows, chosen, column_major=storage_order == 1)]
+
+
+def _taps_counted(windows: _Windows, include_pad: bool) -> np.ndarray:
+    """How many taps of each window an average divides by, shaped like the output's spatial axes."""
+    count = np.ones((), dtype=np.int64)
+    for axis, size in enumerate(windows.input):
+        positions = windows.positions(axis)
+        # onnxruntime counts the padding taps, but not those past the end padding that ceil_mode adds
+        inside = positions < size + windows.pads_end[axis] if include_pad else (positions >= 0) & (positions < size)
+        count = np.multiply.outer(count, np.count_nonzero(inside, axis=1))
+    return count
+
+
+@_op("AveragePool")
+def _average_pool(attrs, inputs, versions):
+    (x,) = inputs
+    windows = _window_geometry(attrs, x, _required(attrs, "kernel_shape", "AveragePool"), "AveragePool", pooling=True)
+    total = _sliding_windows(x.astype(np.float64), windows, 0.0).sum(axis=-1)
+    # a window with no input tap is 0 in onnxruntime
+    count = np.maximum(_taps_counted(windows, bool(attrs.get("count_include_pad", 0))), 1)
+    return [(total / count).astype(x.dtype)]
+
+
+@_op("GlobalAveragePool")
+def _global_average_pool(attrs, inputs, versions):
+    (x,) = inputs
+    spatial = tuple(range(2, x.ndim))
+    total = np.sum(x.astype(np.float64), axis=spatial, keepdims=True)
+    return [(total / math.prod(x.shape[2:])).astype(x.dtype)]
+
+
+@_op("GlobalMaxPool")
+def _global_max_pool(attrs, inputs, versions):
+    (x,) = inputs
+    return [np.max(x, axis=tuple(range(2, x.ndim)), keepdims=True)]
 
 
 # --------------------------------------------------------------------------------------
@@ -731,6 +969,50 @@ def _slice(attrs, inputs, versions):
         axis = axis + x.ndim if axis < 0 else axis
         index[axis] = _onnx_slice(start, end, step, x.shape[axis])
     return [x[tuple(index)].copy()]
+
+
+_PAD_MODES = ("constant", "reflect", "edge", "wrap")
+
+
+def _pad_amounts(attrs, inputs, versions, x: np.ndarray) -> tuple[list[int], list[int], object]:
+    """Pads before and after each axis, and the constant, from the attribute (opset < 11) or input form."""
+    if versions.opset < 11:
+        pads, value, axes = _ints(_required(attrs, "pads", "Pad")), attrs.get("value", 0.0), None
+    else:
+        pads, value, axes = _ints(inputs[1]), _input(inputs, 2), _input(inputs, 3)
+        # an empty constant_value tensor means the default 0
+        value = 0 if value is None or value.size == 0 else value.reshape(-1)[0]
+    axes = list(range(x.ndim)) if axes is None else [a + x.ndim if a < 0 else a for a in _ints(axes)]
+    if len(pads) != 2 * len(axes):
+        raise FrontendError(
+            f"Pad pads must hold 2 values per padded axis ({2 * len(axes)} for axes {axes} of input shape "
+            f"{x.shape}), not {pads}"
+        )
+    before, after = [0] * x.ndim, [0] * x.ndim
+    for i, axis in enumerate(axes):
+        before[axis], after[axis] = pads[i], pads[len(axes) + i]
+    return before, after, value
+
+
+@_op("Pad")
+def _pad(attrs, inputs, versions):
+    x = inputs[0]
+    mode = attrs.get("mode", "constant")
+    if mode not in _PAD_MODES:
+        raise FrontendError(f"Pad mode must be one of {', '.join(_PAD_MODES)}, not {mode!r}")
+    before, after, value = _pad_amounts(attrs, inputs, versions, x)
+    # onnxruntime crops by the negative pads first, then pads the cropped tensor
+    cropped = x[tuple(slice(max(-b, 0), size - max(-a, 0)) for b, a, size in zip(before, after, x.shape))]
+    widths = [(max(b, 0), max(a, 0)) for b, a in zip(before, after)]
+    if mode == "constant":
+        return [np.pad(cropped, widths, constant_values=_like(value, x))]
+    for axis, ((b, a), size) in enumerate(zip(widths, cropped.shape)):
+        if (b or a) and (size == 0 or (mode == "reflect" and max(b, a) >= size)):
+            raise FrontendError(
+                f"Pad mode {mode!r} cannot pad axis {axis} of length {size} by ({b}, {a})"
+                + ("; reflect pads must be smaller than the axis length" if mode == "reflect" else "")
+            )
+    return [np.pad(cropped, widths, mode=mode)]
 
 
 @_op("Expand")

@@ -58,7 +58,7 @@ def test_integer_pipeline_equals_reference(key):
     reference = execute(original, {"input": frames})["output"]
     assert np.array_equal(execute(streamlined, {"input": frames})["output"], reference)
     df, hw = hw_values(streamlined, frames)
-    expected = expected_hw_outputs(df, execute(tidied, {"input": frames}, keep_all=True), len(frames))
+    expected = expected_hw_outputs(df, execute(tidied, {"input": frames}, keep_all=True))
     assert np.array_equal(hw, expected)
     for layer in df.layers:
         assert layer.weight_dtype.contains(layer.weights)

@@ -6,6 +6,7 @@ file goes through the :class:`~streamc.build.folder.BuildFolder`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
@@ -16,7 +17,7 @@ from ..errors import BuildError, ConfigError
 from ..execute import execute
 from ..folding import apply_folding, fold_for_target
 from ..frontend.load import load_onnx
-from ..hw import Dataflow, LUTStage, Stage, to_hw
+from ..hw import Dataflow, LUTStage, MVAULayer, PoolStage, Stage, WindowStage, to_hw
 from ..ir import Graph
 from ..transforms.streamline import streamline
 from ..transforms.tidy import tidy
@@ -83,10 +84,7 @@ def fold_step(state: BuildState) -> None:
         apply_folding(layers, {k: v.model_dump() for k, v in config.folding.items()}, source=state.config_path)
     else:
         fold_for_target(layers, target_fps=config.target_fps, clock_mhz=config.clock_mhz)
-    # A table takes its producer's beats as they come: as many lanes as the producer has.
-    for before, stage in zip(dataflow.stages, dataflow.stages[1:]):
-        if isinstance(stage, LUTStage):
-            stage.elems = before.out_elems
+    _fold_streaming_stages(dataflow.stages)
     state.folder.write_report("folding", {layer.name: {"pe": layer.pe, "simd": layer.simd} for layer in layers})
     cycles = dataflow.cycles_per_frame()
     state.folder.write_report("estimates", {
@@ -98,14 +96,31 @@ def fold_step(state: BuildState) -> None:
     })
 
 
+def _fold_streaming_stages(stages: list[Stage]) -> None:
+    """Lanes for the stages without arithmetic to fold: a table keeps its producer's pace, a sliding
+    window its consumer's (channels per beat must divide the channels), a max pool its window's."""
+    for index, stage in enumerate(stages):
+        before = stages[index - 1] if index else None
+        after = stages[index + 1] if index + 1 < len(stages) else None
+        if isinstance(stage, LUTStage):
+            stage.elems = before.out_elems if before else 1
+        elif isinstance(stage, WindowStage):
+            channels = stage.in_shape[2]
+            wanted = after.simd if isinstance(after, MVAULayer) else (before.out_elems if before else 1)
+            stage.elems = math.gcd(wanted, channels)
+        elif isinstance(stage, PoolStage):
+            stage.elems = before.elems
+
+
 def _stage_estimate(stage: Stage) -> dict:
     common = dict(name=stage.name, source=stage.source, cycles=stage.cycles(), in_dtype=stage.in_dtype.name,
-                  out_dtype=stage.out_dtype.name, output_stage=stage.output_stage)
-    if isinstance(stage, LUTStage):
-        return dict(kind="lookup_table", elems=stage.elems, table_entries=len(stage.table), **common)
-    return dict(kind="mvau", mh=stage.mh, mw=stage.mw, pe=stage.pe, simd=stage.simd,
-                weight_dtype=stage.weight_dtype.name, weight_bits=stage.mh * stage.mw * stage.weight_dtype.bitwidth,
-                **common)
+                  out_dtype=stage.out_dtype.name, output_stage=stage.output_stage, in_elems=stage.in_elems,
+                  out_elems=stage.out_elems)
+    if isinstance(stage, MVAULayer):
+        return dict(kind="mvau", mh=stage.mh, mw=stage.mw, vectors=stage.vectors, pe=stage.pe, simd=stage.simd,
+                    weight_dtype=stage.weight_dtype.name,
+                    weight_bits=stage.mh * stage.mw * stage.weight_dtype.bitwidth, **common)
+    return dict(kind=type(stage).__name__, **common)
 
 
 @step("rtl")
@@ -119,6 +134,15 @@ def rtl_step(state: BuildState) -> None:
         if isinstance(stage, LUTStage):
             return LookupTable(table=stage.table, in_dtype=stage.in_dtype, out_dtype=stage.out_dtype,
                                elems=stage.elems, frame_elems=stage.count, name=stage.name)
+        if isinstance(stage, (WindowStage, PoolStage)):
+            from ..rtl.window import SlidingWindow, WindowReduce
+        if isinstance(stage, WindowStage):
+            return SlidingWindow(in_shape=stage.in_shape, kernel=stage.kernel, stride=stage.strides,
+                                 padding=stage.padding, dilation=stage.dilations, dtype=stage.dtype,
+                                 pad_value=stage.pad_value, simd=stage.elems, name=stage.name)
+        if isinstance(stage, PoolStage):
+            return WindowReduce(channels=stage.channels, window=stage.window, mode="max", in_dtype=stage.dtype,
+                                out_dtype=stage.dtype, simd=stage.elems, vectors=stage.vectors, name=stage.name)
         return MatrixVectorUnit(weights=stage.weights, in_dtype=stage.in_dtype, weight_dtype=stage.weight_dtype,
                                 pe=stage.pe, simd=stage.simd,
                                 thresholds=None if stage.requant is not None else stage.thresholds,
@@ -129,7 +153,8 @@ def rtl_step(state: BuildState) -> None:
     stages = state.dataflow.stages
     # One frame of slack before each layer: a layer with several neuron folds takes its whole
     # input vector in a burst during its first fold, and must find it waiting.
-    state.fifo_depths = [max(state.config.fifo_depth, stage.in_count // stage.in_elems) for stage in stages[1:]]
+    state.fifo_depths = [max(state.config.fifo_depth, stage.mw // stage.simd if isinstance(stage, MVAULayer) else 0)
+                         for stage in stages[1:]]
     top = StreamAccelerator(stages=[generator(stage) for stage in stages], fifo_depths=state.fifo_depths)
     state.verilog = to_verilog(top, name=TOP)
     verilog = state.folder.path("verilog", f"{TOP}.v")
@@ -165,13 +190,14 @@ def _frames(state: BuildState, graph: Graph) -> np.ndarray:
     return frames.astype(dtype)
 
 
-def expected_hw_outputs(dataflow: Dataflow, reference_values: dict[str, np.ndarray], count: int) -> np.ndarray:
+def expected_hw_outputs(dataflow: Dataflow, reference_values: dict[str, np.ndarray]) -> np.ndarray:
     """The integers the hardware must produce, read off the reference execution of the model."""
     boundary = dataflow.boundary
-    value = reference_values[boundary["tensor"]].reshape(count, -1).astype(np.float64)
-    exact = value / boundary["scale"] + boundary["offset"]
-    integers = np.rint(exact)
-    if not np.allclose(exact, integers, atol=1e-3):
+    value = reference_values[boundary["tensor"]].astype(np.float64)
+    channels = (-1,) + (1,) * (value.ndim - 2)
+    exact = value / np.reshape(boundary["scale"], channels) + np.reshape(boundary["offset"], channels)
+    integers = dataflow.to_output_stream_order(np.rint(exact))
+    if not np.allclose(dataflow.to_output_stream_order(exact), integers, atol=1e-3):
         raise BuildError(f"tensor {boundary['tensor']!r} of the reference is not an integer multiple of its scale; "
                          "the hardware boundary was derived wrongly (a streamc bug)")
     return integers.astype(np.int64)
@@ -193,8 +219,8 @@ def sim_step(state: BuildState) -> None:
     n = len(frames)
     in_name, out_name = original.inputs[0].name, original.outputs[0].name
     reference = execute(original, {in_name: frames})[out_name]
-    expected_hw = expected_hw_outputs(dataflow, execute(tidied, {in_name: frames}, keep_all=True), n)
-    codes = np.rint(execute(dataflow.head, {in_name: frames})[dataflow.hw_input]).reshape(n, -1).astype(np.int64)
+    expected_hw = expected_hw_outputs(dataflow, execute(tidied, {in_name: frames}, keep_all=True))
+    codes = dataflow.to_stream_order(np.rint(execute(dataflow.head, {in_name: frames})[dataflow.hw_input]).astype(np.int64))
 
     first, last = dataflow.stages[0], dataflow.stages[-1]
     result = simulate(verilog=folder.path("verilog", f"{TOP}.v"), top=TOP, build_dir=folder.path("sim_build", "x").parent,
@@ -204,7 +230,7 @@ def sim_step(state: BuildState) -> None:
                       input_gap_prob=verify.input_gap_prob, output_stall_prob=verify.output_stall_prob,
                       timeout_cycles=_timeout_cycles(dataflow, n, verify))
     hw = last.out_dtype.from_hw(result.outputs)
-    outputs = execute(dataflow.tail, {dataflow.hw_output: hw.astype(np.float32)})[out_name]
+    outputs = execute(dataflow.tail, {dataflow.hw_output: dataflow.from_stream_order(hw).astype(np.float32)})[out_name]
     np.save(folder.path("reports", "rtlsim_outputs.npy"), outputs)
 
     report = dict(frames=n, mismatches=int(result.mismatches),

@@ -28,7 +28,7 @@ from onnx import TensorProto
 
 from ..datatypes import BIPOLAR, DataType, datatype_of_values, smallest_datatype
 from ..errors import LoweringError
-from ..execute import execute
+from ..execute import execute, tensor_shapes
 from ..reference import run_node
 from ..requant_fit import fit_requant
 from ..rtl.requant import Requant
@@ -36,7 +36,10 @@ from ..ir import Graph, Node, TensorInfo
 from .tidy import SHAPE_OPS, quant_datatype
 
 QUANTIZER_OPS = frozenset({"Quant", "BipolarQuant", "QuantizeLinear", "Trunc"})
-LINEAR_OPS = frozenset({"MatMul", "MatMulInteger"})
+LINEAR_OPS = frozenset({"MatMul", "MatMulInteger", "Conv"})
+#: Ops between a quantizer and the next linear layer that act on codes as on values: shape ops, and
+#: max pooling (the quantizer is monotonic, so the max of codes is the code of the max).
+CODE_OPS = SHAPE_OPS | {"MaxPool"}
 #: Ops allowed between a linear layer and its quantizer: each is monotonic in its dynamic input.
 MONOTONIC_OPS = frozenset({"Add", "Sub", "Mul", "Div", "BatchNormalization", "Relu", "Clip", "Max", "Min",
                            "Neg", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast",
@@ -116,6 +119,7 @@ class _Codes:
 def streamline(graph: Graph) -> Graph:
     graph = graph.copy()
     chain = _dynamic_chain(graph)
+    graph.meta["shapes"] = tensor_shapes(graph)
     first_linear = next((i for i, n in enumerate(chain) if n.op_type in LINEAR_OPS), None)
     if first_linear is None:
         raise LoweringError("the model has no MatMul/Gemm/MatMulInteger: nothing to put in hardware")
@@ -133,7 +137,8 @@ def streamline(graph: Graph) -> Graph:
     stages: list[dict] = []
     position = 0
     while True:
-        position = _skip_shape_ops(body, position)
+        code_nodes, codes, position = _code_ops(graph, body, position, codes, stages)
+        new_nodes += code_nodes
         node = body[position]
         if node.op_type not in LINEAR_OPS:
             raise LoweringError(f"{node.describe()} follows quantizer {codes.quantizer.name!r}; streamc expects a "
@@ -186,6 +191,7 @@ def streamline(graph: Graph) -> Graph:
 
     graph.nodes = new_nodes
     graph.remove_unused_constants()
+    del graph.meta["shapes"]  # of the graph before streamlining
     graph.meta.update(hw_input=hw_input, stages=stages)
     return graph
 
@@ -238,12 +244,28 @@ def _dynamic_chain(graph: Graph) -> list[Node]:
     return chain
 
 
-def _skip_shape_ops(body: list[Node], position: int) -> int:
-    while position < len(body) and body[position].op_type in SHAPE_OPS:
+def _code_ops(graph: Graph, body: list[Node], position: int, codes: "_Codes", stages: list[dict]):
+    """Copy shape ops and max pools after a quantizer onto the codes; record what hardware needs of them."""
+    nodes = []
+    while position < len(body) and body[position].op_type in CODE_OPS:
+        node = body[position]
+        if node.op_type == "Transpose":
+            raise LoweringError(f"{node.describe()}: a Transpose between layers is not supported yet")
+        out = graph.fresh_name(f"{node.outputs[0]}_codes")
+        nodes.append(Node(node.op_type, graph.fresh_name(f"{node.name}_codes"), [codes.tensor, *node.inputs[1:]],
+                          [out], dict(node.attrs)))
+        graph.datatypes[out] = codes.dtype
+        shape = graph.meta["shapes"][node.inputs[0]]
+        if node.op_type == "MaxPool":
+            stages.append(dict(kind="maxpool", name=node.name, in_shape=shape[1:], attrs=dict(node.attrs),
+                               dtype=codes.dtype, out_shape=graph.meta["shapes"][node.outputs[0]][1:]))
+        elif len(shape) > 2 and len(graph.meta["shapes"][node.outputs[0]]) == 2:
+            stages.append(dict(kind="flatten", name=node.name, in_shape=shape[1:]))
+        codes = _Codes(out, codes.lo, codes.hi, codes.dtype, codes.quantizer)
         position += 1
     if position >= len(body):
-        raise LoweringError("the model ends with shape ops after its last quantizer")
-    return position
+        raise LoweringError("the model ends with shape or pooling ops after its last quantizer")
+    return nodes, codes, position
 
 
 def _constant(graph: Graph, tensor: str, node: Node, what: str) -> np.ndarray:
@@ -353,7 +375,7 @@ def _check_linear_input(graph: Graph, node: Node, codes: _Codes) -> None:
     """A MatMul must read the dequantized output of the quantizer, a MatMulInteger its codes."""
     source = node.inputs[0]
     producer = graph.producer(source)
-    while producer is not None and producer.op_type in SHAPE_OPS:
+    while producer is not None and producer.op_type in CODE_OPS:
         source = producer.inputs[0]
         producer = graph.producer(source)
     quantizer = codes.quantizer
@@ -367,20 +389,58 @@ def _check_linear_input(graph: Graph, node: Node, codes: _Codes) -> None:
 class _Linear:
     """A linear layer's integer weights and how its output follows from the accumulator."""
 
-    weights: np.ndarray      # (MH, MW) integer, rows are output channels
+    weights: np.ndarray      # (MH, MW) integer, rows are output channels; a Conv's columns in (kh, kw, c) order
     weight_dtype: DataType
-    scale: np.ndarray        # MatMul: per-channel float factor acc -> output; MatMulInteger: unused
+    scale: np.ndarray        # MatMul/Conv: per-channel float factor acc -> output; MatMulInteger: unused
     offset: np.ndarray       # subtracted from acc: input zero point times the row sums
+    spatial: int = 0         # a Conv's number of spatial dimensions
 
     def output(self, node: Node, acc: np.ndarray) -> np.ndarray:
-        """What the model's linear node outputs for accumulator values ``acc`` (..., MH)."""
+        """What the model's linear node outputs for accumulator values ``acc`` (N, MH), in its layout."""
         if node.op_type == "MatMulInteger":
             return (acc - self.offset).astype(np.int32)
-        return np.float32(acc - self.offset) * np.float32(self.scale)
+        value = np.float32(acc - self.offset) * np.float32(self.scale)
+        return value.reshape(value.shape + (1,) * self.spatial)
+
+    def channel_shape(self) -> tuple[int, ...]:
+        """How a per-channel constant broadcasts against the node's output."""
+        return (-1,) + (1,) * self.spatial
+
+
+def _conv_linear(graph: Graph, node: Node, codes: _Codes) -> _Linear:
+    weight = node.inputs[1]
+    if weight not in graph.quantized:
+        raise LoweringError(f"{node.describe()}: its weight {weight!r} is not quantized; streamc needs integer "
+                            "weights (a Quant, BipolarQuant or DequantizeLinear on the weight tensor)")
+    if node.attrs.get("group", 1) != 1:
+        raise LoweringError(f"{node.describe()}: grouped and depthwise convolutions are not supported yet (group="
+                            f"{node.attrs.get('group')})")
+    if node.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        raise LoweringError(f"{node.describe()}: auto_pad {node.attrs['auto_pad']!r} is not supported; "
+                            "write explicit pads")
+    q = graph.quantized[weight]
+    channels = q.codes.shape[0]
+    scale = q.scale.reshape(channels, -1)
+    if not np.all(scale == scale[:, :1]):
+        raise LoweringError(f"{node.describe()}: weight scales must be per tensor or per output channel")
+    in_zero = _scalar(codes.quantizer.zero_point, "zero point", codes.quantizer)
+    if in_zero and any(node.attrs.get("pads", [])):
+        raise LoweringError(f"{node.describe()}: a padded convolution of inputs with a zero point ({in_zero:g}) "
+                            "is not supported yet")
+    integer = q.codes.astype(np.float64) - q.zero_point
+    if not np.all(integer == np.rint(integer)):
+        raise LoweringError(f"{node.describe()}: weight zero point is not an integer")
+    # (OC, C, *K) -> (OC, *K, C): the sliding window emits patches channel-fastest.
+    weights = np.moveaxis(np.rint(integer).astype(np.int64), 1, -1).reshape(channels, -1)
+    in_scale = _scalar(codes.quantizer.scale, "scale", codes.quantizer)
+    return _Linear(weights, datatype_of_values(weights), in_scale * scale[:, 0], in_zero * weights.sum(axis=1),
+                   spatial=q.codes.ndim - 2)
 
 
 def _linear(graph: Graph, node: Node, codes: _Codes) -> _Linear:
     weight = node.inputs[1]
+    if node.op_type == "Conv":
+        return _conv_linear(graph, node, codes)
     if node.op_type == "MatMul":
         if weight not in graph.quantized:
             raise LoweringError(f"{node.describe()}: its weight {weight!r} is not quantized; streamc needs integer "
@@ -422,10 +482,17 @@ def _acc_range(weights: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.nd
 
 def _add_matmul(graph: Graph, node: Node, codes: _Codes, linear: _Linear, weights: np.ndarray,
                 lo: np.ndarray, hi: np.ndarray) -> tuple[Node, str]:
-    w_name = graph.add_constant(f"{node.name}_weight_int", weights.T.astype(np.float32))
-    graph.datatypes[w_name] = datatype_of_values(weights)
+    """The integer linear node: MatMul on codes, or Conv on codes with the kernel restored to (OC, C, *K)."""
     acc = graph.fresh_name(f"{node.name}_acc")
     graph.datatypes[acc] = smallest_datatype(lo.min(), hi.max())
+    if node.op_type == "Conv":
+        kernel = graph.quantized[node.inputs[1]].codes.shape
+        restored = np.moveaxis(weights.reshape(kernel[0], *kernel[2:], kernel[1]), -1, 1)
+        w_name = graph.add_constant(f"{node.name}_weight_int", restored.astype(np.float32))
+        graph.datatypes[w_name] = datatype_of_values(weights)
+        return Node("Conv", node.name, [codes.tensor, w_name], [acc], dict(node.attrs)), acc
+    w_name = graph.add_constant(f"{node.name}_weight_int", weights.T.astype(np.float32))
+    graph.datatypes[w_name] = datatype_of_values(weights)
     return Node("MatMul", node.name, [codes.tensor, w_name], [acc]), acc
 
 
@@ -458,6 +525,7 @@ def _thresholded(graph, node, codes, following, quantizer) -> _Thresholded:
     sub = Graph(nodes=[*following, *coding], constants=graph.constants,
                 inputs=[TensorInfo(node.outputs[0], (1, weights.shape[0]))],
                 outputs=[TensorInfo(last, (1, weights.shape[0]))], opset=graph.opset, qonnx_opset=graph.qonnx_opset)
+
     def code_of(acc: np.ndarray) -> np.ndarray:
         y = execute(sub, {node.outputs[0]: linear.output(node, acc)})[last]
         return quantizer.codes_from_output(y.reshape(acc.shape))
@@ -505,7 +573,8 @@ def _emit_thresholded_layer(graph, node, codes, layer: _Thresholded, stages) -> 
               {"out_dtype": out_dtype.name, "out_scale": 2.0 if bipolar else 1.0, "out_bias": float(out_bias)})
     stages.append(dict(kind="mvau", name=node.name, weights=layer.weights, in_dtype=codes.dtype,
                        weight_dtype=datatype_of_values(layer.weights), thresholds=kept, requant=layer.requant,
-                       out_dtype=out_dtype, out_bias=out_bias, acc_lo=layer.lo, acc_hi=layer.hi))
+                       out_dtype=out_dtype, out_bias=out_bias, acc_lo=layer.lo, acc_hi=layer.hi,
+                       conv=_conv_geometry(graph, node)))
     out_hi = 1 if bipolar else out_bias + kept.shape[1]
     return [mm_node, mt], _Codes(mt_out, out_bias, out_hi, out_dtype, quantizer)
 
@@ -567,6 +636,20 @@ def _lower_lookup_table(graph, codes: _Codes, table: np.ndarray, quantizer: _Qua
     return [lut], _Codes(out, int(table.min()), int(table.max()), out_dtype, quantizer)
 
 
+def _conv_geometry(graph: Graph, node: Node) -> dict | None:
+    """What the sliding window of a Conv needs: shapes channels-last, kernel, strides, pads, dilations."""
+    if node.op_type != "Conv":
+        return None
+    in_shape, out_shape = graph.meta["shapes"][node.inputs[0]][1:], graph.meta["shapes"][node.outputs[0]][1:]
+    spatial = len(in_shape) - 1
+    pads = list(node.attrs.get("pads", [0] * 2 * spatial))
+    return dict(in_shape=(*in_shape[1:], in_shape[0]), out_shape=(*out_shape[1:], out_shape[0]),
+                kernel=tuple(graph.quantized[node.inputs[1]].codes.shape[2:]),
+                strides=tuple(node.attrs.get("strides", [1] * spatial)),
+                dilations=tuple(node.attrs.get("dilations", [1] * spatial)),
+                pads_begin=tuple(pads[:spatial]), pads_end=tuple(pads[spatial:]))
+
+
 def _lower_last_layer(graph, node, codes, following, stages) -> list[Node]:
     linear = _linear(graph, node, codes)
     lo, hi = _acc_range(linear.weights, codes.lo, codes.hi)
@@ -574,12 +657,14 @@ def _lower_last_layer(graph, node, codes, following, stages) -> list[Node]:
     mm_node, acc = _add_matmul(graph, node, codes, linear, linear.weights, lo, hi)
     stages.append(dict(kind="mvau", name=node.name, weights=linear.weights, in_dtype=codes.dtype,
                        weight_dtype=linear.weight_dtype, thresholds=None, out_dtype=acc_dtype, out_bias=0,
-                       acc_lo=lo, acc_hi=hi))
+                       acc_lo=lo, acc_hi=hi, conv=_conv_geometry(graph, node)))
     nodes = [mm_node]
     if np.any(linear.offset):
         centered = graph.fresh_name(f"{acc}_centered")
         nodes.append(Node("Sub", graph.fresh_name(f"{node.name}_zero_point"),
-                          [acc, graph.add_constant(f"{node.name}_offset", linear.offset.astype(np.float32))], [centered]))
+                          [acc, graph.add_constant(f"{node.name}_offset",
+                                                   linear.offset.astype(np.float32).reshape(linear.channel_shape()))],
+                          [centered]))
         acc = centered
     if node.op_type == "MatMulInteger":
         nodes.append(Node("Cast", graph.fresh_name(f"{node.name}_to_int32"), [acc], [node.outputs[0]],
@@ -588,7 +673,8 @@ def _lower_last_layer(graph, node, codes, following, stages) -> list[Node]:
     else:
         scale = np.float32(linear.scale)
         nodes.append(Node("Mul", graph.fresh_name(f"{node.name}_rescale"),
-                          [acc, graph.add_constant(f"{node.name}_scale", scale)], [node.outputs[0]]))
+                          [acc, graph.add_constant(f"{node.name}_scale", scale.reshape(linear.channel_shape()))],
+                          [node.outputs[0]]))
     graph.meta["boundary"] = dict(tensor=node.outputs[0], scale=np.asarray(scale, np.float64), offset=linear.offset)
     return nodes + list(following)
 
