@@ -379,9 +379,9 @@ def _check_linear_input(graph: Graph, node: Node, codes: _Codes) -> None:
         source = producer.inputs[0]
         producer = graph.producer(source)
     quantizer = codes.quantizer
-    wanted = quantizer.float_output if node.op_type == "MatMul" else quantizer.codes_tensor
+    wanted = quantizer.float_output if node.op_type in ("MatMul", "Conv") else quantizer.codes_tensor
     if wanted is None or source != wanted:
-        kind = "dequantized values" if node.op_type == "MatMul" else "integer codes"
+        kind = "dequantized values" if node.op_type in ("MatMul", "Conv") else "integer codes"
         raise LoweringError(f"{node.describe()} must read the {kind} of quantizer {quantizer.name!r}")
 
 

@@ -1,0 +1,56 @@
+"""Convolutional networks lower to sliding windows, MVAUs and max pools that compute the model exactly."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from streamc.errors import LoweringError
+from streamc.execute import execute
+from streamc.frontend.load import load_onnx
+from streamc.hw import MVAULayer, PoolStage, WindowStage, to_hw
+from streamc.transforms.streamline import streamline
+from streamc.transforms.tidy import tidy
+
+CNN = Path(__file__).parent / "models" / "cnn"
+CASES = {
+    "digits_cnn": ("digits_cnn_frames.npy", 0),
+    "cnv_w1a1": ("cnv_frames.npy", 0),
+    "cnv_w1a2": ("cnv_frames.npy", 0),
+    "cnv_w2a2": ("cnv_frames.npy", 0),
+}
+
+
+def compile_front(name: str):
+    graph = load_onnx(CNN / f"{name}.onnx")
+    return graph, to_hw(streamline(tidy(graph)))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_emulated_hardware_equals_the_model(name):
+    frames_file, _ = CASES[name]
+    graph, dataflow = compile_front(name)
+    frames = np.load(CNN / frames_file)[:8]
+    _, outputs = dataflow.emulate(frames)
+    reference = execute(graph, {graph.inputs[0].name: frames})[graph.outputs[0].name]
+    # The logits come from float32 tails; the integer parts are exact (see docs/architecture.md).
+    assert np.abs(outputs - reference.reshape(outputs.shape)).max() <= 4 * np.spacing(np.abs(reference).max())
+    for stage, after in zip(dataflow.stages, dataflow.stages[1:]):
+        assert stage.out_count == after.in_count
+
+
+def test_cnv_has_the_finn_structure():
+    _, dataflow = compile_front("cnv_w2a2")
+    kinds = [type(stage) for stage in dataflow.stages]
+    assert kinds.count(PoolStage) == 2
+    assert kinds.count(WindowStage) == 8  # six convolutions and two pools
+    convs = [s for before, s in zip(dataflow.stages, dataflow.stages[1:])
+             if isinstance(s, MVAULayer) and isinstance(before, WindowStage)]
+    assert [(c.mh, c.mw, c.vectors) for c in convs] == [
+        (64, 27, 900), (64, 576, 784), (128, 576, 144), (128, 1152, 100), (256, 1152, 9), (256, 2304, 1)]
+
+
+def test_grouped_convolution_is_refused_by_name():
+    with pytest.raises(LoweringError, match=r"^node 'node_Conv_98' \(Conv\): grouped and depthwise convolutions are "
+                                            r"not supported yet \(group=4\)$"):
+        compile_front("conv1d_kws")
