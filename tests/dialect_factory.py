@@ -203,8 +203,7 @@ def qonnx_case(seed: int) -> DialectCase:
             if x_scale != np.float32(in_scale) or not exact or np.unique(w_scale).size != 1 or in_zero:
                 act = dict(act, kind="quant", bits=4, signed=1, narrow=0, zero_point=0.0)  # Trunc needs one exact scale
             else:
-                stage = _trunc(b, rng, acc, float(acc_scale[0]), act, features, fan_in)
-                x, x_scale = stage
+                x, x_scale = _trunc(b, rng, acc, float(acc_scale[0]), act, features)
                 stages.append(REQUANT_IF_MANY if act["rounding"] in AFFINE_ROUNDING else UNDETERMINED)
                 continue
         # Float rounding only in the last MatMul's products: no further rounding op after an inexact one.
@@ -267,7 +266,7 @@ def _activation_quant(b: _Builder, rng, x: str, act: dict, acc_scale, exact: boo
     return out, scale, THRESHOLDS if bits <= 4 else REQUANT_IF_MANY
 
 
-def _trunc(b: _Builder, rng, acc: str, acc_scale: float, act: dict, features, fan_in: int) -> tuple[str, np.float32]:
+def _trunc(b: _Builder, rng, acc: str, acc_scale: float, act: dict, features) -> tuple[str, np.float32]:
     """Trunc on the accumulator: drop 1-4 low bits (qonnx Trunc version 1 keeps the scale, version 2
     takes an output scale and clips to its output bit width)."""
     dropped = int(rng.integers(1, 5))
