@@ -17,10 +17,16 @@ the executor the input model was written for:
   multiplier ``input_scale * weight_scale / output_scale`` in float32, the int32
   accumulator converted to float32 and multiplied by it, clamped, rounded half to even.
   ``Cast`` from float to integer reproduces onnxruntime's x86-64 result for out-of-range
-  values too (truncation through int32, then the low bits). Where onnxruntime's result depends on its own accumulation order or
-  its own polynomial approximations (``MatMul``/``Gemm`` on floats, ``ReduceSum``/
-  ``ReduceMean`` on floats, ``Exp``, ``Tanh``, ``Erf``, ``Softmax``, ``Pow``) this module
-  computes in float64 and rounds once to the input dtype. ``Sigmoid`` on float32/float16
+  values too (truncation through int32, then the low bits). ``Sum`` and ``Mean`` add left to
+  right in the input dtype, as onnxruntime does, and ``Mean`` multiplies by the reciprocal
+  count. Convolution and pooling (1-, 2- and 3-D) take onnxruntime's window geometry: its
+  ``SAME_*`` padding, its ``ceil_mode`` output size (a last window starting in the end
+  padding is dropped) and its ``AveragePool`` divisor (``count_include_pad`` counts the
+  padding but not what ``ceil_mode`` adds past it). Where onnxruntime's result depends on its
+  own accumulation order or its own polynomial approximations (``MatMul``/``Gemm``/``Conv``,
+  ``AveragePool``/``GlobalAveragePool``, ``ReduceSum``/``ReduceMean`` on floats, ``Exp``,
+  ``Tanh``, ``Erf``, ``Softplus``, ``Softmax``, ``Pow``) this module computes in float64 and
+  rounds once to the input dtype. ``Sigmoid`` on float32/float16
   replays MLAS's rational approximation with fused multiply-adds and is bit-exact. That is deterministic on every
   machine, equal to onnxruntime whenever onnxruntime is exact (integer-valued operands with
   sums below 2**24, which is what quantized graphs carry), and within a few ulp otherwise.
@@ -786,16 +792,22 @@ def _qlinear_conv(attrs, inputs, versions):
     return [_requantize(accumulator, multiplier, y_zero_point)]
 
 
-def _max_pool_indices(windows: _Windows, chosen: np.ndarray, column_major: bool) -> np.ndarray:
-    """onnxruntime's MaxPool ``Indices``: the flat input index (batch and channel included) of each chosen tap."""
+def _max_pool_indices(windows: _Windows, chosen: np.ndarray, has_input: np.ndarray, column_major: bool) -> np.ndarray:
+    """onnxruntime's MaxPool ``Indices``: the flat input index (batch and channel included) of each chosen tap.
+
+    A window without input taps (all padding) reports coordinates -1, as onnxruntime does.
+    """
     spatial = len(windows.kernel)
     kernel_index = np.unravel_index(chosen, windows.kernel)
-    coordinates = []
+    sizes = windows.input if column_major else windows.input[::-1]
+    strides = np.cumprod((1,) + sizes[:-1])
+    strides = strides if column_major else strides[::-1]
+    within_plane = np.zeros(chosen.shape, dtype=np.int64)
     for axis in range(spatial):
         output_position = np.arange(windows.output[axis]).reshape((-1,) + (1,) * (spatial - 1 - axis))
-        coordinates.append(output_position * windows.strides[axis] - windows.pads_begin[axis]
-                           + kernel_index[axis] * windows.dilations[axis])
-    within_plane = np.ravel_multi_index(coordinates, windows.input, order="F" if column_major else "C")
+        position = (output_position * windows.strides[axis] - windows.pads_begin[axis]
+                    + kernel_index[axis] * windows.dilations[axis])
+        within_plane += np.where(has_input, position, -1) * strides[axis]
     planes = np.arange(chosen.shape[0] * chosen.shape[1]).reshape(chosen.shape[:2] + (1,) * spatial)
     return planes * math.prod(windows.input) + within_plane
 
@@ -816,7 +828,11 @@ def _max_pool(attrs, inputs, versions):
     # onnxruntime pools with MLAS instead, one output and no dilations, a window of -inf
     # touching the padding gives the lowest finite float; -inf never reaches a quantized graph.)
     chosen = np.argmax((taps == maximum) & inside, axis=-1)
-    return [maximum[..., 0], _max_pool_indices(windows, chosen, column_major=storage_order == 1)]
+    has_input = inside.any(axis=-1)
+    indices = _max_pool_indices(windows, chosen, has_input, column_major=storage_order == 1)
+    # a window of padding only (possible with dilations) keeps onnxruntime's starting value
+    lowest = np.finfo(x.dtype).min if floating else np.iinfo(x.dtype).min
+    return [np.where(has_input, maximum[..., 0], _like(lowest, x)), indices]
 
 
 def _taps_counted(windows: _Windows, include_pad: bool) -> np.ndarray:

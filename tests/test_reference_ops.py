@@ -7,6 +7,7 @@ says why it cannot be.
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -457,10 +458,10 @@ def test_standard_op_matches_onnxruntime_closely(op_type, attrs, inputs, opset, 
 # ----------------------------------------------------------------------------------------
 
 def test_unsupported_op_names_the_op_and_lists_supported_ops():
-    message = ("op 'Conv' is not supported by streamc's reference executor; supported ops: "
+    message = ("op 'ConvTranspose' is not supported by streamc's reference executor; supported ops: "
                + ", ".join(sorted(SUPPORTED_OPS)))
     with pytest.raises(UnsupportedOpError, match=f"^{re.escape(message)}$"):
-        run_node("Conv", {}, [])
+        run_node("ConvTranspose", {}, [])
 
 
 def test_supported_ops_cover_the_qonnx_ops():
@@ -720,10 +721,258 @@ def test_round_to_zero_is_rejected_like_qonnx():
     ("QLinearMatMul", [_int8s(2, 3), _scalar(1.0), np.zeros((), np.int8), _int8s(3, 4),
                        np.ones(3, np.float32), np.zeros((), np.int8), _scalar(1.0), np.zeros((), np.int8)],
      "QLinearMatMul b_scale of shape (3,) must be per-tensor or hold one value per column of b (4)"),
-    ("ConvInteger", [_int8s(1, 3, 4), _int8s(2, 3, 2)],
-     "ConvInteger supports 2-D convolutions (NCHW input, MCkHkW weights), not input of shape (1, 3, 4) "
-     "with weights of shape (2, 3, 2)"),
+    ("ConvInteger", [_int8s(1, 3, 4), _int8s(2, 3, 2, 2)],
+     "ConvInteger weights of shape (2, 3, 2, 2) must have the input's rank 3 (M, C/group and one kernel size "
+     "per spatial axis of input shape (1, 3, 4))"),
 ])
 def test_integer_op_errors_name_the_offending_value(op_type, inputs, message):
     with pytest.raises(FrontendError, match=f"^{re.escape(message)}$"):
         run_node(op_type, {}, inputs)
+
+
+# ----------------------------------------------------------------------------------------
+# Convolution, pooling and padding against onnxruntime
+# ----------------------------------------------------------------------------------------
+
+def _conv_case(name, attrs, x_shape, w_shape, *, bias=False, opset=13):
+    inputs = [_ints_as_float(*x_shape), _ints_as_float(*w_shape, high=8)]
+    if bias:
+        inputs.append(_ints_as_float(w_shape[0], high=100))
+    return (name, "Conv", attrs, inputs, opset)
+
+
+def _pool_case(name, op_type, attrs, x_shape, *, opset=19, high=16):
+    return (name, op_type, attrs, [_ints_as_float(*x_shape, high=high)], opset)
+
+
+# integer-valued operands: onnxruntime's float32 sums are exact, so the results are equal
+WINDOW_CASES = [
+    _conv_case("conv1d", {}, (2, 3, 11), (4, 3, 3)),
+    _conv_case("conv1d_strides_dilations_asymmetric_pads",
+               {"strides": [2], "dilations": [2], "pads": [3, 1]}, (1, 2, 13), (3, 2, 3), bias=True),
+    _conv_case("conv2d", {}, (1, 3, 6, 7), (5, 3, 3, 3)),
+    _conv_case("conv2d_bias_kernel_shape_attribute", {"kernel_shape": [3, 2]}, (2, 3, 6, 6), (4, 3, 3, 2),
+               bias=True),
+    _conv_case("conv2d_strides_dilations_asymmetric_pads",
+               {"strides": [2, 3], "dilations": [2, 1], "pads": [0, 2, 1, 0]}, (1, 2, 9, 10), (3, 2, 3, 3)),
+    _conv_case("conv2d_valid", {"auto_pad": "VALID", "strides": [2, 2]}, (1, 2, 7, 8), (2, 2, 3, 3)),
+    _conv_case("conv2d_same_upper_odd_padding", {"auto_pad": "SAME_UPPER", "strides": [2, 2]}, (1, 2, 8, 7),
+               (3, 2, 4, 4)),
+    _conv_case("conv2d_same_lower_odd_padding", {"auto_pad": "SAME_LOWER", "strides": [2, 2]}, (1, 2, 8, 7),
+               (3, 2, 4, 4)),
+    _conv_case("conv2d_same_upper_even_kernel", {"auto_pad": "SAME_UPPER"}, (1, 2, 5, 5), (2, 2, 2, 2)),
+    _conv_case("conv2d_same_lower_stride_beyond_kernel", {"auto_pad": "SAME_LOWER", "strides": [3, 3]},
+               (1, 2, 7, 8), (2, 2, 1, 1)),
+    _conv_case("conv2d_depthwise", {"group": 4, "pads": [1, 1, 1, 1]}, (2, 4, 6, 6), (4, 1, 3, 3), bias=True),
+    _conv_case("conv2d_depthwise_multiplier", {"group": 3, "strides": [2, 1]}, (1, 3, 7, 5), (6, 1, 3, 3)),
+    _conv_case("conv2d_groups", {"group": 2, "pads": [1, 0, 1, 2]}, (1, 4, 5, 6), (6, 2, 3, 3), bias=True),
+    _conv_case("conv2d_pointwise", {}, (1, 16, 4, 4), (8, 16, 1, 1), bias=True),
+    _conv_case("conv3d", {"pads": [1, 0, 1, 0, 1, 1], "strides": [1, 2, 1]}, (1, 2, 4, 5, 4), (3, 2, 2, 3, 2),
+               bias=True),
+    _pool_case("maxpool1d", "MaxPool", {"kernel_shape": [3], "strides": [2]}, (2, 3, 11)),
+    _pool_case("maxpool2d_pads_strides", "MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2],
+                                                     "pads": [1, 0, 2, 1]}, (1, 3, 8, 9), high=3),
+    _pool_case("maxpool2d_dilations", "MaxPool", {"kernel_shape": [2, 3], "dilations": [2, 2]}, (1, 2, 8, 9)),
+    # the dilated windows of the one output row read padding only
+    _pool_case("maxpool2d_window_of_padding_only", "MaxPool", {"kernel_shape": [2, 2], "pads": [1, 1, 1, 1],
+                                                               "dilations": [3, 3]}, (2, 3, 2, 4)),
+    _pool_case("maxpool2d_ceil_mode", "MaxPool", {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1},
+               (1, 2, 7, 5)),
+    # the last window would start in the end padding: onnxruntime drops it
+    _pool_case("maxpool1d_ceil_mode_drops_window_in_padding", "MaxPool",
+               {"kernel_shape": [3], "strides": [2], "pads": [0, 2], "ceil_mode": 1}, (1, 1, 4)),
+    _pool_case("maxpool2d_same_upper", "MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2],
+                                                   "auto_pad": "SAME_UPPER"}, (1, 2, 8, 7)),
+    # strides beyond the kernel: the SAME padding is negative, which onnxruntime's pooling
+    # loops apply as it is (MaxPool's MLAS path, one output, rejects it)
+    _pool_case("averagepool2d_same_upper_negative_padding", "AveragePool",
+               {"kernel_shape": [1, 2], "strides": [3, 3], "auto_pad": "SAME_UPPER", "count_include_pad": 1},
+               (1, 2, 6, 7)),
+    _pool_case("maxpool2d_same_lower", "MaxPool", {"kernel_shape": [2, 2], "auto_pad": "SAME_LOWER"}, (1, 2, 5, 6)),
+    _pool_case("maxpool2d_storage_order_column_major", "MaxPool",
+               {"kernel_shape": [2, 3], "strides": [1, 2], "pads": [1, 1, 0, 1], "storage_order": 1}, (2, 2, 5, 7),
+               high=2),
+    _pool_case("maxpool3d", "MaxPool", {"kernel_shape": [2, 2, 2], "strides": [2, 1, 2], "pads": [0, 1, 1, 0, 0, 1]},
+               (1, 2, 4, 5, 5)),
+    ("maxpool2d_int8_padded_windows_of_minimum", "MaxPool",
+     {"kernel_shape": [3, 3], "pads": [2, 2, 2, 2], "strides": [2, 2]},
+     [np.where(RNG.random((1, 2, 6, 6)) < 0.6, -128, _int8s(1, 2, 6, 6)).astype(np.int8)], 12),
+    _pool_case("averagepool1d_exclude_pad", "AveragePool", {"kernel_shape": [3], "pads": [1, 2]}, (2, 3, 9)),
+    _pool_case("averagepool2d_include_pad", "AveragePool",
+               {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1}, (1, 3, 7, 7)),
+    _pool_case("averagepool2d_exclude_pad_strides", "AveragePool",
+               {"kernel_shape": [3, 2], "pads": [2, 1, 0, 1], "strides": [2, 3]}, (1, 3, 8, 9)),
+    # count_include_pad counts the end padding but not the positions past it that ceil_mode adds
+    _pool_case("averagepool2d_ceil_mode_include_pad", "AveragePool",
+               {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 0, 1, 2], "ceil_mode": 1,
+                "count_include_pad": 1}, (1, 2, 8, 7)),
+    _pool_case("averagepool2d_ceil_mode_exclude_pad", "AveragePool",
+               {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}, (1, 2, 7, 5)),
+    _pool_case("averagepool1d_ceil_mode_drops_window_in_padding", "AveragePool",
+               {"kernel_shape": [3], "strides": [2], "pads": [0, 2], "ceil_mode": 1, "count_include_pad": 1},
+               (1, 1, 4)),
+    _pool_case("averagepool2d_dilations_include_pad", "AveragePool",
+               {"kernel_shape": [2, 2], "dilations": [2, 3], "pads": [1, 1, 0, 1], "count_include_pad": 1},
+               (1, 2, 7, 8)),
+    _pool_case("averagepool2d_same_upper", "AveragePool",
+               {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"}, (1, 2, 8, 7)),
+    _pool_case("averagepool2d_same_lower_include_pad", "AveragePool",
+               {"kernel_shape": [2, 2], "auto_pad": "SAME_LOWER", "count_include_pad": 1}, (1, 2, 5, 6)),
+    _pool_case("averagepool3d", "AveragePool", {"kernel_shape": [2, 3, 2], "pads": [1, 1, 0, 0, 1, 1]},
+               (1, 2, 4, 5, 4)),
+    _pool_case("averagepool2d_opset11", "AveragePool", {"kernel_shape": [2, 2], "strides": [2, 2]}, (1, 2, 6, 6),
+               opset=11),
+    _pool_case("global_average_pool2d", "GlobalAveragePool", {}, (2, 3, 7, 7), opset=13, high=128),
+    _pool_case("global_average_pool1d", "GlobalAveragePool", {}, (2, 3, 9), opset=13),
+    _pool_case("global_max_pool2d", "GlobalMaxPool", {}, (2, 3, 5, 6), opset=13),
+    _pool_case("global_max_pool3d", "GlobalMaxPool", {}, (1, 2, 3, 4, 5), opset=13),
+    ("pad_constant_inputs", "Pad", {}, [_f(2, 3, 4), _i64(0, 1, 2, 0, 1, 0), np.array(1.5, np.float32)], 13),
+    ("pad_constant_default_value", "Pad", {}, [_f(1, 2, 3, 3), _i64(0, 0, 1, 1, 0, 0, 2, 1)], 11),
+    ("pad_constant_attributes_opset2", "Pad", {"pads": [0, 0, 2, 1, 0, 0, 1, 3], "value": -2.0}, [_f(1, 2, 3, 3)], 2),
+    ("pad_negative_crops_first", "Pad", {}, [_f(3, 6), _i64(1, -2, -1, 3), np.array(9.0, np.float32)], 13),
+    ("pad_int8_constant", "Pad", {}, [_int8s(2, 5), _i64(1, 2, 0, 1), np.array(-7, np.int8)], 13),
+    ("pad_reflect", "Pad", {"mode": "reflect"}, [_f(1, 2, 4, 5), _i64(0, 0, 3, 1, 0, 0, 2, 4)], 13),
+    ("pad_edge", "Pad", {"mode": "edge"}, [_f(1, 2, 4, 5), _i64(0, 0, 5, 1, 0, 0, 2, 7)], 13),
+    ("pad_wrap_beyond_length", "Pad", {"mode": "wrap"}, [_f(2, 4), _i64(0, 9, 0, 5)], 19),
+    ("pad_reflect_after_cropping", "Pad", {"mode": "reflect"}, [_f(6), _i64(2, -2)], 13),
+    ("pad_axes_input", "Pad", {}, [_f(2, 3, 4), _i64(1, 2, 3, 0), np.array(0.5, np.float32), _i64(-1, 0)], 18),
+]
+
+
+@pytest.mark.parametrize("op_type,attrs,inputs,opset", [c[1:] for c in WINDOW_CASES],
+                         ids=[c[0] for c in WINDOW_CASES])
+def test_window_op_matches_onnxruntime_exactly(op_type, attrs, inputs, opset):
+    actual = run_node(op_type, attrs, inputs, opset=opset)
+    # MaxPool's Indices output switches onnxruntime from MLAS to its own loops: check both
+    for outputs in ([actual[:1], actual] if op_type == "MaxPool" else [actual]):
+        expected = _run_onnxruntime(op_type, attrs, inputs, outputs, opset=opset)
+        for a, e in zip(outputs, expected):
+            _assert_bit_exact(a, e)
+
+
+@pytest.mark.parametrize("x_dtype,w_dtype", [(np.uint8, np.int8), (np.int8, np.int8)])
+@pytest.mark.parametrize("attrs,x_shape,w_shape", [
+    ({"pads": [1, 2], "strides": [2], "dilations": [2]}, (2, 4, 12), (6, 4, 3)),
+    ({"auto_pad": "SAME_UPPER", "strides": [2, 2], "group": 2}, (1, 4, 7, 6), (4, 2, 3, 3)),
+    ({"pads": [0, 1, 1, 1, 0, 0]}, (1, 3, 4, 4, 3), (2, 3, 2, 3, 2)),
+], ids=["1d", "2d_same_upper_groups", "3d"])
+def test_integer_convolutions_of_any_rank_match_onnxruntime(attrs, x_shape, w_shape, x_dtype, w_dtype):
+    x = RNG.integers(np.iinfo(x_dtype).min, np.iinfo(x_dtype).max + 1, x_shape).astype(x_dtype)
+    w = RNG.integers(-128, 128, w_shape).astype(w_dtype)
+    x_zero, w_zero = np.array(3, x_dtype), np.array(0, w_dtype)
+    integer_inputs = [x, w, x_zero, w_zero]
+    actual = run_node("ConvInteger", attrs, integer_inputs)
+    _assert_bit_exact(actual[0], _run_onnxruntime("ConvInteger", attrs, integer_inputs, actual)[0])
+    w_scale = np.linspace(0.01, 0.03, w_shape[0]).astype(np.float32)
+    qlinear_inputs = [x, _scalar(0.05), x_zero, w, w_scale, np.zeros(w_shape[0], w_dtype), _scalar(0.2),
+                      np.array(-1 if x_dtype == np.int8 else 120, x_dtype),
+                      RNG.integers(-500, 500, w_shape[0]).astype(np.int32)]
+    actual = run_node("QLinearConv", attrs, qlinear_inputs)
+    _assert_bit_exact(actual[0], _run_onnxruntime("QLinearConv", attrs, qlinear_inputs, actual)[0])
+
+
+def test_maxpool_of_minus_infinity_follows_onnxruntimes_indices_path():
+    # with the Indices output onnxruntime keeps the first input tap, padding aside, so a
+    # window of -inf gives -inf; its single-output MLAS path gives the lowest finite float
+    # where such a window touches the padding (streamc does not follow that path)
+    x, attrs = np.full((1, 1, 3, 3), -np.inf, np.float32), {"kernel_shape": [2, 2], "pads": [1, 1, 1, 1]}
+    actual = run_node("MaxPool", attrs, [x])
+    for a, e in zip(actual, _run_onnxruntime("MaxPool", attrs, [x], actual, opset=12)):
+        _assert_bit_exact(a, e)
+    assert np.all(actual[0] == -np.inf)
+
+
+def _float_sum_bound(op_type, attrs, inputs):
+    """|reference - onnxruntime| allowed where onnxruntime sums random floats in its own order:
+    one float32 rounding per addition, on the sum of the magnitudes of the terms."""
+    (magnitude,) = run_node(op_type, attrs, [np.abs(x) for x in inputs])
+    terms = inputs[1][0].size if op_type == "Conv" else math.prod(attrs["kernel_shape"])
+    return (terms + 2) * 2.0**-24 * magnitude.astype(np.float64)
+
+
+@pytest.mark.parametrize("op_type,attrs,shapes", [
+    ("Conv", {"pads": [1, 1, 1, 1]}, [(1, 8, 6, 6), (4, 8, 3, 3), (4,)]),
+    ("Conv", {"group": 8, "strides": [2, 2]}, [(1, 8, 7, 7), (8, 1, 3, 3)]),
+    ("Conv", {"auto_pad": "SAME_UPPER", "dilations": [1]}, [(2, 16, 20), (5, 16, 5), (5,)]),
+    ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1}, [(1, 4, 7, 7)]),
+    ("AveragePool", {"kernel_shape": [2, 5], "ceil_mode": 1, "strides": [2, 2]}, [(1, 4, 7, 9)]),
+], ids=["conv2d_bias", "conv2d_depthwise", "conv1d_same_upper", "averagepool_include_pad", "averagepool_ceil"])
+def test_window_op_on_random_floats_is_within_the_float32_summation_bound(op_type, attrs, shapes):
+    # float64 accumulation rounded once versus onnxruntime's float32 accumulation
+    inputs = [_f(*shape, scale=1.0) for shape in shapes]
+    (actual,) = run_node(op_type, attrs, inputs, opset=19)
+    (expected,) = _run_onnxruntime(op_type, attrs, inputs, [actual], opset=19)
+    assert actual.dtype == expected.dtype == np.float32 and actual.shape == expected.shape
+    bound = _float_sum_bound(op_type, attrs, inputs)
+    assert np.all(np.abs(actual.astype(np.float64) - expected) <= bound)
+
+
+_ACTIVATION_INPUT = np.concatenate([_f(4000, scale=4.0), np.arange(-8, 8, 1 / 64), [0.0, -0.0]]).astype(np.float32)
+
+ELEMENTWISE_CASES = [
+    ("leaky_relu_default_alpha", "LeakyRelu", {}, [_ACTIVATION_INPUT], 16),
+    ("leaky_relu_alpha", "LeakyRelu", {"alpha": 0.1}, [_ACTIVATION_INPUT], 6),
+    ("hard_sigmoid_default", "HardSigmoid", {}, [_ACTIVATION_INPUT], 6),
+    ("hard_sigmoid_alpha_beta", "HardSigmoid", {"alpha": 0.3, "beta": 0.6}, [_ACTIVATION_INPUT], 6),
+    ("hard_swish", "HardSwish", {}, [_ACTIVATION_INPUT], 14),
+    ("sum_three_broadcast", "Sum", {}, [_f(3, 1, 4), _f(5, 1), _f(4)], 13),
+    ("sum_one", "Sum", {}, [_f(3, 4)], 13),
+    ("mean_three", "Mean", {}, [_f(400), _f(400), _f(1)], 13),
+    ("mean_seven", "Mean", {}, [_f(2, 300) for _ in range(7)], 13),
+]
+
+
+@pytest.mark.parametrize("op_type,attrs,inputs,opset", [c[1:] for c in ELEMENTWISE_CASES],
+                         ids=[c[0] for c in ELEMENTWISE_CASES])
+def test_elementwise_op_matches_onnxruntime_exactly(op_type, attrs, inputs, opset):
+    actual = run_node(op_type, attrs, inputs, opset=opset)
+    _assert_bit_exact(actual[0], _run_onnxruntime(op_type, attrs, inputs, actual, opset=opset)[0])
+
+
+def _ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    # float32 bit patterns ordered as integers (both of one sign here: Softplus is positive)
+    return np.abs(a.view(np.int32).astype(np.int64) - b.view(np.int32).astype(np.int64))
+
+
+def test_softplus_is_within_4_ulp_of_onnxruntime():
+    # onnxruntime evaluates Softplus with Eigen's float32 exp and log1p; the reference is
+    # float64 rounded once. Measured: up to 4 ulp, near x = -1.3
+    x = np.concatenate([_ACTIVATION_INPUT, np.linspace(-80, 80, 2001, dtype=np.float32)])
+    (actual,) = run_node("Softplus", {}, [x])
+    (expected,) = _run_onnxruntime("Softplus", {}, [x], [actual])
+    assert _ulp_distance(actual, expected).max() <= 4
+
+
+@pytest.mark.parametrize("op_type,attrs,inputs,message", [
+    ("Conv", {"auto_pad": "SAME_UPPER", "dilations": [2, 2]}, [_f(1, 1, 5, 5), _f(1, 1, 3, 3)],
+     "Conv auto_pad=SAME_UPPER with dilations [2, 2] is not supported; write explicit pads"),
+    ("Conv", {"auto_pad": "SAME"}, [_f(1, 1, 5, 5), _f(1, 1, 3, 3)],
+     "Conv auto_pad must be one of NOTSET, VALID, SAME_UPPER, SAME_LOWER, not 'SAME'"),
+    ("Conv", {"pads": [1, 1]}, [_f(1, 1, 5, 5), _f(1, 1, 3, 3)],
+     "Conv pads must hold 4 values for an input of shape (1, 1, 5, 5) (2 spatial axes), not [1, 1]"),
+    ("Conv", {"kernel_shape": [3, 2]}, [_f(1, 1, 5, 5), _f(1, 1, 3, 3)],
+     "Conv kernel_shape [3, 2] does not match weights of shape (1, 1, 3, 3)"),
+    ("Conv", {"group": 2}, [_f(1, 4, 5, 5), _f(3, 2, 3, 3)],
+     "Conv with group=2: input channels 4 must equal weight channels 2 x group, and output channels 3 must be "
+     "divisible by group"),
+    ("Conv", {}, [_f(1, 1, 2, 5), _f(1, 1, 3, 3)],
+     "Conv window (kernel [3, 3], dilations [1, 1]) does not fit input shape (1, 1, 2, 5) padded by [0, 0] + [0, 0]"),
+    ("MaxPool", {"kernel_shape": [2]}, [_f(1, 1, 5, 5)],
+     "MaxPool kernel shape [2] must have one size per spatial axis of input shape (1, 1, 5, 5)"),
+    ("MaxPool", {"kernel_shape": [2, 2], "storage_order": 2}, [_f(1, 1, 5, 5)],
+     "MaxPool storage_order must be 0 (row major) or 1 (column major), not 2"),
+    ("AveragePool", {"kernel_shape": [2, 2]}, [_f(5, 5)],
+     "AveragePool input must have rank >= 3 (N, C and spatial axes), not shape (5, 5)"),
+    ("Mean", {}, [np.arange(3, dtype=np.int32)], "Mean inputs must be floating point, not int32"),
+    ("Pad", {"mode": "reflect"}, [_f(2, 3), _i64(0, 3, 0, 0)],
+     "Pad mode 'reflect' cannot pad axis 1 of length 3 by (3, 0); reflect pads must be smaller than the axis length"),
+    ("Pad", {"mode": "symmetric"}, [_f(2, 3), _i64(0, 1, 0, 0)],
+     "Pad mode must be one of constant, reflect, edge, wrap, not 'symmetric'"),
+    ("Pad", {}, [_f(2, 3), _i64(0, 1, 0)],
+     "Pad pads must hold 2 values per padded axis (4 for axes [0, 1] of input shape (2, 3)), not [0, 1, 0]"),
+], ids=["same_with_dilations", "unknown_auto_pad", "pads_length", "kernel_shape_mismatch", "group_channels",
+        "window_too_large", "pool_kernel_rank", "storage_order", "pool_input_rank", "mean_of_integers",
+        "reflect_too_far", "pad_mode", "pad_amounts_length"])
+def test_window_and_activation_errors_name_the_offending_value(op_type, attrs, inputs, message):
+    with pytest.raises(FrontendError, match=f"^{re.escape(message)}$"):
+        run_node(op_type, attrs, inputs)
