@@ -335,7 +335,7 @@ class MatrixVectorUnit(wiring.Component):
             m.d.sync += [total.eq(product + offset)
                          for total, product, offset in zip(sum5, product4, offsets)]
 
-        # Into the output register: a flooring shift, HALF_EVEN's tie fix-up, the clamp.
+        # Into the output register: a flooring shift, HALF_EVEN's (HALF_ODD's) tie fix-up, the clamp.
         # The fix-up adds at most 1 and only below hi, so comparing before it clamps right.
         values = []
         for total in sum5:
@@ -343,6 +343,8 @@ class MatrixVectorUnit(wiring.Component):
             value = floor
             if rq.rounding == "HALF_EVEN" and rq.shift:
                 value = floor + (total[:rq.shift].all() & floor[0])
+            elif rq.rounding == "HALF_ODD" and rq.shift:
+                value = floor + (total[:rq.shift].all() & ~floor[0])
             if self._quotient_range[1] >= rq.hi:
                 value = Mux(floor >= rq.hi, rq.hi, value)
             if self._quotient_range[0] < rq.lo:

@@ -14,8 +14,10 @@ import numpy as np
 __all__ = ["ROUNDING_MODES", "Requant", "requantize"]
 
 #: How ``v / 2**shift`` becomes an integer: ``FLOOR`` rounds down, ``HALF_UP`` rounds to the
-#: nearest with ties up (``floor(x + 1/2)``), ``HALF_EVEN`` to the nearest with ties to even.
-ROUNDING_MODES = ("FLOOR", "HALF_UP", "HALF_EVEN")
+#: nearest with ties up (``floor(x + 1/2)``), ``HALF_EVEN`` to the nearest with ties to even,
+#: ``HALF_ODD`` with ties to odd (what rounding half to even and then adding an odd zero point
+#: gives, as QuantizeLinear does).
+ROUNDING_MODES = ("FLOOR", "HALF_UP", "HALF_EVEN", "HALF_ODD")
 
 # Beyond this magnitude int64 arithmetic could overflow; requantize then uses Python integers.
 _INT64_SAFE = 1 << 62
@@ -90,7 +92,7 @@ class Requant:
         if self.shift == 0 or self.rounding == "FLOOR":
             return 0
         half = 1 << (self.shift - 1)
-        return half if self.rounding == "HALF_UP" else half - 1
+        return half if self.rounding == "HALF_UP" else half - 1  # HALF_EVEN and HALF_ODD fix ties up after
 
 
 def requantize(acc: np.ndarray, requant: Requant) -> np.ndarray:
@@ -119,8 +121,8 @@ def requantize(acc: np.ndarray, requant: Requant) -> np.ndarray:
     v = (acc.astype(kind) * requant.multiplier.astype(kind) + requant.offset.astype(kind)
          + requant.rounding_constant)
     q = v >> requant.shift
-    if requant.rounding == "HALF_EVEN" and requant.shift > 0:
+    if requant.rounding in ("HALF_EVEN", "HALF_ODD") and requant.shift > 0:
         low_mask = (1 << requant.shift) - 1
         tie = (v & low_mask) == low_mask
-        q = q + (tie & ((q & 1) == 1))
+        q = q + (tie & ((q & 1) == (1 if requant.rounding == "HALF_EVEN" else 0)))
     return np.clip(q, requant.lo, requant.hi).astype(np.int64)

@@ -19,7 +19,7 @@ import numpy as np
 from .rtl.requant import Requant
 
 MAX_SHIFT = 30
-ROUNDINGS = ("FLOOR", "HALF_EVEN")
+ROUNDINGS = ("FLOOR", "HALF_EVEN", "HALF_ODD")
 
 
 def fit_requant(thresholds: np.ndarray, lo: np.ndarray, hi: np.ndarray, out_bias: int) -> Requant | None:
@@ -49,10 +49,10 @@ def _solve(thresholds, lo, hi, out_bias, shift, rounding) -> tuple[np.ndarray, n
         miss = reach - 1
     elif shift == 0:
         return None
-    else:  # nearest, ties to even: v is reached above (2v - 1) / 2, and at it when v is even
+    else:  # nearest: v is reached above (2v - 1) / 2, and at it when v has the parity ties go to
         half = (2 * levels - 1) << (shift - 1)
-        odd = levels & 1
-        reach, miss = half + odd, half - (1 - odd)
+        at_tie = ((levels & 1) == (0 if rounding == "HALF_EVEN" else 1)).astype(np.int64)
+        reach, miss = half + 1 - at_tie, half - at_tie
     multipliers, offsets = [], []
     for c in range(thresholds.shape[0]):
         solution = _solve_channel(thresholds[c], int(lo[c]), int(hi[c]), reach, miss)

@@ -375,7 +375,7 @@ def test_requant_refuses_an_out_bias():
 @pytest.mark.parametrize("changes,message", [
     (dict(shift=-1), r"requant shift must be an integer >= 0, not -1"),
     (dict(rounding="NEAREST"), r"requant rounding must be one of FLOOR, HALF_UP, HALF_EVEN, "
-                               r"not 'NEAREST'"),
+                               r"HALF_ODD, not 'NEAREST'"),
     (dict(lo=3, hi=2), r"requant clamp bounds must be integers with lo <= hi, not lo=3, hi=2"),
     (dict(offset=np.array([0])), r"requant multiplier and offset must have the same shape, "
                                  r"not \(2,\) and \(1,\)"),
@@ -393,8 +393,10 @@ def fraction_reference(acc: int, m: int, o: int, shift: int, rounding: str, lo: 
         q = math.floor(x)
     elif rounding == "HALF_UP":
         q = math.floor(x + Fraction(1, 2))
-    else:
+    elif rounding == "HALF_EVEN":
         q = round(x)  # Fraction rounds halves to even
+    else:
+        q = round(x) if x - math.floor(x) != Fraction(1, 2) else math.floor(x) | 1
     return min(max(q, lo), hi)
 
 
