@@ -78,6 +78,43 @@ def test_window_frames_flow_back_to_back_at_the_cycle_model(case):
     assert dut.cycles_per_frame == max(dut.in_count, dut.out_count) // dut.out_elems
 
 
+def random_geometries(count: int, seed: int) -> list[tuple]:
+    """Small (in_shape, kernel, stride, padding, dilation, simd) draws over every parameter."""
+    rng = np.random.default_rng(seed)
+    geometries = []
+    while len(geometries) < count:
+        h, w = int(rng.integers(1, 7)), int(rng.integers(1, 7))
+        kh, kw = (1 if h == 1 else int(rng.integers(1, 4))), int(rng.integers(1, 4))
+        sh, sw, dh, dw = (int(v) for v in rng.integers(1, 4, size=4))
+        dh, dw = min(dh, 2), min(dw, 2)
+        extent_h, extent_w = dh * (kh - 1) + 1, dw * (kw - 1) + 1
+        padding = tuple(int(rng.integers(0, e)) for e in (extent_h, extent_w, extent_h, extent_w))
+        if (h + padding[0] + padding[2] < extent_h) or (w + padding[1] + padding[3] < extent_w):
+            continue
+        geometries.append(((h, w, 2), (kh, kw), (sh, sw), padding, (dh, dw),
+                           int(rng.integers(1, 3))))
+    return geometries
+
+
+@pytest.mark.parametrize("geometry", random_geometries(40, seed=2024), ids=str)
+def test_random_geometries_match_reference_at_the_cycle_model(geometry):
+    """The ring's size (see SlidingWindow) keeps frames back to back for any geometry."""
+    in_shape, kernel, stride, padding, dilation, simd = geometry
+    dut = SlidingWindow(in_shape=in_shape, kernel=kernel, stride=stride, padding=padding,
+                        dilation=dilation, dtype=INT(3), pad_value=-1, simd=simd)
+    frames = 4
+    images = random_values(np.random.default_rng(0), INT(3), (frames, *in_shape))
+    beats = dut.out_count // simd
+    run = run_stream(dut, pack(images, INT(3), simd), frames * beats)
+    expected = np.stack([sliding_window_reference(f, kernel=kernel, stride=stride,
+                                                  padding=padding, dilation=dilation,
+                                                  pad_value=-1) for f in images])
+    np.testing.assert_array_equal(unpack(run.beats, INT(3), simd).reshape(expected.shape),
+                                  expected)
+    last_beat_of_frame = run.cycles[beats - 1::beats]
+    assert np.diff(last_beat_of_frame).tolist() == [dut.cycles_per_frame] * (frames - 1)
+
+
 def test_window_first_beat_follows_the_pixels_it_needs():
     # 3x3 pad 1 on 5x6: the first patch reads pixels up to (1, 1), raster index 7, i.e. the
     # first 8 pixels of 2 beats each; the last of them is taken in cycle 15.
