@@ -97,7 +97,8 @@ class SlidingWindow(wiring.Component):
     rows outrun the reader locally (a stride past the kernel). The formula was checked against
     a beat-level model of the two counters on 14,000 random geometries (H, W up to 12,
     kernels up to 4, strides up to 5, dilations up to 3, every legal padding), all at
-    ``cycles_per_frame``; a smaller ring would not always be.
+    ``cycles_per_frame``. It is not minimal: on 376 such geometries it gave about one row
+    more than the least ring that keeps that pace.
 
     Parameters
     ----------
