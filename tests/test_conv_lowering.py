@@ -54,3 +54,20 @@ def test_grouped_convolution_is_refused_by_name():
     with pytest.raises(LoweringError, match=r"^node 'node_Conv_98' \(Conv\): grouped and depthwise convolutions are "
                                             r"not supported yet \(group=4\)$"):
         compile_front("conv1d_kws")
+
+
+def test_digits_cnn_is_bit_exact_in_verilator(tmp_path):
+    import yaml
+
+    from streamc.build.runner import run_build
+
+    config = tmp_path / "build.yaml"
+    config.write_text(yaml.safe_dump({
+        "model": str(CNN / "digits_cnn.onnx"), "output_dir": str(tmp_path / "out"), "target_fps": 200_000,
+        "steps": ["load", "tidy", "streamline", "to_hw", "fold", "rtl", "sim"],
+        "verify": {"inputs": str(CNN / "digits_cnn_frames.npy"), "labels": str(CNN / "digits_cnn_labels.npy"),
+                   "frames": 64}}))
+    report = run_build(config).rtlsim
+    assert report["frames"] == 64 and report["mismatches"] == 0
+    assert report["accuracy_hw"] == report["accuracy_reference"]
+    assert report["measured_cycles_per_frame"] == report["predicted_cycles_per_frame"]
