@@ -37,12 +37,18 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="compile, simulate and synthesize as a build config says")
     build.add_argument("config", type=Path, help="the build configuration (YAML)")
+    estimate = commands.add_parser("estimate", help="fold and estimate cycles and resources per stage, without RTL")
+    estimate.add_argument("config", type=Path, help="the build configuration (YAML)")
+    estimate.add_argument("--device", action="append", dest="devices", metavar="DEVICE",
+                          help="a device to estimate for (repeatable; default: the config's devices)")
     args = parser.parse_args(argv)
 
     # Off a terminal (CI logs, pipes) rich assumes 80 columns and would cut the layer names.
     console = Console(width=None if sys.stdout.isatty() else 132)
     # Errors go to stderr unwrapped: one message, one line, whatever the terminal width.
     errors = Console(stderr=True, soft_wrap=True, highlight=False)
+    if args.command == "estimate":
+        return _estimate(args, console, errors)
     from .build.runner import run_build
 
     try:
@@ -55,6 +61,24 @@ def main(argv: list[str] | None = None) -> int:
         errors.print(f"[red]verification failed:[/red] {escape(failure)} "
                      f"(see {escape(str(state.folder.reports / 'rtlsim.json'))})")
         return EXIT_MISMATCH
+    return EXIT_OK
+
+
+def _estimate(args, console: Console, errors: Console) -> int:
+    from .estimate import run_estimate
+
+    try:
+        report = run_estimate(args.config, device_names=args.devices)
+    except StreamcError as exc:
+        errors.print(f"[red]error:[/red] {escape(str(exc))}")
+        return EXIT_ERROR
+    console.print(f"predicted {report['predicted_cycles_per_frame']} cycles per frame, "
+                  f"{report['predicted_fps']:,.0f} frames/s at {report['clock_mhz']:g} MHz")
+    for name, device in report["devices"].items():
+        total, budget = device["total"], device["budget"]
+        used = ", ".join(f"{key.upper()} {total[key]}/{budget[key]}" for key in ("lut", "ff", "bram", "dsp"))
+        verdict = "fits" if device["fits"] else f"does not fit ({', '.join(device['over_budget'])})"
+        console.print(f"{escape(name)}: {used}: {verdict}")
     return EXIT_OK
 
 

@@ -1,0 +1,315 @@
+"""Calibrate streamc's resource models against Yosys: synthesize a sweep of single-kernel designs.
+
+Run: python benchmarks/calibrate_resources.py [--synthesize] [--devices ice40-up5k ecp5-85f] [--jobs 2]
+
+With ``--synthesize`` every design of the sweep not yet in ``benchmarks/calibration/<device>.json``
+is generated (one kernel in a :class:`StreamAccelerator`, or a FIFO alone), synthesized with
+:func:`streamc.synth.synthesize` in ``--workdir`` (default ``out/calibration``, outside /tmp:
+YoWASP cannot see /tmp), and its cell counts stored with the kernel's parameters. Without it
+only the stored results are used. Then the LUT and FF coefficients of :mod:`streamc.resources`
+are fitted (least squares on relative error) and written to ``benchmarks/calibration/fit.json``,
+and a table compares the model (with the coefficients it ships) against every stored design.
+The whole sweep takes about 20 minutes on two cores; small widths first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from streamc import resources
+from streamc.datatypes import BIPOLAR, INT, UINT, DataType, from_name
+
+CALIBRATION = Path(__file__).parent / "calibration"
+SEED = 0
+
+
+def _weights(rng, dtype: DataType, mh: int, mw: int) -> np.ndarray:
+    if dtype.bipolar:
+        return rng.choice([-1, 1], size=(mh, mw))
+    return rng.integers(dtype.min, dtype.max + 1, size=(mh, mw))
+
+
+def make_mvau(p: dict):
+    """A MatrixVectorUnit with random weights for the sweep entry ``p``."""
+    from streamc.rtl.mvau import MatrixVectorUnit
+    from streamc.rtl.requant import Requant
+
+    rng = np.random.default_rng(SEED)
+    in_dt, w_dt = from_name(p["in_dtype"]), from_name(p["weight_dtype"])
+    weights = _weights(rng, w_dt, p["mh"], p["mw"])
+    common = dict(weights=weights, in_dtype=in_dt, weight_dtype=w_dt, pe=p["pe"], simd=p["simd"],
+                  name="mvau")
+    # Reach of a dot product: what thresholds and multipliers are spread over.
+    x = _weights(rng, in_dt, 256, p["mw"]) if in_dt.bipolar else rng.integers(in_dt.min, in_dt.max + 1,
+                                                                                size=(256, p["mw"]))
+    acc = x @ weights.T
+    stage = p["stage"]
+    if stage == "accumulator":
+        lo, hi = resources.accumulator_range(weights, in_dt)
+        out = INT(max((-lo - 1).bit_length(), hi.bit_length()) + 1)
+        if in_dt.bipolar and w_dt.bipolar:
+            out = INT(max(abs(lo), abs(hi)).bit_length() + 2)
+        return MatrixVectorUnit(**common, thresholds=None, out_dtype=out)
+    if stage == "thresholds":
+        out = from_name(p["out_dtype"])
+        levels = 1 if out.bipolar else out.max - out.min
+        qs = np.linspace(0.05, 0.95, levels)
+        thresholds = np.sort(np.quantile(acc, qs, axis=0).T.astype(np.int64), axis=1)
+        return MatrixVectorUnit(**common, thresholds=thresholds, out_dtype=out,
+                                out_bias=0 if out.bipolar else out.min)
+    out = from_name(p["out_dtype"])
+    shift = p["shift"]
+    typical = acc.std(axis=0) + 1
+    multiplier = np.maximum(1, np.round(out.max / 3 / typical * 2 ** shift)).astype(np.int64)
+    offset = rng.integers(-(1 << shift), 1 << shift, size=p["mh"])
+    requant = Requant(multiplier=multiplier, offset=offset, shift=shift, rounding="HALF_EVEN",
+                      lo=out.min, hi=out.max)
+    return MatrixVectorUnit(**common, thresholds=None, requant=requant, out_dtype=out)
+
+
+def make_unit(kernel: str, p: dict):
+    """The component for one sweep entry, and the spec the model takes."""
+    if kernel == "mvau":
+        unit = make_mvau(p)
+        return unit, resources.MVAUSpec.of_unit(unit)
+    if kernel == "lut":
+        from streamc.rtl.lut import LookupTable
+
+        in_dt, out_dt = from_name(p["in_dtype"]), from_name(p["out_dtype"])
+        rng = np.random.default_rng(SEED)
+        entries = 2 if in_dt.bipolar else in_dt.max - in_dt.min + 1
+        table = rng.integers(out_dt.min, out_dt.max + 1, size=entries)
+        unit = LookupTable(table=table, in_dtype=in_dt, out_dtype=out_dt, elems=p["elems"],
+                           frame_elems=p["elems"] * 16, name="lut")
+        return unit, resources.LUTSpec(in_bits=in_dt.bitwidth, out_bits=out_dt.bitwidth, elems=p["elems"])
+    if kernel == "window":
+        from streamc.rtl.window import SlidingWindow
+
+        dt = from_name(p["dtype"])
+        unit = SlidingWindow(in_shape=tuple(p["in_shape"]), kernel=tuple(p["kernel"]),
+                             stride=tuple(p["stride"]), padding=tuple(p["padding"]), dtype=dt,
+                             simd=p["simd"], name="swg")
+        return unit, resources.WindowSpec.of_unit(unit)
+    if kernel == "pool":
+        from streamc.rtl.window import WindowReduce
+
+        dt = from_name(p["dtype"])
+        unit = WindowReduce(channels=p["channels"], window=p["window"], mode="max", in_dtype=dt,
+                            out_dtype=dt, simd=p["simd"], vectors=p["vectors"], name="pool")
+        return unit, resources.PoolSpec(channels=p["channels"], window=p["window"], vectors=p["vectors"],
+                                        bits=dt.bitwidth, simd=p["simd"])
+    if kernel == "fifo":
+        from streamc.rtl.stream import StreamFIFO
+
+        return (StreamFIFO(width=p["width"], depth=p["depth"]),
+                resources.FIFOSpec(width=p["width"], depth=p["depth"]))
+    if kernel == "convert":
+        from streamc.rtl.stream import WidthConverter
+
+        unit = WidthConverter(elem_width=p["bits"], in_elems=p["in_elems"], out_elems=p["out_elems"])
+        return unit, resources.ConverterSpec(bits=p["bits"], in_elems=p["in_elems"], out_elems=p["out_elems"])
+    raise ValueError(f"unknown kernel {kernel!r}")
+
+
+def _mvau(mh, mw, pe, simd, in_dtype, weight_dtype, stage, out_dtype=None, shift=None):
+    p = dict(mh=mh, mw=mw, pe=pe, simd=simd, in_dtype=in_dtype, weight_dtype=weight_dtype, stage=stage)
+    if out_dtype:
+        p["out_dtype"] = out_dtype
+    if shift is not None:
+        p["shift"] = shift
+    return "mvau", p
+
+
+#: The sweep: small widths first, and weight memories on both sides of the block-RAM threshold.
+SWEEP = [
+    _mvau(16, 16, 2, 2, "INT4", "INT4", "accumulator"),
+    _mvau(16, 16, 4, 4, "INT4", "INT4", "accumulator"),
+    _mvau(32, 32, 4, 8, "INT4", "INT4", "accumulator"),
+    _mvau(32, 64, 2, 4, "INT2", "INT2", "accumulator"),
+    _mvau(64, 64, 4, 4, "UINT2", "INT2", "accumulator"),
+    _mvau(16, 32, 1, 4, "INT8", "INT8", "accumulator"),
+    _mvau(64, 64, 4, 8, "BIPOLAR", "BIPOLAR", "thresholds", "BIPOLAR"),
+    _mvau(64, 64, 8, 16, "BIPOLAR", "BIPOLAR", "thresholds", "BIPOLAR"),
+    _mvau(128, 64, 2, 32, "BIPOLAR", "BIPOLAR", "thresholds", "BIPOLAR"),
+    _mvau(32, 32, 4, 4, "UINT2", "INT2", "thresholds", "UINT2"),
+    _mvau(64, 32, 8, 4, "UINT2", "BIPOLAR", "thresholds", "UINT2"),
+    _mvau(32, 64, 2, 8, "UINT2", "INT2", "thresholds", "UINT2"),
+    _mvau(16, 16, 2, 2, "UINT4", "INT4", "thresholds", "UINT4"),
+    _mvau(32, 16, 4, 2, "UINT4", "INT4", "thresholds", "UINT4"),
+    _mvau(64, 16, 1, 16, "UINT2", "INT3", "thresholds", "UINT2"),
+    _mvau(128, 32, 1, 2, "UINT2", "INT2", "thresholds", "UINT2"),
+    _mvau(256, 16, 2, 1, "UINT2", "INT4", "thresholds", "UINT2"),
+    _mvau(16, 16, 2, 2, "INT8", "INT8", "requant", "INT8", 16),
+    _mvau(32, 32, 4, 2, "INT4", "INT4", "requant", "INT8", 12),
+    _mvau(32, 64, 1, 4, "INT8", "INT4", "requant", "INT8", 16),
+    ("lut", dict(in_dtype="INT4", out_dtype="INT4", elems=1)),
+    ("lut", dict(in_dtype="INT4", out_dtype="INT4", elems=4)),
+    ("lut", dict(in_dtype="INT8", out_dtype="INT8", elems=1)),
+    ("lut", dict(in_dtype="INT8", out_dtype="UINT4", elems=2)),
+    ("window", dict(in_shape=[8, 8, 4], kernel=[3, 3], stride=[1, 1], padding=[0, 0, 0, 0], dtype="UINT2", simd=1)),
+    ("window", dict(in_shape=[8, 8, 4], kernel=[3, 3], stride=[1, 1], padding=[1, 1, 1, 1], dtype="UINT2", simd=4)),
+    ("window", dict(in_shape=[12, 12, 8], kernel=[3, 3], stride=[1, 1], padding=[0, 0, 0, 0], dtype="UINT4", simd=2)),
+    ("window", dict(in_shape=[16, 16, 16], kernel=[3, 3], stride=[1, 1], padding=[1, 1, 1, 1], dtype="UINT2", simd=4)),
+    ("window", dict(in_shape=[10, 10, 8], kernel=[2, 2], stride=[2, 2], padding=[0, 0, 0, 0], dtype="UINT2", simd=8)),
+    ("window", dict(in_shape=[28, 28, 1], kernel=[3, 3], stride=[1, 1], padding=[0, 0, 0, 0], dtype="UINT8", simd=1)),
+    ("pool", dict(channels=8, window=4, vectors=16, dtype="UINT2", simd=1)),
+    ("pool", dict(channels=16, window=4, vectors=16, dtype="UINT2", simd=4)),
+    ("pool", dict(channels=32, window=9, vectors=4, dtype="UINT4", simd=8)),
+    ("fifo", dict(width=8, depth=2)),
+    ("fifo", dict(width=32, depth=4)),
+    ("fifo", dict(width=16, depth=32)),
+    ("fifo", dict(width=64, depth=64)),
+    ("fifo", dict(width=8, depth=256)),
+    ("convert", dict(bits=2, in_elems=1, out_elems=4)),
+    ("convert", dict(bits=4, in_elems=8, out_elems=2)),
+    ("convert", dict(bits=2, in_elems=4, out_elems=6)),
+]
+
+
+def key_of(kernel: str, p: dict) -> str:
+    return kernel + "(" + ", ".join(f"{k}={v}" for k, v in p.items()) + ")"
+
+
+def synthesize_one(kernel: str, p: dict, device: str, workdir: Path) -> dict:
+    """Generate and synthesize one sweep entry; the record stored in the calibration data."""
+    from amaranth.back import verilog as amaranth_verilog
+
+    from streamc.rtl.top import StreamAccelerator, to_verilog
+    from streamc.synth import synthesize
+
+    unit, spec = make_unit(kernel, p)
+    name = "cal_" + hashlib.sha1(key_of(kernel, p).encode()).hexdigest()[:10]
+    folder = workdir / device / name
+    folder.mkdir(parents=True, exist_ok=True)
+    if kernel == "fifo":
+        text = amaranth_verilog.convert(unit, name=name, emit_src=False)
+    else:
+        text = to_verilog(StreamAccelerator(stages=[unit]), name=name)
+    (folder / f"{name}.v").write_text(text)
+    result = synthesize(verilog=folder / f"{name}.v", top=name, device=device, workdir=folder)
+    log = result.log.read_text(errors="replace")
+    mapped = [line.strip() for line in log.splitlines()
+              if line.startswith("mapping memory ") or line.startswith("using FF mapping")]
+    return dict(kernel=kernel, params=p, spec=spec.to_dict(), device=device, lut=result.lut, ff=result.ff,
+                bram=result.bram, dsp=result.dsp, spram=result.spram, cells=result.cells,
+                memories=mapped, seconds=round(result.seconds, 1))
+
+
+def data_path(device: str) -> Path:
+    return CALIBRATION / f"{device}.json"
+
+
+def load_records(device: str) -> list[dict]:
+    path = data_path(device)
+    return json.loads(path.read_text()) if path.exists() else []
+
+
+def run_sweep(devices: list[str], workdir: Path, jobs: int) -> None:
+    CALIBRATION.mkdir(parents=True, exist_ok=True)
+    stored = {device: load_records(device) for device in devices}
+    done = {(r["device"], key_of(r["kernel"], r["params"])) for rs in stored.values() for r in rs}
+    todo = [(kernel, p, device) for kernel, p in SWEEP for device in devices
+            if (device, key_of(kernel, p)) not in done]
+    print(f"{len(todo)} designs to synthesize", flush=True)
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(synthesize_one, kernel, p, device, workdir.resolve()): (kernel, p, device)
+                   for kernel, p, device in todo}
+        for future in as_completed(futures):
+            kernel, p, device = futures[future]
+            try:
+                record = future.result()
+            except Exception as exc:  # one failed design must not lose the others
+                print(f"FAILED {device} {key_of(kernel, p)}: {exc}", flush=True)
+                continue
+            stored[device].append(record)
+            order = [key_of(k, q) for k, q in SWEEP]
+            stored[device].sort(key=lambda r: order.index(key_of(r["kernel"], r["params"]))
+                                if key_of(r["kernel"], r["params"]) in order else len(order))
+            data_path(device).write_text(json.dumps(stored[device], indent=1) + "\n")
+            print(f"{device:<11} {key_of(kernel, p):<90} LUT {record['lut']:>6} FF {record['ff']:>6} "
+                  f"BRAM {record['bram']:>3} DSP {record['dsp']:>3} ({record['seconds']} s)", flush=True)
+
+
+def fit(devices: list[str]) -> dict:
+    """Least-squares LUT and FF coefficients per device family and kernel, on relative error."""
+    fitted: dict = {}
+    for device in devices:
+        family = resources.family_of(device)
+        by_kernel: dict[str, list[dict]] = {}
+        for record in load_records(device):
+            by_kernel.setdefault(record["kernel"], []).append(record)
+        for kernel, records in by_kernel.items():
+            for what in ("lut", "ff"):
+                rows, target = [], []
+                for record in records:
+                    spec = resources.spec_from_dict(record["kernel"], record["spec"])
+                    features = resources.features(spec, family, what)
+                    scale = max(record[what], 1)
+                    rows.append([v / scale for v in features.values()])
+                    target.append(record[what] / scale)
+                names = list(features)
+                coef = _nonnegative_lstsq(np.array(rows), np.array(target))
+                fitted.setdefault(family, {}).setdefault(kernel, {})[what] = dict(zip(names, np.round(coef, 4).tolist()))
+    return fitted
+
+
+def _nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Least squares with coefficients >= 0, by dropping negative ones until none is left."""
+    active = list(range(a.shape[1]))
+    coef = np.zeros(a.shape[1])
+    while active:
+        solution, *_ = np.linalg.lstsq(a[:, active], b, rcond=None)
+        if (solution >= 0).all():
+            coef[active] = solution
+            break
+        active.pop(int(np.argmin(solution)))
+    return coef
+
+
+def table(devices: list[str]) -> list[dict]:
+    rows = []
+    for device in devices:
+        family = resources.family_of(device)
+        for record in load_records(device):
+            spec = resources.spec_from_dict(record["kernel"], record["spec"])
+            estimate = resources.estimate_kernel(spec, family)
+            rows.append(dict(device=device, kernel=record["kernel"], params=key_of(record["kernel"], record["params"]),
+                             estimate=asdict(estimate), synthesized={k: record[k] for k in ("lut", "ff", "bram", "dsp")}))
+    return rows
+
+
+def print_table(rows: list[dict]) -> None:
+    print(f"{'device':<11} {'kernel and parameters':<92} {'LUT est/syn':>13} {'ratio':>6} {'FF est/syn':>13} "
+          f"{'ratio':>6} {'BRAM':>7} {'DSP':>7}")
+    for row in rows:
+        e, s = row["estimate"], row["synthesized"]
+        print(f"{row['device']:<11} {row['params'][:92]:<92} {e['lut']:>6}/{s['lut']:<6} "
+              f"{e['lut'] / max(s['lut'], 1):>6.2f} {e['ff']:>6}/{s['ff']:<6} {e['ff'] / max(s['ff'], 1):>6.2f} "
+              f"{e['bram']:>3}/{s['bram']:<3} {e['dsp']:>3}/{s['dsp']:<3}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--synthesize", action="store_true", help="synthesize what the stored data lacks")
+    parser.add_argument("--devices", nargs="+", default=["ice40-up5k", "ecp5-85f"])
+    parser.add_argument("--workdir", type=Path, default=Path("out/calibration"))
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args(argv)
+    if args.synthesize:
+        run_sweep(args.devices, args.workdir, args.jobs)
+    fitted = fit(args.devices)
+    (CALIBRATION / "fit.json").write_text(json.dumps(fitted, indent=1) + "\n")
+    print_table(table(args.devices))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

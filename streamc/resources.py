@@ -1,0 +1,474 @@
+"""Resource models of streamc's kernels: LUT, FF, block RAM, SPRAM and DSP as Yosys maps them.
+
+Block RAM and DSP counts follow the rules Yosys itself applies, so they are exact:
+
+- **Memories** (``amaranth.lib.memory`` ROMs and RAMs) go through ``memory_libmap``. It maps a
+  memory to soft logic when that is cheaper than every hard mapping: soft logic costs
+  ``width * depth / 16`` for a ROM (no write port) and ``width * depth`` for a RAM (the
+  ``-logic-cost-rom`` and ``-logic-cost-ram`` defaults, truncated to an integer); a block RAM
+  mapping costs ``cost * blocks + 0.5 * (address blocks - 1) * width`` (the read mux), with
+  ``cost`` 64 for iCE40's ``SB_RAM40_4K`` and 128 for ECP5's ``DP16KD``/``PDPW16KD``, and
+  ``blocks = ceil(address blocks * width / port width)`` over the port widths the block offers
+  (:func:`memory_mapping`). ECP5 RAMs (not ROMs: ``prune_rom``) may also become LUT RAM
+  (``TRELLIS_DPR16X4``, cost 4 per 16 x 4 bits), which is nearly always cheaper than FFs.
+  ``synth_ice40`` never maps to SPRAM on its own (``SB_SPRAM256KA`` only by attribute), so
+  SPRAM is 0 for every kernel streamc generates today.
+- **Multipliers** go through ``mul2dsp``: ``synth_ice40 -dsp`` uses one ``SB_MAC16`` per
+  16 x 16 piece of a product of operands at least 2 bits wide and a result at least 11 bits
+  wide; ``synth_ecp5`` one ``MULT18X18D`` per 18 x 18 piece of any product of operands at
+  least 2 bits wide (:func:`dsp_count`). XNOR-popcount and a bipolar operand (a negation) use
+  no multiplier.
+
+LUT and FF counts are linear models over structural features of each kernel (datapath bits,
+comparators, ROM bits kept in logic, pipeline registers), with coefficients fitted per device
+family by ``benchmarks/calibrate_resources.py`` on a sweep of single-kernel syntheses stored in
+``benchmarks/calibration/``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+
+import numpy as np
+
+from .datatypes import DataType
+
+FAMILIES = ("ice40", "ecp5")
+
+
+def family_of(device: str) -> str:
+    """The family (``"ice40"`` or ``"ecp5"``) of a device name such as ``"ice40-up5k"``."""
+    family = device.split("-", 1)[0]
+    if family not in FAMILIES:
+        raise ValueError(f"device must be an iCE40 or ECP5 device (ice40-*, ecp5-*), not {device!r}")
+    return family
+
+
+def _bits_of_range(lo: int, hi: int) -> tuple[int, bool]:
+    """Width and signedness of the narrowest shape holding ``[lo, hi]`` (as the RTL computes it)."""
+    if lo >= 0:
+        return max(int(hi).bit_length(), 1), False
+    return max((-int(lo) - 1).bit_length(), int(hi).bit_length()) + 1, True
+
+
+def accumulator_range(weights: np.ndarray, in_dtype: DataType) -> tuple[int, int]:
+    """Least and greatest complete dot product of ``weights`` rows with ``in_dtype`` vectors."""
+    w = np.asarray(weights, dtype=np.int64)
+    lo = np.minimum(w * in_dtype.min, w * in_dtype.max).sum(axis=1)
+    hi = np.maximum(w * in_dtype.min, w * in_dtype.max).sum(axis=1)
+    return int(lo.min()), int(hi.max())
+
+
+class _Spec:
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class MVAUSpec(_Spec):
+    """What the resources of a :class:`~streamc.rtl.mvau.MatrixVectorUnit` depend on.
+
+    Widths are the ones the generator gives its signals: ``acc_bits`` the accumulator and
+    comparator, ``product_bits`` one lane's product; ``mul_a``/``mul_b`` the operand widths of a
+    lane's multiply as Yosys sees it (0 when the lane does not multiply: XNOR or a bipolar
+    operand). ``thresholds`` per channel (0: none); the ``rq_*`` fields describe the
+    requantization's multiply (0 without one).
+    """
+
+    mh: int
+    mw: int
+    pe: int
+    simd: int
+    in_bits: int
+    weight_bits: int
+    out_bits: int
+    acc_bits: int
+    product_bits: int
+    mul_a: int
+    mul_b: int
+    xnor: bool
+    thresholds: int = 0
+    rq_acc_bits: int = 0
+    rq_multiplier_bits: int = 0
+    rq_product_bits: int = 0
+    rq_offset_bits: int = 0
+    rq_sum_bits: int = 0
+
+    @property
+    def nf(self) -> int:
+        return self.mh // self.pe
+
+    @property
+    def sf(self) -> int:
+        return self.mw // self.simd
+
+    @property
+    def output_stage(self) -> str:
+        return "requant" if self.rq_multiplier_bits else "thresholds" if self.thresholds else "accumulator"
+
+    @classmethod
+    def of_unit(cls, unit) -> "MVAUSpec":
+        """The spec of a constructed :class:`~streamc.rtl.mvau.MatrixVectorUnit` (not elaborated)."""
+        in_dt, w_dt = unit._in_dtype, unit._weight_dtype
+        xnor = in_dt.bipolar and w_dt.bipolar
+        if xnor or in_dt.bipolar or w_dt.bipolar:
+            mul_a = mul_b = 0
+            product_bits = 1 if xnor else (w_dt.bitwidth if in_dt.bipolar else in_dt.bitwidth) + 1
+        else:
+            # Amaranth widens the unsigned operand of a mixed-sign product by one bit.
+            mul_a = in_dt.bitwidth + (1 if w_dt.signed and not in_dt.signed else 0)
+            mul_b = w_dt.bitwidth + (1 if in_dt.signed and not w_dt.signed else 0)
+            product_bits = in_dt.bitwidth + w_dt.bitwidth + (1 if in_dt.signed != w_dt.signed else 0)
+        thresholds = 0 if unit._thresholds is None else unit._thresholds.shape[1]
+        rq = {}
+        if unit._requant is not None:
+            acc, mult = unit.acc_shape, unit.multiplier_shape
+            mixed = acc.signed != mult.signed
+            rq = dict(rq_acc_bits=acc.width + (1 if mixed and not acc.signed else 0),
+                      rq_multiplier_bits=mult.width + (1 if mixed and not mult.signed else 0),
+                      rq_product_bits=unit.product_shape.width, rq_offset_bits=unit._offset_shape.width,
+                      rq_sum_bits=unit.sum_shape.width)
+        return cls(mh=unit._weights.shape[0], mw=unit._weights.shape[1], pe=unit._pe, simd=unit._simd,
+                   in_bits=in_dt.bitwidth, weight_bits=w_dt.bitwidth, out_bits=unit.out_width,
+                   acc_bits=unit.acc_shape.width, product_bits=product_bits, mul_a=mul_a, mul_b=mul_b,
+                   xnor=xnor, thresholds=thresholds, **rq)
+
+    @classmethod
+    def of_layer(cls, layer) -> "MVAUSpec":
+        """The spec of an :class:`~streamc.hw.MVAULayer` at its current folding, as the rtl step builds it."""
+        from .rtl.mvau import MatrixVectorUnit
+
+        unit = MatrixVectorUnit(weights=layer.weights, in_dtype=layer.in_dtype, weight_dtype=layer.weight_dtype,
+                                pe=layer.pe, simd=layer.simd,
+                                thresholds=None if layer.requant is not None else layer.thresholds,
+                                requant=layer.requant, out_dtype=layer.out_dtype,
+                                out_bias=0 if layer.requant is not None else layer.out_bias, name=layer.name)
+        return cls.of_unit(unit)
+
+
+@dataclass(frozen=True)
+class LUTSpec(_Spec):
+    """An elementwise :class:`~streamc.rtl.lut.LookupTable`: one ``2**in_bits``-word ROM per lane."""
+
+    in_bits: int
+    out_bits: int
+    elems: int
+
+
+@dataclass(frozen=True)
+class WindowSpec(_Spec):
+    """A :class:`~streamc.rtl.window.SlidingWindow`: a ring of ``ring_words`` words of ``simd * bits``."""
+
+    height: int
+    width: int
+    channels: int
+    kernel_h: int
+    kernel_w: int
+    out_h: int
+    out_w: int
+    bits: int
+    simd: int
+    buffer_rows: int
+
+    @property
+    def ring_words(self) -> int:
+        return self.buffer_rows * self.width * self.channels // self.simd
+
+    @classmethod
+    def of_unit(cls, unit) -> "WindowSpec":
+        return cls(height=unit._h, width=unit._w, channels=unit._c, kernel_h=unit._kh, kernel_w=unit._kw,
+                   out_h=unit._oh, out_w=unit._ow, bits=unit.in_width, simd=unit.in_elems,
+                   buffer_rows=unit.buffer_rows)
+
+    @classmethod
+    def of_stage(cls, stage) -> "WindowSpec":
+        """The spec of a :class:`~streamc.hw.WindowStage` at its current lanes."""
+        from .rtl.window import SlidingWindow
+
+        return cls.of_unit(SlidingWindow(in_shape=stage.in_shape, kernel=stage.kernel, stride=stage.strides,
+                                         padding=stage.padding, dilation=stage.dilations, dtype=stage.dtype,
+                                         pad_value=stage.pad_value, simd=stage.elems, name=stage.name))
+
+
+@dataclass(frozen=True)
+class PoolSpec(_Spec):
+    """A max :class:`~streamc.rtl.window.WindowReduce`: one running value per channel in registers."""
+
+    channels: int
+    window: int
+    vectors: int
+    bits: int
+    simd: int
+
+
+@dataclass(frozen=True)
+class FIFOSpec(_Spec):
+    """A :class:`~streamc.rtl.stream.StreamFIFO` of ``depth`` beats of ``width`` bits."""
+
+    width: int
+    depth: int
+
+
+@dataclass(frozen=True)
+class ConverterSpec(_Spec):
+    """A :class:`~streamc.rtl.stream.WidthConverter` of ``bits``-bit elements."""
+
+    bits: int
+    in_elems: int
+    out_elems: int
+
+
+Spec = MVAUSpec | LUTSpec | WindowSpec | PoolSpec | FIFOSpec | ConverterSpec
+_SPEC_OF_KERNEL = {"mvau": MVAUSpec, "lut": LUTSpec, "window": WindowSpec, "pool": PoolSpec, "fifo": FIFOSpec,
+                   "convert": ConverterSpec}
+
+
+def spec_from_dict(kernel: str, values: dict) -> Spec:
+    """Rebuild a spec stored by :meth:`to_dict` (the calibration data)."""
+    cls = _SPEC_OF_KERNEL[kernel]
+    return cls(**{f.name: values[f.name] for f in fields(cls) if f.name in values})
+
+
+# --- Memories -------------------------------------------------------------------------------------
+
+#: memory_libmap's block RAMs: cost, address bits, port widths (a ROM may use every width).
+_BLOCK_RAMS = {
+    "ice40": [dict(cost=64, abits=11, widths=(2, 4, 8, 16), byte=0)],
+    "ecp5": [dict(cost=128, abits=14, widths=(1, 2, 4, 9, 18), byte=9),          # DP16KD
+             dict(cost=128, abits=14, widths=(1, 2, 4, 9, 18, 36), byte=9, rom_only_wide=True)],  # PDPW16KD
+}
+_LUTRAM = {"ecp5": dict(cost=4, depth=16, width=4)}   # TRELLIS_DPR16X4: RAMs only (prune_rom)
+_ROM_LOGIC_COST, _RAM_LOGIC_COST = 1 / 16, 1.0
+
+
+@dataclass(frozen=True)
+class MemoryMapping:
+    """Where Yosys puts one memory: ``kind`` is ``"bram"``, ``"lutram"`` or ``"logic"``."""
+
+    kind: str
+    blocks: int = 0
+
+
+def memory_mapping(*, width: int, depth: int, rom: bool, family: str) -> MemoryMapping:
+    """Where ``memory_libmap`` puts a memory of ``depth`` words of ``width`` bits, as it decides.
+
+    A ROM has a synchronous read port only; a RAM adds one write port of the full width (the
+    only kinds streamc generates). The cheapest hard mapping wins if it is cheaper than soft
+    logic (see the module documentation).
+    """
+    if depth <= 0 or width <= 0:
+        return MemoryMapping("logic")
+    logic_cost = int(width * depth * (_ROM_LOGIC_COST if rom else _RAM_LOGIC_COST))
+    best = (logic_cost, MemoryMapping("logic"))
+    # Candidates in memory_libmap's order (LUT RAM library first): on equal cost the first stays.
+    lutram = _LUTRAM.get(family)
+    if lutram and not rom:
+        mult_a = -(-depth // lutram["depth"])
+        blocks = mult_a * -(-width // lutram["width"])
+        cost = lutram["cost"] * blocks + 0.5 * (mult_a - 1) * width
+        if cost < best[0]:
+            best = (cost, MemoryMapping("lutram", blocks))
+    for block in _BLOCK_RAMS[family]:
+        for log2, unit in enumerate(block["widths"]):
+            words = 1 << (block["abits"] - log2)
+            mult_a = (depth - 1) // words + 1
+            padded = width if rom else -(-width // min(block["byte"] or unit, unit)) * min(block["byte"] or unit, unit)
+            blocks = -(-mult_a * padded // unit)
+            cost = block["cost"] * blocks + 0.5 * (mult_a - 1) * width
+            if cost < best[0]:
+                best = (cost, MemoryMapping("bram", blocks))
+    return best[1]
+
+
+# --- Multipliers ----------------------------------------------------------------------------------
+
+_DSP_RULES = {"ice40": dict(max_width=16, min_width=2, min_result=11),
+              "ecp5": dict(max_width=18, min_width=2, min_result=0)}
+
+
+def dsp_count(a: int, b: int, result: int, family: str, *, dsp: bool = True) -> int:
+    """Hard multipliers ``mul2dsp`` uses for an ``a`` x ``b`` product of ``result`` bits.
+
+    ``dsp=False`` for a device or flow without them (iCE40 HX, or ``synth_ice40`` without ``-dsp``).
+    """
+    if not dsp or a <= 0 or b <= 0:
+        return 0
+    rule = _DSP_RULES[family]
+    a, b = max(a, b), min(a, b)
+    top = rule["max_width"]
+    if b < rule["min_width"] or result < rule["min_result"]:
+        return 0
+    if a > top:
+        pieces = (a - 1) // top       # full-width pieces, then the rest
+        rest = a - pieces * top
+        return pieces * dsp_count(top, b, min(result, b + top), family) + dsp_count(rest, b, b + rest, family)
+    if b > top:
+        return dsp_count(b, a, result, family)
+    return 1
+
+
+# --- Estimates ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ResourceEstimate:
+    """Resources of one kernel or a whole design.
+
+    ``lut`` counts 4-input LUTs as :func:`streamc.synth.synthesize` does (an ECP5 carry cell as
+    two); ``lutram`` counts ECP5 ``TRELLIS_DPR16X4`` cells (16 x 4 bits each), which the LUT
+    count leaves out, as Yosys' statistics do.
+    """
+
+    lut: int = 0
+    ff: int = 0
+    bram: int = 0
+    dsp: int = 0
+    spram: int = 0
+    lutram: int = 0
+
+    def __add__(self, other: "ResourceEstimate") -> "ResourceEstimate":
+        return ResourceEstimate(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass
+class _Memories:
+    """The memories of one kernel, mapped: what they cost besides the kernel's datapath."""
+
+    bram: int = 0
+    lutram: int = 0
+    logic_rom_luts: int = 0         # LUT4s holding the words of ROMs kept in logic (16 words each)
+    logic_rom_muxes: int = 0        # 2:1 muxes joining them (free in ECP5's PFUMX/L6MUX up to 64 words)
+    logic_rom_regs: int = 0         # the read registers of ROMs kept in logic
+    ff_ram_bits: int = 0            # RAM bits in flip-flops (iCE40: no LUT RAM)
+    ff_ram_mux: float = 0.0         # their read multiplexers
+    sync_regs: int = 0              # read registers of RAMs in LUT RAM or flip-flops
+
+    def add(self, *, width: int, depth: int, rom: bool, family: str) -> None:
+        mapping = memory_mapping(width=width, depth=depth, rom=rom, family=family)
+        if mapping.kind == "bram":
+            self.bram += mapping.blocks
+        elif mapping.kind == "lutram":
+            self.lutram += mapping.blocks
+            self.sync_regs += width
+        elif rom:
+            leaves = max(1, -(-depth // 16))
+            self.logic_rom_luts += width * leaves
+            self.logic_rom_muxes += width * (leaves - 1)
+            self.logic_rom_regs += width
+        else:
+            self.ff_ram_bits += width * depth
+            self.ff_ram_mux += width * max(depth - 1, 0) / 3
+            self.sync_regs += width
+
+
+def _log2(n: int) -> int:
+    return max(1, math.ceil(math.log2(max(n, 2))))
+
+
+def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str, float], dict[str, float]]:
+    lanes = spec.pe * spec.simd
+    memories = _Memories()
+    memories.add(width=lanes * spec.weight_bits, depth=spec.nf * spec.sf, rom=True, family=family)
+    if spec.nf > 1:
+        memories.add(width=spec.simd * spec.in_bits, depth=spec.sf, rom=False, family=family)
+    if spec.thresholds:
+        memories.add(width=spec.pe * spec.thresholds * spec.acc_bits, depth=spec.nf, rom=True, family=family)
+    lane_dsps = dsp_count(spec.mul_a, spec.mul_b, spec.product_bits, family, dsp=dsp)
+    rq_dsps = 0
+    if spec.rq_multiplier_bits:
+        memories.add(width=spec.pe * spec.rq_multiplier_bits, depth=spec.nf, rom=True, family=family)
+        memories.add(width=spec.pe * spec.rq_offset_bits, depth=spec.nf, rom=True, family=family)
+        rq_dsps = dsp_count(spec.rq_acc_bits, spec.rq_multiplier_bits, spec.rq_product_bits, family, dsp=dsp)
+    dsps = lanes * lane_dsps + spec.pe * rq_dsps
+    soft_mult = 0 if lane_dsps or not spec.mul_a else lanes * spec.mul_a * spec.mul_b
+    negate = lanes * spec.product_bits if not spec.mul_a and not spec.xnor else 0
+    tree = spec.pe * ((spec.simd - 1) * (spec.product_bits + _log2(spec.simd) / 2) + spec.acc_bits)
+    rq_soft = 0 if rq_dsps or not spec.rq_multiplier_bits else spec.pe * spec.rq_acc_bits * spec.rq_multiplier_bits
+    lut = {"control": 1.0, "soft_multiply": soft_mult, "negate_or_xnor": negate + (lanes if spec.xnor else 0),
+           "adders": tree, "thresholds": spec.pe * spec.thresholds * spec.acc_bits,
+           "requant": spec.pe * spec.rq_sum_bits + rq_soft,
+           "logic_memory": memories.logic_rom_luts + memories.ff_ram_mux,
+           "rom_muxes": memories.logic_rom_muxes,
+           "counters": _log2(spec.nf * spec.sf)}
+    ff = {"control": 1.0, "operands": spec.simd * spec.in_bits,
+          "products": lanes * spec.product_bits if not lane_dsps else 0,
+          "dsp_products": lanes * spec.product_bits if lane_dsps else 0,
+          "accumulators": spec.pe * (spec.acc_bits + spec.out_bits + spec.thresholds),
+          "requant": spec.pe * (spec.rq_product_bits + spec.rq_sum_bits),
+          "memory_registers": memories.logic_rom_regs + memories.sync_regs + memories.ff_ram_bits,
+          "counters": _log2(spec.nf * spec.sf)}
+    return memories, dsps, lut, ff
+
+
+def _parts(spec: Spec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str, float], dict[str, float]]:
+    """Memories, DSPs, and the LUT and FF features of one kernel."""
+    if isinstance(spec, MVAUSpec):
+        return _mvau_parts(spec, family, dsp)
+    memories = _Memories()
+    if isinstance(spec, LUTSpec):
+        for _ in range(spec.elems):
+            memories.add(width=spec.out_bits, depth=1 << spec.in_bits, rom=True, family=family)
+        return (memories, 0, {"control": 1.0, "logic_memory": memories.logic_rom_luts,
+                              "rom_muxes": memories.logic_rom_muxes},
+                {"control": 1.0, "memory_registers": memories.logic_rom_regs})
+    if isinstance(spec, WindowSpec):
+        beat = spec.simd * spec.bits
+        memories.add(width=beat, depth=spec.ring_words, rom=False, family=family)
+        counters = (_log2(spec.ring_words) * 6 + _log2(spec.height * spec.width) * 3
+                    + 2 * (_log2(spec.height) + _log2(spec.width)))
+        return (memories, 0, {"control": 1.0, "counters": counters, "payload": beat,
+                              "logic_memory": memories.ff_ram_mux},
+                {"control": 1.0, "counters": counters, "memory_registers": memories.sync_regs + memories.ff_ram_bits,
+                 "payload": beat})
+    if isinstance(spec, PoolSpec):
+        value_bits = spec.bits + 1
+        groups = spec.channels // spec.simd
+        return (memories, 0, {"control": 1.0, "compare": spec.simd * value_bits,
+                              "select": spec.simd * value_bits * (groups - 1), "counters": _log2(groups * spec.window)},
+                {"control": 1.0, "running": spec.channels * value_bits, "payload": spec.simd * spec.bits,
+                 "counters": _log2(groups) + _log2(spec.window)})
+    if isinstance(spec, FIFOSpec):
+        if spec.depth < 16 and family == "ecp5":
+            # Shallow queues are read combinationally: LUT RAM reads so, block RAM does not.
+            memories.lutram += -(-spec.depth // 16) * -(-spec.width // 4)
+        elif spec.depth < 16:
+            memories.ff_ram_bits += spec.width * spec.depth
+            memories.ff_ram_mux += spec.width * max(spec.depth - 1, 0) / 3
+        else:
+            memories.add(width=spec.width, depth=spec.depth, rom=False, family=family)
+        return (memories, 0, {"control": 1.0, "counters": _log2(spec.depth), "logic_memory": memories.ff_ram_mux,
+                              "payload": spec.width if spec.depth >= 16 else 0},
+                {"control": 1.0, "counters": _log2(spec.depth),
+                 "memory_registers": memories.sync_regs + memories.ff_ram_bits,
+                 "payload": spec.width if spec.depth >= 16 else 0})
+    if isinstance(spec, ConverterSpec):
+        slots = spec.in_elems + spec.out_elems - 1
+        return (memories, 0, {"control": 1.0, "slot_muxes": slots * spec.bits * (min(spec.in_elems, slots) + 1)},
+                {"control": 1.0, "slots": slots * spec.bits + _log2(slots + 1)})
+    raise TypeError(f"no resource model for {type(spec).__name__}")
+
+
+def _kernel_name(spec: Spec) -> str:
+    return next(name for name, cls in _SPEC_OF_KERNEL.items() if isinstance(spec, cls))
+
+
+def features(spec: Spec, family: str, what: str) -> dict[str, float]:
+    """The features the ``what`` (``"lut"`` or ``"ff"``) model of ``spec``'s kernel is linear in."""
+    _, _, lut, ff = _parts(spec, family, True)
+    return lut if what == "lut" else ff
+
+
+def estimate_kernel(spec: Spec, family: str, *, dsp: bool = True) -> ResourceEstimate:
+    """Resources of one kernel on a device ``family``; ``dsp=False`` where the flow has no DSPs."""
+    memories, dsps, lut_features, ff_features = _parts(spec, family, dsp)
+    coefficients = COEFFICIENTS[family][_kernel_name(spec)]
+    lut = sum(coefficients["lut"].get(name, 0.0) * value for name, value in lut_features.items())
+    ff = sum(coefficients["ff"].get(name, 0.0) * value for name, value in ff_features.items())
+    return ResourceEstimate(lut=round(lut), ff=round(ff), bram=memories.bram, dsp=dsps, lutram=memories.lutram)
+
+
+#: Fitted by benchmarks/calibrate_resources.py (benchmarks/calibration/fit.json) on Yosys 0.70.
+COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 127.9845, "soft_multiply": 2.1235, "negate_or_xnor": 0.0933, "adders": 0.4118, "thresholds": 0.0, "requant": 2.8404, "logic_memory": 1.0916, "rom_muxes": 1.199, "counters": 0.0}, "ff": {"control": 76.3139, "operands": 0.1889, "products": 1.5651, "dsp_products": 2.2755, "accumulators": 0.0012, "requant": 1.2687, "memory_registers": 0.5597, "counters": 0.252}}, "lut": {"lut": {"control": 2.0, "logic_memory": 1.0, "rom_muxes": 1.5667}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 70.3968, "counters": 1.6393, "payload": 2.0942, "logic_memory": 0.0}, "ff": {"control": 20.4603, "counters": 0.8869, "memory_registers": 0.0, "payload": 2.3422}}, "pool": {"lut": {"control": 0.0, "compare": 0.0, "select": 1.6191, "counters": 3.5185}, "ff": {"control": 0.6, "running": 1.225, "payload": 0.0, "counters": 0.4}}, "fifo": {"lut": {"control": 4.7886, "counters": 7.1914, "logic_memory": 3.0224, "payload": 1.0263}, "ff": {"control": 0.0, "counters": 4.3735, "memory_registers": 0.9823, "payload": 2.0288}}, "convert": {"lut": {"control": 9.0501, "slot_muxes": 0.1178}, "ff": {"control": 0.4806, "slots": 0.9503}}}, "ecp5": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.0, "negate_or_xnor": 0.0, "adders": 2.0598, "thresholds": 0.3131, "requant": 1.7532, "logic_memory": 1.3576, "rom_muxes": 0.0, "counters": 6.273}, "ff": {"control": 42.1092, "operands": 0.5986, "products": 1.5705, "dsp_products": 1.4698, "accumulators": 0.2234, "requant": 1.3894, "memory_registers": 0.483, "counters": 1.0865}}, "lut": {"lut": {"control": 1.0, "logic_memory": 1.0, "rom_muxes": 0.3421}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 15.2104, "counters": 3.2264, "payload": 5.1305, "logic_memory": 0.0}, "ff": {"control": 8.5718, "counters": 1.172, "memory_registers": 0.0, "payload": 0.6344}}, "pool": {"lut": {"control": 0.0, "compare": 0.0, "select": 1.7169, "counters": 4.035}, "ff": {"control": 0.6, "running": 1.225, "payload": 0.0, "counters": 0.4}}, "fifo": {"lut": {"control": 0.0, "counters": 8.9592, "logic_memory": 0.0, "payload": 1.454}, "ff": {"control": 0.5358, "counters": 3.347, "memory_registers": 0.0, "payload": 1.485}}, "convert": {"lut": {"control": 7.6072, "slot_muxes": 0.3939}, "ff": {"control": 0.4806, "slots": 0.9503}}}}
