@@ -39,6 +39,9 @@ class BuildState:
     fifo_depths: list[int] = field(default_factory=list)
     rtlsim: dict | None = None
     synth: dict[str, dict] = field(default_factory=dict)
+    frames: np.ndarray | None = None
+    expected: np.ndarray | None = None
+    labels: np.ndarray | None = None
 
 
 Step = Callable[[BuildState], None]
@@ -55,8 +58,13 @@ def step(name: str) -> Callable[[Step], Step]:
 
 @step("load")
 def load_step(state: BuildState) -> None:
-    state.graphs["load"] = load_onnx(state.config.model)
-    state.folder.write_model("load", state.graphs["load"])
+    graph = state.graphs["load"] = load_onnx(state.config.model)
+    state.folder.write_model("load", graph)
+    if "sim" in state.config.steps:
+        # Read the verification data now: a bad file should stop the build before hours of work.
+        state.frames = _frames(state, graph)
+        state.expected = _expected(state, graph, len(state.frames))
+        state.labels = _labels(state, len(state.frames))
 
 
 @step("tidy")
@@ -162,6 +170,16 @@ def rtl_step(state: BuildState) -> None:
     state.folder.path("verilog", "filelist.f").write_text(f"{TOP}.v\n")
 
 
+def _load_npy(path, key: str) -> np.ndarray:
+    try:
+        array = np.load(path)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"verify.{key}: cannot read '{path}' as .npy: {exc}") from None
+    if not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
+        raise ConfigError(f"verify.{key}: '{path}' holds {array.dtype.str}, not numbers; give a numeric array")
+    return array
+
+
 def _frames(state: BuildState, graph: Graph) -> np.ndarray:
     verify = state.config.verify
     given = graph.inputs[0]
@@ -173,21 +191,46 @@ def _frames(state: BuildState, graph: Graph) -> np.ndarray:
             info = np.iinfo(dtype)
             return rng.integers(info.min, info.max, size=size, endpoint=True).astype(dtype)
         return rng.uniform(-1, 1, size=size).astype(dtype)
-    try:
-        frames = np.load(verify.inputs)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"verify.inputs: cannot read {str(verify.inputs)!r} as .npy: {exc}") from None
+    frames = _load_npy(verify.inputs, "inputs")
     if frames.shape[1:] == tuple(shape):
         frames = frames.reshape(frames.shape[0], *shape[1:])
     if frames.shape[1:] != tuple(shape[1:]):
         raise ConfigError(f"verify.inputs: frames of shape {frames.shape[1:]} do not fit the model input "
                           f"{given.name!r} of shape {tuple(shape)} (give an array of shape "
                           f"(N, {', '.join(map(str, shape[1:]))}))")
+    frames = frames[:verify.frames] if verify.frames else frames
+    flat = frames.reshape(len(frames), -1)
+    finite = np.isfinite(flat).all(axis=1)
+    if not finite.all():
+        bad = int(np.argmin(finite))
+        what = "NaN" if np.isnan(flat[bad]).any() else "infinity"
+        raise ConfigError(f"verify.inputs: frame {bad} of '{verify.inputs}' holds {what}; frames must be finite")
     if np.issubdtype(dtype, np.integer) and not np.array_equal(frames, frames.astype(dtype)):
         raise ConfigError(f"verify.inputs: the model input {given.name!r} is {np.dtype(dtype).name}, and the frames "
                           "hold values it cannot represent")
-    frames = frames[:verify.frames] if verify.frames else frames
     return frames.astype(dtype)
+
+
+def _expected(state: BuildState, graph: Graph, count: int) -> np.ndarray | None:
+    path = state.config.verify.expected
+    if path is None:
+        return None
+    expected = _load_npy(path, "expected")
+    size = int(np.prod(graph.outputs[0].shape[1:]))
+    if len(expected) < count or expected[0].size != size:
+        raise ConfigError(f"verify.expected: '{path}' holds {len(expected)} outputs of {expected[0].size} values; "
+                          f"need {count} of {size}")
+    return expected[:count].reshape(count, -1)
+
+
+def _labels(state: BuildState, count: int) -> np.ndarray | None:
+    path = state.config.verify.labels
+    if path is None:
+        return None
+    labels = _load_npy(path, "labels").reshape(-1)
+    if len(labels) < count:
+        raise ConfigError(f"verify.labels: '{path}' holds {len(labels)} labels; need one per frame ({count})")
+    return labels[:count]
 
 
 def expected_hw_outputs(dataflow: Dataflow, reference_values: dict[str, np.ndarray]) -> np.ndarray:
@@ -215,7 +258,7 @@ def sim_step(state: BuildState) -> None:
 
     dataflow, verify, folder = state.dataflow, state.config.verify, state.folder
     original, tidied = state.graphs["load"], state.graphs["tidy"]
-    frames = _frames(state, original)
+    frames = state.frames
     n = len(frames)
     in_name, out_name = original.inputs[0].name, original.outputs[0].name
     reference = execute(original, {in_name: frames})[out_name]
@@ -241,18 +284,12 @@ def sim_step(state: BuildState) -> None:
                   fifo_depths=state.fifo_depths, host_tail_ops=[n.op_type for n in dataflow.tail.nodes],
                   end_to_end_max_abs_diff=float(np.abs(outputs - reference).max()),
                   input_gap_prob=verify.input_gap_prob, output_stall_prob=verify.output_stall_prob)
-    if verify.expected is not None:
-        expected = np.load(verify.expected)
-        if len(expected) < n or expected[0].size != outputs[0].size:
-            raise ConfigError(f"verify.expected: {str(verify.expected)!r} holds {len(expected)} outputs of "
-                              f"{expected[0].size} values; need {n} of {outputs[0].size}")
-        expected = expected[:n].reshape(n, -1)
-        report["expected_mismatches"] = int(np.sum(~np.all(np.isclose(outputs.reshape(n, -1), expected,
-                                                                      rtol=1e-4, atol=1e-4), axis=1)))
-    if verify.labels is not None:
-        labels = np.load(verify.labels)[:n]
-        report["accuracy_hw"] = float(np.mean(np.argmax(outputs.reshape(n, -1), axis=1) == labels))
-        report["accuracy_reference"] = float(np.mean(np.argmax(reference.reshape(n, -1), axis=1) == labels))
+    if state.expected is not None:
+        matches = np.isclose(outputs.reshape(n, -1), state.expected, rtol=1e-4, atol=1e-4)
+        report["expected_mismatches"] = int(np.sum(~np.all(matches, axis=1)))
+    if state.labels is not None:
+        report["accuracy_hw"] = float(np.mean(np.argmax(outputs.reshape(n, -1), axis=1) == state.labels))
+        report["accuracy_reference"] = float(np.mean(np.argmax(reference.reshape(n, -1), axis=1) == state.labels))
     state.rtlsim = report
     folder.write_report("rtlsim", report)
 

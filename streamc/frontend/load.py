@@ -25,6 +25,8 @@ QONNX_DOMAINS = frozenset({"qonnx.custom_op.general", "finn.custom_op.general", 
 DEFAULT_DOMAINS = frozenset({"", "ai.onnx"})
 MIN_OPSET, MAX_OPSET = 9, 21
 MAX_IR_VERSION = 14
+#: Larger frames are surely a mistake (or a declared shape meant to exhaust memory).
+MAX_FRAME_ELEMENTS = 1 << 26
 CONSTANT_ATTRIBUTES = {"value": None, "value_float": np.float32, "value_floats": np.float32,
                        "value_int": np.int64, "value_ints": np.int64}
 # Element types stored in fewer than 8 bits: their raw byte count is not size * itemsize.
@@ -169,8 +171,21 @@ def _shape(value_info: onnx.ValueInfoProto, role: str) -> tuple[int, ...]:
     if role == "graph input" and not tensor_type.HasField("shape"):
         raise FrontendError(f"graph input {value_info.name!r} has no shape; export the model with a fixed "
                             "input shape")
-    # A symbolic or missing dimension is the batch: streamc compiles one frame at a time.
-    return tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else 1 for d in tensor_type.shape.dim)
+    # A symbolic or missing first dimension is the batch: streamc compiles one frame at a time.
+    dims = []
+    for axis, d in enumerate(tensor_type.shape.dim):
+        if d.HasField("dim_value") and d.dim_value > 0:
+            dims.append(d.dim_value)
+        elif axis == 0 or role != "graph input":
+            dims.append(1)
+        else:
+            raise FrontendError(f"graph input {value_info.name!r} has a symbolic dimension {d.dim_param!r} at axis "
+                                f"{axis}; streamc needs every dimension but the batch fixed (export with a fixed shape)")
+    elements = int(np.prod(dims, dtype=object))
+    if role == "graph input" and elements > MAX_FRAME_ELEMENTS:
+        raise FrontendError(f"graph input {value_info.name!r} has shape {tuple(dims)}; streamc takes frames of at "
+                            f"most {MAX_FRAME_ELEMENTS} elements")
+    return tuple(dims)
 
 
 def _attributes(node: onnx.NodeProto, name: str) -> dict:

@@ -21,6 +21,7 @@ SHAPE_OPS = frozenset({"Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze"
 
 def tidy(graph: Graph) -> Graph:
     graph = graph.copy()
+    check_quantizer_constants(graph)
     lower_qlinear_matmul(graph)
     lower_gemm_to_matmul(graph)
     remove_identities(graph)
@@ -62,6 +63,25 @@ def lower_gemm_to_matmul(graph: Graph) -> bool:
         graph.nodes[index:index + 1] = replacement
         changed = True
     return changed
+
+
+def check_quantizer_constants(graph: Graph) -> None:
+    """Constant quantizer scales must be finite and positive, and the tensors they quantize finite."""
+    for node in graph.nodes:
+        if node.op_type not in ("Quant", "BipolarQuant", "QuantizeLinear", "DequantizeLinear", "Trunc"):
+            continue
+        scale = graph.constants.get(node.inputs[1]) if len(node.inputs) > 1 else None
+        if scale is not None:
+            bad = np.asarray(scale, np.float64).reshape(-1)
+            bad = bad[~(np.isfinite(bad) & (bad > 0))]
+            if bad.size:
+                raise FrontendError(f"{node.describe()}: scale must be finite and positive, not {bad[0]:g}")
+        value = graph.constants.get(node.inputs[0])
+        if value is not None and np.issubdtype(np.asarray(value).dtype, np.floating) and not np.all(np.isfinite(value)):
+            index = tuple(int(i) for i in np.argwhere(~np.isfinite(value))[0])
+            what = "NaN" if np.isnan(value[index]) else f"{value[index]:g}"
+            raise FrontendError(f"initializer {node.inputs[0]!r} holds {what} at index {index}; quantized "
+                                "tensors must be finite")
 
 
 def lower_qlinear_matmul(graph: Graph) -> bool:
@@ -119,9 +139,9 @@ def quant_datatype(node: Node, bit_width: np.ndarray | None) -> DataType:
     """
     if node.op_type == "BipolarQuant":
         return BIPOLAR
-    bits = np.unique(np.asarray(bit_width))
-    if bits.size != 1 or not bits[0] >= 1:
-        raise FrontendError(f"{node.describe()}: bit_width must be one value >= 1, not {bits.tolist()}")
+    bits = np.unique(np.asarray(bit_width, np.float64))
+    if bits.size != 1 or not 1 <= bits[0] <= 32:
+        raise FrontendError(f"{node.describe()}: bit_width must be one value from 1 to 32, not {bits.tolist()}")
     ends = np.array([-1e30, 1e30], np.float32)
     one, zero = np.float32(1), np.float32(0)
     lo, hi = run_node("Quant", node.attrs, [ends, one, zero, np.asarray(bits[0], np.float32)])[0].astype(np.int64)
