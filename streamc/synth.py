@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from streamc.devices import get_device
 from streamc.errors import BuildError, ConfigError
 
 LOG_TAIL_LINES = 30
@@ -86,14 +87,8 @@ DEVICES = {
     "ecp5-85f": _DeviceFlow(synth_command="synth_ecp5", count=_count_ecp5),
 }
 
-#: What each device has, for the summary's percentages. iCE40 UP5K: Lattice iCE40 UltraPlus
-#: family data sheet (FPGA-DS-02008), 5,280 LUT4 and flip-flops, 30 EBR, 8 DSP. ECP5-85F: Lattice
-#: ECP5 family data sheet (FPGA-DS-02012), 41,820 slices of two LUT4 and two flip-flops,
-#: 208 EBR (DP16KD), 156 18x18 multipliers.
-CAPACITY = {
-    "ice40-up5k": {"lut": 5280, "ff": 5280, "bram": 30, "dsp": 8},
-    "ecp5-85f": {"lut": 83640, "ff": 83640, "bram": 208, "dsp": 156},
-}
+#: What each device has, for the summary's percentages (figures and sources in streamc.devices).
+CAPACITY = {name: get_device(name).budget() for name in DEVICES}
 
 
 def synthesize(*, verilog: Path, top: str = "streamc_top", device: str, workdir: Path) -> SynthResult:

@@ -13,10 +13,12 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 from onnx import helper
 
+from ..devices import get_device
 from ..errors import BuildError, ConfigError
 from ..execute import execute
 from ..folding import apply_folding, fold_for_target
 from ..frontend.load import load_onnx
+from ..resources import ResourceEstimate
 from ..hw import Dataflow, LUTStage, MVAULayer, PoolStage, Stage, WindowStage, to_hw
 from ..ir import Graph
 from ..transforms.streamline import streamline
@@ -39,6 +41,7 @@ class BuildState:
     fifo_depths: list[int] = field(default_factory=list)
     rtlsim: dict | None = None
     synth: dict[str, dict] = field(default_factory=dict)
+    resources: dict[str, dict] = field(default_factory=dict)
     frames: np.ndarray | None = None
     expected: np.ndarray | None = None
     labels: np.ndarray | None = None
@@ -86,6 +89,8 @@ def to_hw_step(state: BuildState) -> None:
 
 @step("fold")
 def fold_step(state: BuildState) -> None:
+    from ..estimate import estimate_design  # streamc.estimate runs these steps itself
+
     config, dataflow = state.config, state.dataflow
     layers = dataflow.layers
     if config.folding is not None:
@@ -95,12 +100,15 @@ def fold_step(state: BuildState) -> None:
     _fold_streaming_stages(dataflow.stages)
     state.folder.write_report("folding", {layer.name: {"pe": layer.pe, "simd": layer.simd} for layer in layers})
     cycles = dataflow.cycles_per_frame()
+    rows = estimate_design(dataflow.stages, [get_device(d) for d in config.devices], config.fifo_depth)
+    state.resources = {d: sum((row.resources[d] for row in rows), ResourceEstimate()).to_dict() for d in config.devices}
     state.folder.write_report("estimates", {
         "clock_mhz": config.clock_mhz,
         "predicted_cycles_per_frame": cycles,
         "predicted_fps": config.clock_mhz * 1e6 / cycles,
         "target_fps": config.target_fps,
         "stages": [_stage_estimate(stage) for stage in dataflow.stages],
+        "resources": state.resources,
     })
 
 

@@ -66,8 +66,10 @@ def print_summary(state: BuildState, timings: dict[str, float], console: Console
         for column in ("device", "LUT", "FF", "BRAM", "DSP"):
             table.add_column(column, justify="left" if column == "device" else "right")
         for device, r in state.synth.items():
-            have = CAPACITY[device]
-            table.add_row(device, *(f"{r[k]} ({100 * r[k] / have[k]:.0f}% of {have[k]})" for k in ("lut", "ff", "bram", "dsp")))
+            have, estimated = CAPACITY[device], state.resources.get(device, {})
+            table.add_row(device, *(f"{r[k]} ({100 * r[k] / have[k]:.0f}% of {have[k]}; est. {estimated.get(k, '?')})"
+                                    if have[k] else f"{r[k]} (est. {estimated.get(k, '?')})"
+                                    for k in ("lut", "ff", "bram", "dsp")))
         console.print(table)
     console.print(f"Outputs: {state.config.output_dir.resolve()} (steps: " +
                   ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()) + ")")
