@@ -1,3 +1,5 @@
+# amaranth: UnusedElaboratable=no
+# (of_layer builds a unit only to read the widths it derives; it is never elaborated)
 """Resource models of streamc's kernels: LUT, FF, block RAM, SPRAM and DSP as Yosys maps them.
 
 Block RAM and DSP counts follow the rules Yosys itself applies, so they are exact:
