@@ -274,10 +274,19 @@ def test_node_reading_a_tensor_nobody_produces():
         graph_from_model(model)
 
 
-def test_nodes_out_of_order():
+def test_nodes_out_of_order_are_sorted():
     model = make_model([helper.make_node("Relu", ["h"], ["y"], name="second"),
                         helper.make_node("Relu", ["x"], ["h"], name="first")])
-    with pytest.raises(FrontendError, match=r"^node 'second' \(Relu\) reads 'h', which no earlier node produces"):
+    assert [n.name for n in graph_from_model(model).nodes] == ["first", "second"]
+
+
+def test_a_cycle_is_named():
+    model = make_model([helper.make_node("Relu", ["x"], ["a"], name="entry"),
+                        helper.make_node("Add", ["a", "c"], ["b"], name="left"),
+                        helper.make_node("Relu", ["b"], ["c"], name="right"),
+                        helper.make_node("Relu", ["b"], ["y"], name="exit")])
+    with pytest.raises(FrontendError, match=r"^the graph has a cycle: 'left' -> 'right' -> 'left'; "
+                                            r"ONNX graphs must be acyclic$"):
         graph_from_model(model)
 
 

@@ -299,13 +299,37 @@ def _constant_value(node: Node) -> np.ndarray:
 
 
 def _check_topological(graph: Graph) -> None:
+    """Every tensor a node reads exists; nodes out of order are sorted, a cycle is named."""
     known = set(graph.constants) | {i.name for i in graph.inputs} | {""}
+    producers = {t: node for node in graph.nodes for t in node.outputs}
     for node in graph.nodes:
-        missing = [t for t in node.inputs if t not in known]
+        missing = [t for t in node.inputs if t not in known and t not in producers]
         if missing:
             raise FrontendError(f"{node.describe()} reads {missing[0]!r}, which no earlier node produces "
                                 "(the graph is not in topological order, or the tensor is missing)")
-        known.update(node.outputs)
+    ordered: list[Node] = []
+    pending = list(graph.nodes)
+    while pending:
+        ready = [n for n in pending if all(t in known for t in n.inputs)]
+        if not ready:
+            raise FrontendError(f"the graph has a cycle: {_cycle(pending, producers)}; ONNX graphs must be acyclic")
+        for node in ready:
+            known.update(node.outputs)
+        ordered += ready
+        pending = [n for n in pending if n not in ready]
+    graph.nodes = ordered
     for output in graph.outputs:
         if output.name not in known:
             raise FrontendError(f"graph output {output.name!r} is produced by no node")
+
+
+def _cycle(pending: list[Node], producers: dict[str, Node]) -> str:
+    """One cycle among nodes that wait on each other, as 'A' -> 'B' -> 'A'."""
+    waiting = {id(n) for n in pending}
+    path: list[Node] = []
+    node = pending[0]
+    while node not in path:
+        path.append(node)
+        node = next(producers[t] for t in node.inputs if t in producers and id(producers[t]) in waiting)
+    loop = path[path.index(node):] + [node]
+    return " -> ".join(repr(n.name) for n in loop)
