@@ -44,6 +44,8 @@ CODE_OPS = SHAPE_OPS | {"MaxPool"}
 MONOTONIC_OPS = frozenset({"Add", "Sub", "Mul", "Div", "BatchNormalization", "Relu", "Clip", "Max", "Min",
                            "Neg", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast",
                            "Tanh", "Sigmoid", "Erf"})
+#: Averages mix a window of codes: a linear op of their own, not lowered yet.
+AVERAGING_OPS = frozenset({"AveragePool", "GlobalAveragePool", "ReduceMean"})
 #: Quantizers may sit inside a monotonic chain too: thresholds absorb all of it.
 ABSORBABLE_OPS = MONOTONIC_OPS | QUANTIZER_OPS | {"DequantizeLinear", "Round"}
 #: Up to this many thresholds per channel (a 4-bit output) comparators are cheaper than a multiplier.
@@ -145,6 +147,10 @@ def streamline(graph: Graph) -> Graph:
                                 "MatMul/Gemm/MatMulInteger there, or a quantizer after elementwise ops")
         _check_linear_input(graph, node, codes)
         window_end = next((i for i in range(position + 1, len(body)) if body[i].op_type in LINEAR_OPS), len(body))
+        pooling = [n for n in body[position + 1:window_end] if n.op_type in AVERAGING_OPS]
+        if pooling:
+            raise LoweringError(f"{pooling[0].describe()}: average pooling is not supported yet; "
+                                "max pooling and strided convolutions are")
         units = _units(graph, body, position + 1, window_end)
         if not units:
             if window_end < len(body):
@@ -407,14 +413,26 @@ class _Linear:
         return (-1,) + (1,) * self.spatial
 
 
+def _dense_kernel(kernel: np.ndarray, group: int) -> np.ndarray:
+    """A grouped kernel (OC, C/group, *K) as the equal dense one (OC, C, *K), zero across groups.
+
+    Exact, but a depthwise layer then multiplies C times more zeros than a vector unit would.
+    """
+    if group == 1:
+        return kernel
+    out_channels, per_group = kernel.shape[:2]
+    dense = np.zeros((out_channels, per_group * group, *kernel.shape[2:]), dtype=kernel.dtype)
+    for o in range(out_channels):
+        g = o // (out_channels // group)
+        dense[o, g * per_group:(g + 1) * per_group] = kernel[o]
+    return dense
+
+
 def _conv_linear(graph: Graph, node: Node, codes: _Codes) -> _Linear:
     weight = node.inputs[1]
     if weight not in graph.quantized:
         raise LoweringError(f"{node.describe()}: its weight {weight!r} is not quantized; streamc needs integer "
                             "weights (a Quant, BipolarQuant or DequantizeLinear on the weight tensor)")
-    if node.attrs.get("group", 1) != 1:
-        raise LoweringError(f"{node.describe()}: grouped and depthwise convolutions are not supported yet (group="
-                            f"{node.attrs.get('group')})")
     if node.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
         raise LoweringError(f"{node.describe()}: auto_pad {node.attrs['auto_pad']!r} is not supported; "
                             "write explicit pads")
@@ -430,8 +448,9 @@ def _conv_linear(graph: Graph, node: Node, codes: _Codes) -> _Linear:
     integer = q.codes.astype(np.float64) - q.zero_point
     if not np.all(integer == np.rint(integer)):
         raise LoweringError(f"{node.describe()}: weight zero point is not an integer")
+    kernel = _dense_kernel(np.rint(integer).astype(np.int64), node.attrs.get("group", 1))
     # (OC, C, *K) -> (OC, *K, C): the sliding window emits patches channel-fastest.
-    weights = np.moveaxis(np.rint(integer).astype(np.int64), 1, -1).reshape(channels, -1)
+    weights = np.moveaxis(kernel, 1, -1).reshape(channels, -1)
     in_scale = _scalar(codes.quantizer.scale, "scale", codes.quantizer)
     return _Linear(weights, datatype_of_values(weights), in_scale * scale[:, 0], in_zero * weights.sum(axis=1),
                    spatial=q.codes.ndim - 2)
@@ -487,10 +506,12 @@ def _add_matmul(graph: Graph, node: Node, codes: _Codes, linear: _Linear, weight
     graph.datatypes[acc] = smallest_datatype(lo.min(), hi.max())
     if node.op_type == "Conv":
         kernel = graph.quantized[node.inputs[1]].codes.shape
-        restored = np.moveaxis(weights.reshape(kernel[0], *kernel[2:], kernel[1]), -1, 1)
+        channels = kernel[1] * node.attrs.get("group", 1)
+        restored = np.moveaxis(weights.reshape(kernel[0], *kernel[2:], channels), -1, 1)
         w_name = graph.add_constant(f"{node.name}_weight_int", restored.astype(np.float32))
         graph.datatypes[w_name] = datatype_of_values(weights)
-        return Node("Conv", node.name, [codes.tensor, w_name], [acc], dict(node.attrs)), acc
+        attrs = {**node.attrs, "group": 1}
+        return Node("Conv", node.name, [codes.tensor, w_name], [acc], attrs), acc
     w_name = graph.add_constant(f"{node.name}_weight_int", weights.T.astype(np.float32))
     graph.datatypes[w_name] = datatype_of_values(weights)
     return Node("MatMul", node.name, [codes.tensor, w_name], [acc]), acc
@@ -568,9 +589,11 @@ def _emit_thresholded_layer(graph, node, codes, layer: _Thresholded, stages) -> 
     mm_node, acc = _add_matmul(graph, node, codes, layer.linear, layer.weights, layer.lo, layer.hi)
     mt_out = graph.fresh_name(f"{quantizer.name}_codes")
     graph.datatypes[mt_out] = out_dtype
+    attrs = {"out_dtype": out_dtype.name, "out_scale": 2.0 if bipolar else 1.0, "out_bias": float(out_bias)}
+    if layer.linear.spatial:  # qonnx takes a rank-3 input as channels-last unless told otherwise
+        attrs["data_layout"] = "NC" + "DHW"[3 - layer.linear.spatial:]
     mt = Node("MultiThreshold", graph.fresh_name(f"{quantizer.name}_thresholds"),
-              [acc, graph.add_constant(f"{quantizer.name}_thresholds", kept.astype(np.float32))], [mt_out],
-              {"out_dtype": out_dtype.name, "out_scale": 2.0 if bipolar else 1.0, "out_bias": float(out_bias)})
+              [acc, graph.add_constant(f"{quantizer.name}_thresholds", kept.astype(np.float32))], [mt_out], attrs)
     stages.append(dict(kind="mvau", name=node.name, weights=layer.weights, in_dtype=codes.dtype,
                        weight_dtype=datatype_of_values(layer.weights), thresholds=kept, requant=layer.requant,
                        out_dtype=out_dtype, out_bias=out_bias, acc_lo=layer.lo, acc_hi=layer.hi,
