@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from streamc import resources
-from streamc.datatypes import BIPOLAR, INT, UINT, DataType, from_name
+from streamc.datatypes import INT, DataType, from_name
 
 CALIBRATION = Path(__file__).parent / "calibration"
 SEED = 0

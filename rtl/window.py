@@ -436,7 +436,7 @@ class WindowReduce(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        simd, iw, ow = self._simd, self.in_width, self.out_width
+        simd, iw = self._simd, self.in_width
         groups = self._channels // simd
 
         group = Signal(range(groups))

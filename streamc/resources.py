@@ -30,7 +30,7 @@ family by ``benchmarks/calibrate_resources.py`` on a sweep of single-kernel synt
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 

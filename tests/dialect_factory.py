@@ -422,7 +422,6 @@ def qoperator_case(seed: int) -> DialectCase:
     b = _Builder(f"qoperator_{seed}")
     storage = ["uint8", "int8"][seed % 2]
     np_type = _STORAGE[storage][0]
-    info = np.iinfo(np_type)
     features = {f"qoperator-{storage}"}
     n_layers = int(rng.integers(1, 4))
     widths = _widths(rng, n_layers + 1)

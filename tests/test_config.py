@@ -42,7 +42,7 @@ def test_digits_demo_config_loads():
 def test_paths_are_relative_to_the_config_file(tmp_path, monkeypatch):
     folder = tmp_path / "configs"
     folder.mkdir()
-    path = write(folder, BASE + "target_fps: 1000\nverify: {inputs: f.npy, expected: /data/e.npy, labels: sub/l.npy}\n")
+    write(folder, BASE + "target_fps: 1000\nverify: {inputs: f.npy, expected: /data/e.npy, labels: sub/l.npy}\n")
     monkeypatch.chdir(tmp_path)
     config = load_config(Path("configs/build.yaml"))
     assert config.model == folder / "models" / "m.onnx"

@@ -4,62 +4,15 @@ import re
 
 import numpy as np
 import pytest
-from amaranth import Module, Signal
 from amaranth.back import verilog
-from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
 
 from streamc.errors import BuildError, ConfigError
+from stream_designs import AddOnePipeline
 from streamc.sim.runner import Mismatch, simulate
 
 ELEMS = 2
 WIDTH = 8
 N_ELEMENTS = 6  # per frame, in and out: 3 beats each way
-
-
-class AddOnePipeline(wiring.Component):
-    """Each output element is its input element + 1 (mod 2**width), through one register stage.
-
-    Parameters
-    ----------
-    drop_beat
-        If given, the beat accepted at this index (counting from 0) is swallowed without an
-        output, so a consumer waiting for whole frames deadlocks.
-    """
-
-    def __init__(self, *, elems: int, width: int, drop_beat: int | None = None):
-        self._elems = elems
-        self._width = width
-        self._drop_beat = drop_beat
-        super().__init__(
-            {
-                "s_axis_tdata": In(elems * width),
-                "s_axis_tvalid": In(1),
-                "s_axis_tready": Out(1),
-                "m_axis_tdata": Out(elems * width),
-                "m_axis_tvalid": Out(1),
-                "m_axis_tready": In(1),
-            }
-        )
-
-    def elaborate(self, platform):
-        m = Module()
-        w = self._width
-        accepted = Signal(16)
-        keep = 1 if self._drop_beat is None else accepted != self._drop_beat
-        m.d.comb += self.s_axis_tready.eq(~self.m_axis_tvalid | self.m_axis_tready)
-        with m.If(self.s_axis_tvalid & self.s_axis_tready):
-            m.d.sync += [
-                accepted.eq(accepted + 1),
-                self.m_axis_tvalid.eq(keep),
-                *(
-                    self.m_axis_tdata[j * w : (j + 1) * w].eq(self.s_axis_tdata[j * w : (j + 1) * w] + 1)
-                    for j in range(self._elems)
-                ),
-            ]
-        with m.Elif(self.m_axis_tready):
-            m.d.sync += self.m_axis_tvalid.eq(0)
-        return m
 
 
 def write_design(path, **kwargs):

@@ -1,7 +1,6 @@
 """The streamlined integer graph equals the float32 reference, exactly, on QONNX MLPs."""
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 

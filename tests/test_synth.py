@@ -9,42 +9,11 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from streamc.errors import BuildError, ConfigError
+from stream_designs import AddOnePipeline
 from streamc.synth import synthesize
 
 ELEMS = 2
 WIDTH = 8
-
-
-class AddOnePipeline(wiring.Component):
-    """Each output element is its input element + 1, through one register stage with back-pressure."""
-
-    def __init__(self, *, elems: int, width: int):
-        self._elems = elems
-        self._width = width
-        super().__init__(
-            {
-                "s_axis_tdata": In(elems * width),
-                "s_axis_tvalid": In(1),
-                "s_axis_tready": Out(1),
-                "m_axis_tdata": Out(elems * width),
-                "m_axis_tvalid": Out(1),
-                "m_axis_tready": In(1),
-            }
-        )
-
-    def elaborate(self, platform):
-        m = Module()
-        w = self._width
-        m.d.comb += self.s_axis_tready.eq(~self.m_axis_tvalid | self.m_axis_tready)
-        with m.If(self.s_axis_tvalid & self.s_axis_tready):
-            m.d.sync += self.m_axis_tvalid.eq(1)
-            m.d.sync += [
-                self.m_axis_tdata[j * w : (j + 1) * w].eq(self.s_axis_tdata[j * w : (j + 1) * w] + 1)
-                for j in range(self._elems)
-            ]
-        with m.Elif(self.m_axis_tready):
-            m.d.sync += self.m_axis_tvalid.eq(0)
-        return m
 
 
 class RegisteredMultiplier(wiring.Component):
