@@ -89,13 +89,13 @@ def mlp(**kwargs) -> onnx.ModelProto:
     return mlp_builder(**kwargs).model([1, 4], [1, 2])
 
 
-def cnn(*, group: int = 1, transpose: bool = False) -> onnx.ModelProto:
+def cnn(*, transpose: bool = False) -> onnx.ModelProto:
     """x (1x2x4x4) -> Quant 8b -> Conv 3x3 to 4 channels -> Relu -> Quant 2b -> Flatten -> MatMul 16x2 -> Quant 4b."""
     b = ModelBuilder()
     b.quant("x", "xq", "QuantIn", scale=1 / 64, bits=8.0)
-    w = (np.arange(4 * (2 // group) * 9, dtype=np.float32).reshape(4, 2 // group, 3, 3) % 5 - 2) / 4
+    w = (np.arange(4 * 2 * 9, dtype=np.float32).reshape(4, 2, 3, 3) % 5 - 2) / 4
     b.quant(b.const("Wc", w), "Wcq", "WeightQuantC", scale=0.25, bits=2.0, narrow=1)
-    b.node("Conv", ["xq", "Wcq"], "conv", "conv0", kernel_shape=[3, 3], group=group)
+    b.node("Conv", ["xq", "Wcq"], "conv", "conv0", kernel_shape=[3, 3], group=1)
     b.node("Relu", ["conv"], "rc", "ReluC")
     b.quant("rc", "ac", "ActQuantC", scale=0.5, bits=2.0, signed=0)
     flat_in = "ac"
@@ -414,11 +414,6 @@ def weights_from_the_input(folder):
     b.nodes[2].input[1] = "outer"
     b.nodes[2:2] = [b.nodes.pop(-2), b.nodes.pop(-1)]
     model_case(folder, b.model([1, 4], [1, 2]))
-
-
-@case
-def grouped_conv(folder):
-    model_case(folder, cnn(group=2))
 
 
 @case
