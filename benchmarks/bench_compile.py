@@ -27,6 +27,8 @@ CASES = {
     "digits demo (64-64-32-10)": dict(model=ROOT / "build_configs/models/digits_mlp.onnx", target_fps=1_000_000),
     "TFC-w2a2 (784-64-64-64-10)": dict(model=ROOT / "tests/models/tfc_w2a2.onnx", target_fps=1_000_000),
 }
+#: Slow today (tens of seconds): timed with --cnv only.
+CNV_CASE = {"CNV-w2a2 at 500 frames/s": dict(model=ROOT / "tests/models/cnn/cnv_w2a2.onnx", target_fps=500)}
 
 
 def compile_once(config_path: Path) -> tuple[float, float]:
@@ -43,10 +45,12 @@ def compile_once(config_path: Path) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--cnv", action="store_true", help="also time CNV-w2a2 (tens of seconds a run)")
     args = parser.parse_args()
+    cases = {**CASES, **(CNV_CASE if args.cnv else {})}
     with tempfile.TemporaryDirectory() as tmp:
         print(f"{'model':<30} {'front (s)':>10} {'total (s)':>10}   runs={args.runs}, median")
-        for name, case in CASES.items():
+        for name, case in cases.items():
             config = Path(tmp) / f"{len(name)}.yaml"
             config.write_text(yaml.safe_dump({"model": str(case["model"]), "output_dir": str(Path(tmp) / "out"),
                                               "target_fps": case["target_fps"], "clock_mhz": 100}))
