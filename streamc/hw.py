@@ -107,12 +107,8 @@ class LUTStage:
         return self.count // self.elems
 
     def emulate(self, x: np.ndarray) -> np.ndarray:
-        index = (x + 1) // 2 if self.in_dtype.bipolar else x - self.in_dtype_min
+        index = (x + 1) // 2 if self.in_dtype.bipolar else x - self.in_dtype.min
         return self.table[index]
-
-    @property
-    def in_dtype_min(self) -> int:
-        return self.in_dtype.min
 
     def describe(self) -> str:
         return f"lookup table {self.source!r} ({self.in_dtype} -> {self.out_dtype})"
