@@ -1,0 +1,198 @@
+"""Standalone thresholding: qonnx's MultiThreshold on a stream, FINN's Thresholding kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from streamc.datatypes import DataType
+from streamc.errors import FoldingError
+
+from .mvau import _adder_tree, _shape_of_range
+
+__all__ = ["ThresholdUnit", "threshold_reference"]
+
+
+def threshold_reference(values: np.ndarray, thresholds: np.ndarray, *, out_dtype: DataType,
+                        out_bias: int) -> np.ndarray:
+    """What :class:`ThresholdUnit` computes on ``values`` of shape ``(..., channels)``."""
+    values = np.asarray(values, dtype=np.int64)
+    count = (values[..., None] >= np.asarray(thresholds, dtype=np.int64)).sum(axis=-1)
+    if out_dtype.bipolar:
+        return np.where(count == 1, 1, -1)
+    return out_bias + count
+
+
+class ThresholdUnit(wiring.Component):
+    """Maps each element to ``out_bias`` plus the number of its channel's thresholds it reaches.
+
+    Input and output are channels-last streams of ``channels`` channels, ``elems`` per beat;
+    element ``x`` of channel ``c`` becomes ``out_bias + count(x >= thresholds[c, l])`` over
+    ``l`` (qonnx ``MultiThreshold``). With a ``BIPOLAR`` output there is one threshold per
+    channel and the output is +1 when it is reached, else -1 (as
+    :class:`~streamc.rtl.mvau.MatrixVectorUnit` does). A ``BIPOLAR`` input counts as -1/+1.
+
+    Thresholds beyond the input's range are clamped to ``[in_dtype.min, in_dtype.max + 1]``
+    (they compare the same) so the comparators are one bit wider than an input at most.
+    They are constants wherever every channel group sees the same ones — shared ``(1, L)``
+    thresholds, or ``elems = channels`` — and otherwise a ROM
+    (:class:`~amaranth.lib.memory.Memory`) of one row of ``elems * L`` thresholds per channel
+    group, read in step with the input. ``L`` thresholds cost ``L`` comparators per element.
+
+    Pipeline (stalls as a whole while its output beat is not taken,
+    ``i.ready = ~o.valid | o.ready``): accept beat and read the threshold ROM -> operands ->
+    compares -> count plus ``out_bias`` into the output register. See :attr:`latency`.
+
+    Parameters
+    ----------
+    thresholds : numpy.ndarray
+        Integer array of shape ``(channels, L)``, or ``(1, L)`` shared by every channel.
+    in_dtype, out_dtype : DataType
+        Types of the elements in and out; ``out_dtype`` must hold every output,
+        ``out_bias + [0, L]``.
+    out_bias : int
+        Added to the count; unused with a ``BIPOLAR`` output.
+    channels : int
+        Channels of the stream.
+    elems : int
+        Elements per beat in and out; must divide ``channels``.
+    name : str
+        Node name, used in error messages.
+
+    Members
+    -------
+    i : In(stream.Signature(unsigned(elems * in_dtype.bitwidth)))
+        Input elements in channel order, element ``j`` of a beat at bit
+        ``j * in_dtype.bitwidth``.
+    o : Out(stream.Signature(unsigned(elems * out_dtype.bitwidth)))
+        Output elements, packed likewise.
+
+    Attributes
+    ----------
+    in_elems, out_elems : int
+        ``elems``.
+    in_width, out_width : int
+        ``in_dtype.bitwidth`` and ``out_dtype.bitwidth``.
+    compare_shape : amaranth.hdl.Shape
+        Shape of the stored thresholds and of the comparisons.
+    latency : int
+        3: cycles from the cycle that accepts a beat to the cycle in which its output beat is
+        first valid. One beat per cycle passes with no stalls, so a frame of ``N`` elements
+        takes ``N // elems`` cycles.
+    """
+
+    def __init__(self, *, thresholds: np.ndarray, in_dtype: DataType, out_dtype: DataType,
+                 out_bias: int, channels: int, elems: int, name: str = "thresholds"):
+        if not isinstance(channels, (int, np.integer)) or channels < 1:
+            raise ValueError(f"node {name!r}: channels must be an integer >= 1, "
+                             f"not {channels!r}")
+        if not isinstance(elems, (int, np.integer)) or elems < 1 or channels % elems:
+            divisors = ", ".join(str(d) for d in range(1, channels + 1) if channels % d == 0)
+            raise FoldingError(f"node {name!r}: elems={elems!r} does not divide the {channels} "
+                               f"channels; valid elems: {divisors}")
+        thresholds = np.asarray(thresholds)
+        if (thresholds.ndim != 2 or thresholds.shape[0] not in (1, channels)
+                or thresholds.shape[1] < 1 or not np.issubdtype(thresholds.dtype, np.integer)):
+            raise ValueError(f"node {name!r}: thresholds must be an integer array of shape "
+                             f"({channels}, L) or (1, L) with L >= 1, not {thresholds.dtype} "
+                             f"of shape {thresholds.shape}")
+        n_thr = thresholds.shape[1]
+        if out_dtype.bipolar:
+            if n_thr != 1:
+                raise ValueError(f"node {name!r}: a BIPOLAR output needs exactly 1 threshold "
+                                 f"per channel, not {n_thr}")
+        elif not (out_dtype.min <= out_bias and out_bias + n_thr <= out_dtype.max):
+            raise ValueError(f"node {name!r}: out_dtype {out_dtype} cannot hold the outputs "
+                             f"out_bias + [0, {n_thr}] = [{out_bias}, {out_bias + n_thr}]")
+        self.name = name
+        self._in_dtype, self._out_dtype = in_dtype, out_dtype
+        self._out_bias = int(out_bias)
+        self._elems, self._groups = elems, channels // elems
+        lo, hi = in_dtype.min, in_dtype.max + 1
+        self._thresholds = np.broadcast_to(np.clip(thresholds.astype(np.int64), lo, hi),
+                                           (channels, n_thr))
+        self.compare_shape = _shape_of_range(lo, hi)
+
+        self.in_elems = self.out_elems = elems
+        self.in_width = in_dtype.bitwidth
+        self.out_width = out_dtype.bitwidth
+        self.latency = 3
+        super().__init__({
+            "i": In(stream.Signature(unsigned(elems * self.in_width))),
+            "o": Out(stream.Signature(unsigned(elems * self.out_width))),
+        })
+
+    def _rom_rows(self) -> list[int]:
+        """Row ``g``: thresholds ``l`` of channels ``g*elems + j`` at bit ``(j*L + l) * width``."""
+        width = self.compare_shape.width
+        mask = (1 << width) - 1
+        rows = []
+        for g in range(self._groups):
+            block = self._thresholds[g * self._elems:(g + 1) * self._elems].reshape(-1)
+            rows.append(sum((int(t) & mask) << (n * width) for n, t in enumerate(block)))
+        return rows
+
+    def _value(self, bits):
+        """The true value of one input element, as stored bits."""
+        if self._in_dtype.bipolar:
+            return Mux(bits[0], Const(1, signed(2)), Const(-1, signed(2)))
+        return bits.as_signed() if self._in_dtype.signed else bits
+
+    def elaborate(self, platform):
+        m = Module()
+        elems, n_thr = self._elems, self._thresholds.shape[1]
+        iw, ow, cw = self.in_width, self.out_width, self.compare_shape.width
+
+        # The whole pipeline moves when the output register is empty or being emptied.
+        advance = Signal()
+        take = Signal()
+        m.d.comb += [
+            advance.eq(~self.o.valid | self.o.ready),
+            self.i.ready.eq(advance),
+            take.eq(self.i.valid & advance),
+        ]
+
+        rows = self._rom_rows()
+        if len(set(rows)) == 1:
+            thresholds1 = Const(rows[0], unsigned(elems * n_thr * cw))
+        else:
+            m.submodules.threshold_rom = threshold_rom = Memory(
+                shape=unsigned(elems * n_thr * cw), depth=len(rows), init=rows)
+            threshold_read = threshold_rom.read_port(domain="sync")
+            group = Signal(range(len(rows)))
+            with m.If(take):
+                m.d.sync += group.eq(Mux(group == len(rows) - 1, 0, group + 1))
+            m.d.comb += [threshold_read.addr.eq(group), threshold_read.en.eq(advance)]
+            thresholds1 = threshold_read.data
+
+        # Stage 1: operands, the input beat with its group's thresholds.
+        valid1 = Signal()
+        x1 = Signal(elems * iw)
+        with m.If(advance):
+            m.d.sync += [valid1.eq(take), x1.eq(self.i.payload)]
+
+        # Stage 2: compares, registered to keep them off the count's path.
+        valid2 = Signal()
+        reached2 = [Signal(n_thr, name=f"reached_{j}") for j in range(elems)]
+        with m.If(advance):
+            m.d.sync += valid2.eq(valid1)
+            for j in range(elems):
+                x = self._value(x1[j * iw:(j + 1) * iw])
+                for l in range(n_thr):
+                    raw = thresholds1[(j * n_thr + l) * cw:(j * n_thr + l + 1) * cw]
+                    threshold = raw.as_signed() if self.compare_shape.signed else raw
+                    m.d.sync += reached2[j][l].eq(x >= threshold)
+
+        # Output register. Assigning to ow-bit signals wraps each value into its to_hw bits.
+        if self._out_dtype.bipolar:
+            values = [reached[0] for reached in reached2]
+        else:
+            values = [self._out_bias + _adder_tree(list(reached)) for reached in reached2]
+        out_bits = [Signal(ow, name=f"out_{j}") for j in range(elems)]
+        m.d.comb += [bits.eq(value) for bits, value in zip(out_bits, values)]
+        with m.If(advance):
+            m.d.sync += [self.o.valid.eq(valid2), self.o.payload.eq(Cat(*out_bits))]
+        return m
