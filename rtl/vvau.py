@@ -35,7 +35,9 @@ class VectorVectorUnit(wiring.Component):
     :class:`~streamc.rtl.window.SlidingWindow` emits it: the ``C`` channels of tap 0, then of
     tap 1, ..., ``simd`` channels per beat, so a vector is ``K`` taps of ``CF = C/simd``
     channel groups. Output: per vector the ``C`` dot products
-    ``acc[c] = sum_k weights[c, k] * x[k, c]`` in channel order, ``simd`` per beat.
+    ``acc[c] = sum_k weights[c, k] * x[k, c]`` in channel order, ``simd`` per beat. A global
+    average pool over an ``H x W`` image is ``K = H*W`` with one vector per frame, fed straight
+    from a layer's raster-order output.
 
     Partial sums. While a vector streams in, each of the ``CF`` groups carries ``simd``
     partial sums from one tap to the next. They sit in registers arranged as a rotating chain
