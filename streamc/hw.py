@@ -1,4 +1,8 @@
-"""The hardware view of a streamlined graph: host head, a chain of hardware stages, host tail."""
+"""The hardware view of a streamlined graph: host head, a graph of hardware stages, host tail.
+
+Stages are kept in topological order; each names the stages it reads (``sources``, -1 for the
+hardware input). Streams are channels-last: a tensor (C, H, W) flows as (H, W, C).
+"""
 
 from __future__ import annotations
 
@@ -13,9 +17,6 @@ from .ir import Graph, TensorInfo
 from .execute import execute, tensor_shapes
 from .rtl.requant import Requant, requantize
 
-#: Nodes that become hardware stages, and those that may sit between them (they only reorder or pool codes).
-HW_OPS = frozenset({"MatMul", "Conv", "MultiThreshold", "LookupTable"})
-BETWEEN_OPS = frozenset({"MaxPool", "Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity"})
 
 
 @dataclass
@@ -68,16 +69,11 @@ class MVAULayer:
     def describe(self) -> str:
         return f"node {self.source!r} (MatMul {self.mh}x{self.mw})"
 
+    sources: list[int] = field(default_factory=lambda: [-1])
+
     def emulate(self, x: np.ndarray) -> np.ndarray:
         acc = x.reshape(-1, self.mw) @ self.weights.T
-        if self.requant is not None:
-            out = requantize(acc, self.requant)
-        elif self.thresholds is None:
-            out = acc
-        else:
-            count = (acc[:, :, None] >= self.thresholds[None]).sum(axis=2)
-            out = np.where(count > 0, 1, -1) if self.out_dtype.bipolar else count + self.out_bias
-        return out.reshape(len(x), -1)
+        return _activate(acc, self.thresholds, self.requant, self.out_dtype, self.out_bias).reshape(len(x), -1)
 
     @property
     def output_stage(self) -> str:
@@ -86,6 +82,136 @@ class MVAULayer:
         if self.thresholds is not None:
             return f"{self.thresholds.shape[1]} thresholds"
         return "accumulator"
+
+
+def _activate(acc: np.ndarray, thresholds, requant, out_dtype: DataType, out_bias: int) -> np.ndarray:
+    """An output stage on accumulators (M, C): requantization, thresholds, or none."""
+    if requant is not None:
+        return requantize(acc, requant)
+    if thresholds is None:
+        return acc
+    count = (acc[:, :, None] >= thresholds[None]).sum(axis=2)
+    return np.where(count > 0, 1, -1) if out_dtype.bipolar else count + out_bias
+
+
+@dataclass
+class VVAULayer:
+    """A vector-vector unit: each channel's own taps over its window (a depthwise convolution, or an average
+    as taps of one), then thresholds or the bare accumulator; ``simd`` channels per cycle."""
+
+    name: str
+    source: str
+    weights: np.ndarray       # (C, K)
+    in_dtype: DataType
+    weight_dtype: DataType
+    thresholds: np.ndarray | None
+    out_dtype: DataType
+    out_bias: int
+    acc_lo: np.ndarray
+    acc_hi: np.ndarray
+    vectors: int = 1          # output pixels per frame
+    simd: int = 1
+    sources: list[int] = field(default_factory=lambda: [-1])
+
+    in_elems = out_elems = property(lambda self: self.simd)
+    output_stage = property(lambda self: "accumulator" if self.thresholds is None
+                            else f"{self.thresholds.shape[1]} thresholds")
+
+    @property
+    def channels(self) -> int:
+        return self.weights.shape[0]
+
+    @property
+    def taps(self) -> int:
+        return self.weights.shape[1]
+
+    @property
+    def in_count(self) -> int:
+        return self.vectors * self.taps * self.channels
+
+    @property
+    def out_count(self) -> int:
+        return self.vectors * self.channels
+
+    def cycles(self, simd: int | None = None) -> int:
+        return self.in_count // (simd or self.simd)
+
+    def emulate(self, x: np.ndarray) -> np.ndarray:
+        patches = x.reshape(len(x) * self.vectors, self.taps, self.channels)
+        acc = np.einsum("nkc,ck->nc", patches, self.weights)
+        return _activate(acc, self.thresholds, None, self.out_dtype, self.out_bias).reshape(len(x), -1)
+
+    def describe(self) -> str:
+        return f"node {self.source!r} (vector unit {self.channels}x{self.taps})"
+
+
+@dataclass
+class AddStage:
+    """A residual add: ``t = ka*a + kb*b`` element by element, then per-channel thresholds on ``t``."""
+
+    name: str
+    source: str
+    weights: tuple[int, int]
+    in_dtypes: tuple[DataType, DataType]
+    thresholds: np.ndarray    # (C, L)
+    out_dtype: DataType
+    out_bias: int
+    channels: int
+    count: int
+    elems: int = 1
+    sources: list[int] = field(default_factory=lambda: [-1, -1])
+
+    in_count = out_count = property(lambda self: self.count)
+    in_elems = out_elems = property(lambda self: self.elems)
+    in_dtype = property(lambda self: self.in_dtypes[0])
+    output_stage = property(lambda self: f"add, {self.thresholds.shape[1]} thresholds")
+
+    def cycles(self) -> int:
+        return self.count // self.elems
+
+    def emulate(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        total = self.weights[0] * a + self.weights[1] * b
+        per_channel = total.reshape(-1, self.channels)
+        return _activate(per_channel, self.thresholds, None, self.out_dtype, self.out_bias).reshape(total.shape)
+
+    def describe(self) -> str:
+        return f"residual add {self.source!r}"
+
+
+@dataclass
+class ConcatStage:
+    """Channels of several streams side by side, pixel by pixel."""
+
+    name: str
+    source: str
+    channels: tuple[int, ...]
+    pixels: int
+    dtype: DataType
+    elems: int = 1
+    sources: list[int] = field(default_factory=list)
+
+    in_elems = out_elems = property(lambda self: self.elems)
+    in_dtype = out_dtype = property(lambda self: self.dtype)
+    output_stage = "concat"
+
+    @property
+    def in_count(self) -> int:
+        return self.pixels * self.channels[0]
+
+    @property
+    def out_count(self) -> int:
+        return self.pixels * sum(self.channels)
+
+    def cycles(self) -> int:
+        return self.out_count // self.elems
+
+    def emulate(self, *parts: np.ndarray) -> np.ndarray:
+        frames = len(parts[0])
+        pixels = [p.reshape(frames, self.pixels, c) for p, c in zip(parts, self.channels)]
+        return np.concatenate(pixels, axis=2).reshape(frames, -1)
+
+    def describe(self) -> str:
+        return f"concat {self.source!r}"
 
 
 @dataclass
@@ -99,6 +225,7 @@ class LUTStage:
     out_dtype: DataType
     count: int
     elems: int = 1
+    sources: list[int] = field(default_factory=lambda: [-1])
 
     in_count = out_count = property(lambda self: self.count)
     in_elems = out_elems = property(lambda self: self.elems)
@@ -131,6 +258,7 @@ class WindowStage:
     dtype: DataType
     pad_value: int
     elems: int = 1
+    sources: list[int] = field(default_factory=lambda: [-1])
 
     in_elems = out_elems = property(lambda self: self.elems)
     in_dtype = out_dtype = property(lambda self: self.dtype)
@@ -171,6 +299,7 @@ class PoolStage:
     vectors: int
     dtype: DataType
     elems: int = 1
+    sources: list[int] = field(default_factory=lambda: [-1])
 
     in_elems = out_elems = property(lambda self: self.elems)
     in_dtype = out_dtype = property(lambda self: self.dtype)
@@ -194,7 +323,7 @@ class PoolStage:
         return f"max pool {self.source!r}"
 
 
-Stage = MVAULayer | LUTStage | WindowStage | PoolStage
+Stage = MVAULayer | VVAULayer | AddStage | ConcatStage | LUTStage | WindowStage | PoolStage
 
 
 @dataclass
@@ -238,6 +367,10 @@ class Dataflow:
     def cycles_per_frame(self) -> int:
         return max(stage.cycles() for stage in self.stages)
 
+    def consumers(self, index: int) -> list[int]:
+        """The stages reading stage ``index`` (-1: the hardware input), once per input they read it on."""
+        return [k for k, stage in enumerate(self.stages) for source in stage.sources if source == index]
+
     def emulate(self, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """What the hardware and the host together compute, stage by stage in integers.
 
@@ -247,9 +380,10 @@ class Dataflow:
         """
         name = self.head.inputs[0].name
         values = execute(self.head, {name: frames})[self.hw_input]
-        x = self.to_stream_order(np.rint(values).astype(np.int64))
-        for stage in self.stages:
-            x = stage.emulate(x)
+        values = {-1: self.to_stream_order(np.rint(values).astype(np.int64))}
+        for index, stage in enumerate(self.stages):
+            values[index] = stage.emulate(*[values[source] for source in stage.sources])
+        x = values[len(self.stages) - 1]
         tail_input = self.from_stream_order(x).astype(np.float32)
         outputs = execute(self.tail, {self.hw_output: tail_input})[self.tail.outputs[0].name]
         return x, outputs
@@ -282,12 +416,25 @@ def _window(name: str, source: str, in_shape, out_shape, kernel, strides, pads_b
                        dilations=tuple(dilations), dtype=dtype, pad_value=pad_value)
 
 
-def _stages(spec: dict, taken: set[str], flatten: dict | None) -> list[Stage]:
+def _stages(spec: dict, taken: set[str], flatten: tuple | None, in_count: int) -> list[Stage]:
+    """The stages of one spec of the streamline step, in stream order."""
     name = hardware_name(spec["name"], taken)
-    if spec["kind"] == "lut":
+    kind = spec["kind"]
+    if kind == "lut":
         return [LUTStage(name=name, source=spec["name"], table=spec["table"], in_dtype=spec["in_dtype"],
-                         out_dtype=spec["out_dtype"], count=0)]
-    if spec["kind"] == "maxpool":
+                         out_dtype=spec["out_dtype"], count=in_count)]
+    if kind == "add":
+        return [AddStage(name=name, source=spec["name"], weights=tuple(spec["weights"]),
+                         in_dtypes=tuple(spec["in_dtypes"]), thresholds=spec["thresholds"],
+                         out_dtype=spec["out_dtype"], out_bias=spec["out_bias"], channels=spec["channels"],
+                         count=spec["count"])]
+    if kind == "concat":
+        if len(set(spec["in_dtypes"])) != 1:
+            raise LoweringError(f"node {spec['name']!r} (Concat): its inputs have different types "
+                                f"({', '.join(str(d) for d in spec['in_dtypes'])}); streamc concatenates one type")
+        return [ConcatStage(name=name, source=spec["name"], channels=spec["channels"], pixels=spec["pixels"],
+                            dtype=spec["dtype"], sources=[-1] * len(spec["channels"]))]
+    if kind == "maxpool":
         attrs, channels = spec["attrs"], spec["in_shape"][0]
         if attrs.get("ceil_mode", 0) or attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
             raise LoweringError(f"node {spec['name']!r} (MaxPool): ceil_mode and auto_pad SAME are not supported yet")
@@ -303,14 +450,21 @@ def _stages(spec: dict, taken: set[str], flatten: dict | None) -> list[Stage]:
     weights = spec["weights"]
     if flatten is not None:
         # The model flattened (C, *spatial); the stream carries (*spatial, C).
-        chw = flatten["in_shape"]
-        weights = np.moveaxis(weights.reshape(weights.shape[0], *chw), 1, -1).reshape(weights.shape[0], -1)
+        weights = np.moveaxis(weights.reshape(weights.shape[0], *flatten), 1, -1).reshape(weights.shape[0], -1)
     conv = spec.get("conv")
-    layer = MVAULayer(name=name, source=spec["name"], weights=weights, in_dtype=spec["in_dtype"],
-                      weight_dtype=spec["weight_dtype"], thresholds=spec["thresholds"], out_dtype=spec["out_dtype"],
-                      out_bias=spec["out_bias"], acc_lo=spec["acc_lo"], acc_hi=spec["acc_hi"],
-                      requant=spec.get("requant"),
-                      vectors=int(np.prod(conv["out_shape"][:-1])) if conv else 1)
+    vectors = int(np.prod(conv["out_shape"][:-1])) if conv else 1
+    if kind == "vvau":
+        layer = VVAULayer(name=name, source=spec["name"], weights=weights, in_dtype=spec["in_dtype"],
+                          weight_dtype=spec["weight_dtype"], thresholds=spec["thresholds"],
+                          out_dtype=spec["out_dtype"], out_bias=spec["out_bias"], acc_lo=spec["acc_lo"],
+                          acc_hi=spec["acc_hi"], vectors=vectors)
+        if conv["kernel"] == tuple(conv["in_shape"][:-1]) and not any(conv["pads_begin"] + conv["pads_end"]):
+            return [layer]  # a global average: the stream already is its one window, in (k, c) order
+    else:
+        layer = MVAULayer(name=name, source=spec["name"], weights=weights, in_dtype=spec["in_dtype"],
+                          weight_dtype=spec["weight_dtype"], thresholds=spec["thresholds"],
+                          out_dtype=spec["out_dtype"], out_bias=spec["out_bias"], acc_lo=spec["acc_lo"],
+                          acc_hi=spec["acc_hi"], requant=spec.get("requant"), vectors=vectors)
     if not conv:
         return [layer]
     window = _window(hardware_name(spec["name"] + "_window", taken), spec["name"], conv["in_shape"],
@@ -320,38 +474,42 @@ def _stages(spec: dict, taken: set[str], flatten: dict | None) -> list[Stage]:
 
 
 def to_hw(graph: Graph) -> Dataflow:
-    """Split a streamlined graph at its integer chain and choose each layer's output stage."""
-    positions = [i for i, n in enumerate(graph.nodes) if n.op_type in HW_OPS]
-    if not positions:
-        raise LoweringError("the streamlined graph has no MatMul: run the streamline step first")
-    hw_input = graph.meta["hw_input"]
-    first = next(i for i, n in enumerate(graph.nodes) if hw_input in n.inputs)
-    last = positions[-1]
-    stray = [n for n in graph.nodes[first:last + 1] if n.op_type not in HW_OPS | BETWEEN_OPS]
-    if stray:
-        raise LoweringError(f"{stray[0].describe()} sits between hardware layers; it cannot run in hardware")
-    hw_output = graph.nodes[last].outputs[0]
+    """Split a streamlined graph into host head, hardware stages and host tail."""
+    if "stages" not in graph.meta:
+        raise LoweringError("the graph is not streamlined: run the streamline step first")
+    meta = graph.meta
+    hw_input, hw_output = meta["hw_input"], meta["hw_output"]
+    shapes = tensor_shapes(graph)
+    producer = {hw_input: -1}
+    flattened: dict[str, tuple] = {}
     taken: set[str] = set()
     stages: list[Stage] = []
-    flatten = None
-    for spec in graph.meta["stages"]:
-        if spec["kind"] == "flatten":
-            flatten = spec
+    for spec in meta["stages"]:
+        if spec["kind"] == "alias":
+            (source,) = spec["inputs"]
+            producer[spec["output"]] = producer[source]
+            flat = spec["flatten"] or flattened.get(source)
+            if flat is not None:
+                flattened[spec["output"]] = tuple(flat)
             continue
-        new = _stages(spec, taken, flatten)
-        flatten = None
-        for stage in new:
-            if isinstance(stage, LUTStage):
-                stage.count = stages[-1].out_count
+        sources = [producer[t] for t in spec["inputs"]]
+        in_count = stages[sources[0]].out_count if sources[0] >= 0 else int(np.prod(shapes[hw_input][1:]))
+        new = _stages(spec, taken, flattened.get(spec["inputs"][0]), in_count)
+        new[0].sources = sources
+        for offset, stage in enumerate(new[1:]):
+            stage.sources = [len(stages) + offset]
         stages += new
-    shapes = tensor_shapes(graph)
-    input_chw = shapes[hw_input][1:] if isinstance(stages[0], WindowStage) else None
+        producer[spec["output"]] = len(stages) - 1
+    if producer.get(hw_output) != len(stages) - 1:
+        raise LoweringError(f"tensor {hw_output!r} leaves the hardware but is not made by its last stage (a streamc bug)")
+    input_chw = shapes[hw_input][1:] if len(shapes[hw_input]) > 2 else None
     output_chw = shapes[hw_output][1:] if len(shapes[hw_output]) > 2 else None
-    head = Graph(nodes=graph.nodes[:first], constants=graph.constants, inputs=graph.inputs,
-                 outputs=[TensorInfo(hw_input, (1, stages[0].in_count))], opset=graph.opset,
+    head_end, tail_start = meta["head_count"], len(graph.nodes) - meta["tail_count"]
+    head = Graph(nodes=graph.nodes[:head_end], constants=graph.constants, inputs=graph.inputs,
+                 outputs=[TensorInfo(hw_input, (1, int(np.prod(shapes[hw_input][1:]))))], opset=graph.opset,
                  qonnx_opset=graph.qonnx_opset, name="head")
-    tail = Graph(nodes=graph.nodes[last + 1:], constants=graph.constants,
+    tail = Graph(nodes=graph.nodes[tail_start:], constants=graph.constants,
                  inputs=[TensorInfo(hw_output, (1, stages[-1].out_count))], outputs=graph.outputs,
                  opset=graph.opset, qonnx_opset=graph.qonnx_opset, name="tail")
     return Dataflow(head=head, stages=stages, tail=tail, hw_input=hw_input, hw_output=hw_output,
-                    boundary=graph.meta.get("boundary", {}), input_chw=input_chw, output_chw=output_chw)
+                    boundary=meta.get("boundary", {}), input_chw=input_chw, output_chw=output_chw)

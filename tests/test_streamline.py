@@ -143,8 +143,8 @@ def test_missing_input_quantizer_is_rejected():
         compile_graph(model)
 
 
-def test_branching_is_rejected():
+def test_a_branch_of_float_ops_is_rejected():
     model = make_mlp(SPECS["w2a2-bn"])
     model.graph.node.append(helper.make_node("Relu", ["q0"], ["side"], name="SideBranch"))
-    with pytest.raises(LoweringError, match=r"branching and residual graphs are not supported yet"):
+    with pytest.raises(LoweringError, match=r"^node 'SideBranch' \(Relu\) follows quantizer 'QuantIn'; streamc expects"):
         compile_graph(model)

@@ -22,6 +22,7 @@ records what :mod:`streamc.hw` and verification need.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 from onnx import TensorProto
@@ -76,7 +77,7 @@ class _Quantizer:
 
     @property
     def output(self) -> str:
-        return self.nodes[-1].outputs[0]
+        return self.nodes[-1].outputs[0] if self.nodes else self.codes_tensor
 
     @property
     def float_output(self) -> str | None:
@@ -120,86 +121,358 @@ class _Codes:
 
 def streamline(graph: Graph) -> Graph:
     graph = graph.copy()
-    chain = _dynamic_chain(graph)
+    if len(graph.inputs) != 1 or len(graph.outputs) != 1:
+        raise LoweringError(f"streamc compiles models with one input and one output; this one has "
+                            f"{len(graph.inputs)} inputs and {len(graph.outputs)} outputs")
     graph.meta["shapes"] = tensor_shapes(graph)
-    first_linear = next((i for i, n in enumerate(chain) if n.op_type in LINEAR_OPS), None)
-    if first_linear is None:
-        raise LoweringError("the model has no MatMul/Gemm/MatMulInteger: nothing to put in hardware")
-    starts = [i for i, n in enumerate(chain[:first_linear]) if n.op_type in QUANTIZER_OPS]
-    if starts:
-        first_quantizer = _quantizer_at(graph, chain, starts[-1])
-        new_nodes = chain[:starts[-1] + first_quantizer.n_coding]
-        body = chain[starts[-1] + len(first_quantizer.nodes):]
-    else:
-        first_quantizer = _integer_input(graph, chain[first_linear])
-        new_nodes, body = [], chain
-    codes, coding_nodes = _head_codes(graph, first_quantizer)
-    new_nodes += coding_nodes
-    hw_input = codes.tensor
-    stages: list[dict] = []
-    position = 0
-    while True:
-        code_nodes, codes, position = _code_ops(graph, body, position, codes, stages)
-        new_nodes += code_nodes
-        node = body[position]
-        if node.op_type not in LINEAR_OPS:
-            raise LoweringError(f"{node.describe()} follows quantizer {codes.quantizer.name!r}; streamc expects a "
-                                "MatMul/Gemm/MatMulInteger there, or a quantizer after elementwise ops")
-        _check_linear_input(graph, node, codes)
-        window_end = next((i for i in range(position + 1, len(body)) if body[i].op_type in LINEAR_OPS), len(body))
-        pooling = [n for n in body[position + 1:window_end] if n.op_type in AVERAGING_OPS]
-        if pooling:
-            raise LoweringError(f"{pooling[0].describe()}: average pooling is not supported yet; "
-                                "max pooling and strided convolutions are")
-        units = _units(graph, body, position + 1, window_end)
+    lowering = _Lowering(graph)
+    lowering.run()
+    graph.nodes = lowering.head + lowering.body + lowering.tail
+    graph.remove_unused_constants()
+    del graph.meta["shapes"]  # of the graph before streamlining
+    graph.meta.update(hw_input=lowering.hw_input, hw_output=lowering.hw_output, stages=lowering.stages,
+                      head_count=len(lowering.head), tail_count=len(lowering.tail))
+    return graph
+
+
+class _Lowering:
+    """One walk over the graph in topological order, from the first activation quantizer on.
+
+    Every tensor that carries integer codes is kept in ``available`` with its codes and whether the
+    model holds it as dequantized floats or as the codes themselves. A linear layer, an average or a
+    residual ``Add`` starts a *segment*: itself and the ops after it up to the next hardware op, join
+    or branch; the quantizers in the segment give its output codes. Shape ops, max pools and
+    ``Concat`` act on codes directly. Ops that feed no hardware form the host tail.
+    """
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.head: list[Node] = []
+        self.body: list[Node] = []
+        self.tail: list[Node] = []
+        self.stages: list[dict] = []
+        self.available: dict[str, tuple[_Codes, bool]] = {}   # model tensor -> (codes, holds floats)
+        self.done: set[int] = set()
+        self.hw_input = self.hw_output = None
+        self.feeds_hardware = _feeding_hardware(graph)
+
+    def run(self) -> None:
+        self._lower_head()
+        for node in self.graph.nodes:
+            if id(node) in self.done:
+                continue
+            if not self.feeds_hardware[id(node)] and self.hw_output is not None:
+                self.tail.append(node)
+                continue
+            dynamic = [t for t in node.inputs if t and not self.graph.is_constant(t)]
+            missing = [t for t in dynamic if t not in self.available]
+            if missing:
+                raise LoweringError(f"{node.describe()} reads {missing[0]!r}, which is not the output of an activation "
+                                    "quantizer; streamc needs quantized activations between hardware layers")
+            if node.op_type in LINEAR_OPS | AVERAGING_OPS:
+                self._lower_segment(node, [self.available[dynamic[0]]])
+            elif node.op_type == "Add" and len(dynamic) == 2:
+                self._lower_segment(node, [self.available[t] for t in dynamic])
+            elif node.op_type == "Concat":
+                self._lower_concat(node, dynamic)
+            elif node.op_type in CODE_OPS and len(dynamic) == 1:
+                self._lower_code_op(node, *self.available[dynamic[0]])
+            else:
+                raise LoweringError(f"{node.describe()} follows quantizer "
+                                    f"{self.available[dynamic[0]][0].quantizer.name!r}; streamc expects a MatMul, Gemm, "
+                                    "MatMulInteger, Conv, average pool, residual Add, Concat, a shape op or MaxPool there, "
+                                    "or a quantizer after elementwise ops")
+        if self.hw_output is None:
+            raise LoweringError("the model ends with shape or pooling ops after its last quantizer")
+
+    # -- the head: float input to the first codes --------------------------------------------------------------
+    def _lower_head(self) -> None:
+        graph = self.graph
+        prefix = _prefix(graph)
+        stop = len(prefix)
+        first_hw = next((i for i, n in enumerate(prefix) if n.op_type in LINEAR_OPS | AVERAGING_OPS), None)
+        if first_hw is not None:
+            stop = first_hw
+        starts = [i for i, n in enumerate(prefix[:stop]) if n.op_type in QUANTIZER_OPS]
+        if starts:
+            quantizer = _quantizer_at(graph, prefix, starts[-1])
+            self.head = prefix[:starts[-1] + quantizer.n_coding]
+            consumed = prefix[:starts[-1] + len(quantizer.nodes)]
+        elif first_hw is not None:
+            quantizer = _integer_input(graph, prefix[first_hw])
+            consumed = []
+        else:
+            raise LoweringError("the model has no MatMul/Gemm/MatMulInteger/Conv after its input quantizer: nothing to "
+                                "put in hardware")
+        codes, coding_nodes = _head_codes(graph, quantizer)
+        self.head += coding_nodes
+        self.hw_input = codes.tensor
+        self.done |= {id(n) for n in consumed}
+        self._publish(codes)
+
+    def _publish(self, codes: _Codes) -> None:
+        """Make a quantizer's outputs available; a quantizer that feeds no hardware ends it."""
+        quantizer = codes.quantizer
+        if quantizer.float_output is not None:
+            self.available[quantizer.float_output] = (codes, True)
+        if quantizer.codes_tensor is not None:
+            self.available[quantizer.codes_tensor] = (codes, False)
+        outputs = {quantizer.output, quantizer.codes_tensor} - {None}
+        if quantizer.nodes and not any(self._tensor_feeds_hardware(t) for t in outputs):
+            self._end_hardware(codes.tensor, _dequantize_tail(self.graph, codes, []))
+
+    def _tensor_feeds_hardware(self, tensor: str) -> bool:
+        return any(self.feeds_hardware[id(c)] for c in self.graph.consumers(tensor))
+
+    def _end_hardware(self, tensor: str, tail_nodes: list[Node]) -> None:
+        if self.hw_output is not None:
+            raise LoweringError(f"the hardware would end twice, at {self.hw_output!r} and at {tensor!r}; streamc "
+                                "compiles networks whose branches join again before the output")
+        self.hw_output = tensor
+        self.tail += tail_nodes
+
+    # -- ops on codes --------------------------------------------------------------------------------------------
+    def _lower_code_op(self, node: Node, codes: _Codes, floats: bool) -> None:
+        """Copy a shape op or max pool onto the codes; record what hardware needs of it."""
+        graph = self.graph
+        if node.op_type == "Transpose":
+            raise LoweringError(f"{node.describe()}: a Transpose between layers is not supported yet")
+        out = graph.fresh_name(f"{node.outputs[0]}_codes")
+        self.body.append(Node(node.op_type, graph.fresh_name(f"{node.name}_codes"), [codes.tensor, *node.inputs[1:]],
+                              [out], dict(node.attrs)))
+        graph.datatypes[out] = codes.dtype
+        shape, out_shape = graph.meta["shapes"][node.inputs[0]], graph.meta["shapes"][node.outputs[0]]
+        if node.op_type == "MaxPool":
+            self.stages.append(dict(kind="maxpool", name=node.name, inputs=[codes.tensor], output=out,
+                                    in_shape=shape[1:], attrs=dict(node.attrs), dtype=codes.dtype,
+                                    out_shape=out_shape[1:]))
+        else:
+            flatten = shape[1:] if len(shape) > 2 and len(out_shape) == 2 else None
+            self.stages.append(dict(kind="alias", name=node.name, inputs=[codes.tensor], output=out, flatten=flatten))
+        self.done.add(id(node))
+        self.available[node.outputs[0]] = (_Codes(out, codes.lo, codes.hi, codes.dtype, codes.quantizer), floats)
+
+    def _lower_concat(self, node: Node, tensors: list[str]) -> None:
+        graph = self.graph
+        parts = [self.available[t] for t in tensors]
+        shapes = [graph.meta["shapes"][t] for t in tensors]
+        axis = node.attrs.get("axis")
+        if axis is None or axis % len(shapes[0]) != 1:
+            raise LoweringError(f"{node.describe()}: Concat on axis {axis} is not supported; on channels (axis 1) it is")
+        first = parts[0][0].quantizer
+        for codes, floats in parts:
+            q = codes.quantizer
+            same = (_scalar(q.scale, "scale", q) == _scalar(first.scale, "scale", first)
+                    and _scalar(q.zero_point, "zero point", q) == _scalar(first.zero_point, "zero point", first))
+            if not same or floats != parts[0][1]:
+                raise LoweringError(f"{node.describe()}: its inputs come from quantizers {first.name!r} and {q.name!r} "
+                                    "with different scales or zero points; streamc concatenates codes of one scale")
+        lo, hi = min(c.lo for c, _ in parts), max(c.hi for c, _ in parts)
+        dtype = parts[0][0].dtype if all(c.dtype == parts[0][0].dtype for c, _ in parts) else smallest_datatype(lo, hi)
+        out = graph.fresh_name(f"{node.outputs[0]}_codes")
+        graph.datatypes[out] = dtype
+        self.body.append(Node("Concat", graph.fresh_name(f"{node.name}_codes"), [c.tensor for c, _ in parts], [out],
+                              dict(node.attrs)))
+        self.stages.append(dict(kind="concat", name=node.name, inputs=[c.tensor for c, _ in parts], output=out,
+                                channels=tuple(s[1] for s in shapes), pixels=int(np.prod(shapes[0][2:], dtype=int)),
+                                dtype=dtype, in_dtypes=[c.dtype for c, _ in parts]))
+        self.done.add(id(node))
+        self.available[node.outputs[0]] = (_Codes(out, lo, hi, dtype, first), parts[0][1])
+
+    # -- segments: a linear layer, an average or a residual Add, up to its quantizer ----------------------------
+    def _lower_segment(self, node: Node, inputs: list[tuple[_Codes, bool]]) -> None:
+        graph = self.graph
+        body = _segment(graph, node)
+        units = _units(graph, body, 1, len(body))
+        join = node.op_type == "Add"
+        if not join:
+            codes, floats = inputs[0]
+            _check_linear_input(node, floats)
         if not units:
-            if window_end < len(body):
-                raise LoweringError(f"{body[window_end].describe()} follows {node.describe()} with no activation "
-                                    "quantizer between them; streamc needs quantized activations between linear layers")
-            new_nodes += _lower_last_layer(graph, node, codes, body[position + 1:], stages)
-            break
+            following = [c for c in graph.consumers(body[-1].outputs[0]) if self.feeds_hardware[id(c)]]
+            if join or following:
+                after = following[0] if following else body[-1]
+                raise LoweringError(f"{after.describe()} follows {node.describe()} with no activation quantizer "
+                                    "between them; streamc needs quantized activations between linear layers")
+            hw_nodes, tail_nodes = _lower_last_layer(graph, node, codes, body[1:], self.stages)
+            self.done |= {id(n) for n in body}
+            self.body += hw_nodes
+            self._end_hardware(hw_nodes[-1].outputs[0], tail_nodes)
+            return
         first_start = units[0][0]
-        bad = [n for n in body[position + 1:first_start] if n.op_type not in MONOTONIC_OPS]
+        bad = [n for n in body[1:first_start] if n.op_type not in MONOTONIC_OPS]
         if bad:
             raise LoweringError(
                 f"{bad[0].describe()} lies between {node.describe()} and quantizer {units[0][1].name!r}; supported "
                 f"there: {', '.join(sorted(MONOTONIC_OPS))} (any elementwise op is supported between two quantizers)")
         last_start, last_quantizer = units[-1]
-        after_first = body[first_start + len(units[0][1].nodes):last_start]
-        # Thresholds absorb a monotonic chain up to the last quantizer; a lookup table after the first
-        # quantizer takes any elementwise function. The first is exact for monotonic chains, the
-        # second is cheaper where only the first quantizer's thresholds fit a requantization.
-        whole = (_thresholded(graph, node, codes, body[position + 1:last_start], last_quantizer)
-                 if all(n.op_type in ABSORBABLE_OPS for n in after_first) else None)
-        split, table = None, None
-        if len(units) > 1 and (whole is None or not whole.cheap):
-            split = _thresholded(graph, node, codes, body[position + 1:first_start], units[0][1])
-            split_codes = _Codes("", split.out_bias, split.out_bias + split.thresholds.shape[1], split.out_dtype,
-                                 units[0][1])
-            table = _table(graph, split_codes, after_first, last_quantizer, split.weights.shape[0])
-            if table is None and whole is None:
-                raise LoweringError(
-                    f"the elementwise ops between quantizers {units[0][1].name!r} and {last_quantizer.name!r} differ "
-                    "per channel and are not monotonic; per-channel lookup tables are not supported yet")
-            if table is None or (whole is not None and not split.cheap):
-                split = None
-        if split is None:
-            layer_nodes, codes = _emit_thresholded_layer(graph, node, codes, whole, stages)
-            new_nodes += layer_nodes
+        if join:
+            layer_nodes, codes = _lower_add(graph, node, [c for c, _ in inputs], body[1:last_start], last_quantizer,
+                                            self.stages)
         else:
-            layer_nodes, codes = _emit_thresholded_layer(graph, node, codes, split, stages)
-            table_nodes, codes = _lower_lookup_table(graph, codes, table, last_quantizer, stages)
-            new_nodes += layer_nodes + table_nodes
+            layer_nodes, codes = _lower_linear(graph, node, codes, body, units, self.stages)
+        self.body += layer_nodes
         position = last_start + len(last_quantizer.nodes)
-        if window_end == len(body):
-            new_nodes += _dequantize_tail(graph, codes, body[position:])
-            break
+        self.done |= {id(n) for n in body[:position]}
+        self._publish(codes)
 
-    graph.nodes = new_nodes
-    graph.remove_unused_constants()
-    del graph.meta["shapes"]  # of the graph before streamlining
-    graph.meta.update(hw_input=hw_input, stages=stages)
-    return graph
+def _feeding_hardware(graph: Graph) -> dict[int, bool]:
+    """For each node: is it, or does it feed, a linear layer, an average or a residual Add?"""
+    feeds: dict[int, bool] = {}
+    for node in reversed(graph.nodes):
+        dynamic = [t for t in node.inputs if t and not graph.is_constant(t)]
+        hardware = node.op_type in LINEAR_OPS | AVERAGING_OPS or (node.op_type == "Add" and len(dynamic) == 2)
+        feeds[id(node)] = hardware or any(feeds[id(c)] for t in node.outputs for c in graph.consumers(t))
+    return feeds
+
+
+def _prefix(graph: Graph) -> list[Node]:
+    """The chain of nodes from the input, up to its first branch or join."""
+    chain, current = [], graph.inputs[0].name
+    while True:
+        consumers = graph.consumers(current)
+        if len(consumers) != 1:
+            break
+        node = consumers[0]
+        if [t for t in node.inputs if t and not graph.is_constant(t)] != [current] or not node.outputs:
+            break
+        chain.append(node)
+        current = node.outputs[0]
+    return chain
+
+
+def _segment(graph: Graph, node: Node) -> list[Node]:
+    """``node`` and the chain after it, up to the next hardware op, join or branch."""
+    chain, current = [node], node.outputs[0]
+    while True:
+        consumers = graph.consumers(current)
+        if len(consumers) != 1:
+            break
+        after = consumers[0]
+        dynamic = [t for t in after.inputs if t and not graph.is_constant(t)]
+        if dynamic != [current] or after.op_type in LINEAR_OPS | AVERAGING_OPS | {"Concat"}:
+            break
+        chain.append(after)
+        current = after.outputs[0]
+    return chain
+
+
+def _lower_linear(graph, node, codes, body, units, stages) -> tuple[list[Node], _Codes]:
+    """A linear layer or average up to its last quantizer: thresholds, or thresholds and a lookup table."""
+    first_start, first_quantizer = units[0]
+    last_start, last_quantizer = units[-1]
+    after_first = body[first_start + len(first_quantizer.nodes):last_start]
+    # Thresholds absorb a monotonic chain up to the last quantizer; a lookup table after the first
+    # quantizer takes any elementwise function. The first is exact for monotonic chains, the
+    # second is cheaper where only the first quantizer's thresholds fit a requantization.
+    whole = (_thresholded(graph, node, codes, body[1:last_start], last_quantizer)
+             if all(n.op_type in ABSORBABLE_OPS for n in after_first) else None)
+    split, table = None, None
+    if len(units) > 1 and (whole is None or not whole.cheap):
+        split = _thresholded(graph, node, codes, body[1:first_start], first_quantizer)
+        split_codes = _Codes("", split.out_bias, split.out_bias + split.thresholds.shape[1], split.out_dtype,
+                             first_quantizer)
+        table = _table(graph, split_codes, after_first, last_quantizer, split.weights.shape[0])
+        if table is None and whole is None:
+            raise LoweringError(
+                f"the elementwise ops between quantizers {first_quantizer.name!r} and {last_quantizer.name!r} differ "
+                "per channel and are not monotonic; per-channel lookup tables are not supported yet")
+        if table is None or (whole is not None and not split.cheap):
+            split = None
+    if split is None:
+        return _emit_thresholded_layer(graph, node, codes, whole, stages)
+    layer_nodes, codes = _emit_thresholded_layer(graph, node, codes, split, stages)
+    table_nodes, codes = _lower_lookup_table(graph, codes, table, last_quantizer, stages)
+    return layer_nodes + table_nodes, codes
+
+
+def _lower_add(graph, node, inputs: list[_Codes], following, quantizer, stages) -> tuple[list[Node], _Codes]:
+    """A residual ``Add`` of two quantized branches up to its quantizer: ``t = ka*a + kb*b`` on the codes, then
+    thresholds on ``t``. ``ka : kb`` is the ratio of the branches' scales, or the nearest small-integer ratio
+    that gives the model's output for every pair of input codes (checked on all pairs)."""
+    a, b = inputs
+    shape = graph.meta["shapes"][node.outputs[0]]
+    channels, spatial = shape[1], len(shape) - 2
+    scales = [_scalar(c.quantizer.scale, "scale", c.quantizer) for c in inputs]
+    zeros = [_scalar(c.quantizer.zero_point, "zero point", c.quantizer) for c in inputs]
+    for ka, kb in _scale_ratios(*scales):
+        linear = _Linear(np.tile([ka, kb], (channels, 1)), datatype_of_values(np.array([ka, kb])),
+                         np.full(channels, scales[1] / kb), np.full(channels, ka * zeros[0] + kb * zeros[1]), spatial)
+        lo, hi = np.full(channels, ka * a.lo + kb * b.lo), np.full(channels, ka * a.hi + kb * b.hi)
+        try:
+            layer = _threshold_layer(graph, node, linear, lo, hi, following, quantizer)
+        except LoweringError:
+            continue
+        if np.any(layer.weights != linear.weights):
+            raise LoweringError(f"{node.describe()}: the code of quantizer {quantizer.name!r} falls as the sum grows in "
+                                "some channel; streamc supports residual Adds followed by rising functions")
+        if _add_matches(graph, node, inputs, (ka, kb), layer, following):
+            break
+    else:
+        raise LoweringError(f"{node.describe()}: no integer weighting of its inputs (scales {scales[0]:g} and "
+                            f"{scales[1]:g}) reproduces quantizer {quantizer.name!r} on every pair of input codes")
+    kept, out_dtype = layer.thresholds, layer.out_dtype
+    bipolar = out_dtype == BIPOLAR
+    weighted = []
+    for codes, weight in zip(inputs, (ka, kb)):
+        out = graph.fresh_name(f"{node.name}_weighted")
+        weighted.append(out)
+        graph.datatypes[out] = smallest_datatype(min(codes.lo * weight, codes.hi * weight), max(codes.lo * weight, codes.hi * weight))
+    total = graph.fresh_name(f"{node.name}_sum")
+    graph.datatypes[total] = smallest_datatype(int(lo[0]), int(hi[0]))
+    mt_out = graph.fresh_name(f"{quantizer.name}_codes")
+    graph.datatypes[mt_out] = out_dtype
+    attrs = {"out_dtype": out_dtype.name, "out_scale": 2.0 if bipolar else 1.0, "out_bias": float(layer.out_bias)}
+    if spatial:
+        attrs["data_layout"] = "NC" + "DHW"[3 - spatial:]
+    nodes = [Node("Mul", graph.fresh_name(f"{node.name}_weight"),
+                  [codes.tensor, graph.add_constant(f"{node.name}_weight", np.float32(weight))], [out])
+             for codes, weight, out in zip(inputs, (ka, kb), weighted)]
+    nodes.append(Node("Add", node.name, weighted, [total]))
+    nodes.append(Node("MultiThreshold", graph.fresh_name(f"{quantizer.name}_thresholds"),
+                      [total, graph.add_constant(f"{quantizer.name}_thresholds", kept.astype(np.float32))], [mt_out],
+                      attrs))
+    stages.append(dict(kind="add", name=node.name, inputs=[a.tensor, b.tensor], output=mt_out, weights=(ka, kb),
+                       in_dtypes=[a.dtype, b.dtype], thresholds=kept, out_bias=layer.out_bias, out_dtype=out_dtype,
+                       channels=channels, count=int(np.prod(shape[1:]))))
+    out_hi = 1 if bipolar else layer.out_bias + kept.shape[1]
+    return nodes, _Codes(mt_out, layer.out_bias, out_hi, out_dtype, quantizer)
+
+
+def _scale_ratios(scale_a: float, scale_b: float):
+    """Integer pairs ``(ka, kb)`` with ``ka / kb`` near ``scale_a / scale_b``, simplest first."""
+    seen = set()
+    for limit in (2 ** k for k in range(13)):
+        ratio = Fraction(scale_a / scale_b).limit_denominator(limit)
+        pair = (ratio.numerator, ratio.denominator)
+        if pair[0] > 0 and pair not in seen:
+            seen.add(pair)
+            yield pair
+
+
+def _add_matches(graph, node, inputs: list[_Codes], weights, layer: _Thresholded, following) -> bool:
+    """Whether the thresholds on ``ka*a + kb*b`` give the model's codes for every pair of input codes
+    (a random 2**20 of them where there are more)."""
+    quantizer = layer.quantizer
+    values = [_code_values(codes) for codes in inputs]
+    pairs = np.stack(np.meshgrid(*values, indexing="ij"), axis=-1).reshape(-1, 2)
+    if len(pairs) > 1 << 20:
+        pairs = pairs[np.random.default_rng(0).choice(len(pairs), 1 << 20, replace=False)]
+    channels = layer.thresholds.shape[0]
+    spatial = len(graph.meta["shapes"][node.outputs[0]]) - 2
+    feeds = {tensor: np.repeat(codes.quantizer.output_from_codes(pairs[:, k])[:, None], channels, axis=1)
+             .reshape(len(pairs), channels, *[1] * spatial)
+             for k, (tensor, codes) in enumerate(zip(node.inputs, inputs))}
+    coding = quantizer.nodes[:quantizer.n_coding]
+    last = coding[-1].outputs[0]
+    sub = Graph(nodes=[node, *following, *coding], constants=graph.constants,
+                inputs=[TensorInfo(t, (1, channels)) for t in node.inputs], outputs=[TensorInfo(last, (1, channels))],
+                opset=graph.opset, qonnx_opset=graph.qonnx_opset)
+    model = quantizer.codes_from_output(execute(sub, feeds)[last]).reshape(len(pairs), channels)
+    total = pairs @ np.asarray(weights)
+    counts = (total[:, None, None] >= layer.thresholds[None]).sum(axis=2)
+    ours = np.where(counts > 0, 1, -1) if layer.out_dtype == BIPOLAR else counts + layer.out_bias
+    return np.array_equal(model, ours)
 
 
 def _units(graph: Graph, body: list[Node], start: int, end: int) -> list[tuple[int, _Quantizer]]:
@@ -227,51 +500,6 @@ def _integer_input(graph: Graph, linear: Node) -> _Quantizer:
     info = np.iinfo(storage)
     dtype = smallest_datatype(info.min, info.max)
     return _Quantizer([], 0, given.name, np.asarray(1.0), np.asarray(0.0), dtype, storage)
-
-
-def _dynamic_chain(graph: Graph) -> list[Node]:
-    """The graph's nodes as one chain from the input to the output; branching is not supported yet."""
-    if len(graph.inputs) != 1 or len(graph.outputs) != 1:
-        raise LoweringError(f"streamc compiles models with one input and one output; this one has "
-                            f"{len(graph.inputs)} inputs and {len(graph.outputs)} outputs")
-    current = graph.inputs[0].name
-    chain = []
-    for node in graph.nodes:
-        dynamic = [t for t in node.inputs if t and not graph.is_constant(t)]
-        if dynamic != [current]:
-            raise LoweringError(f"{node.describe()} does not continue a single chain from the input (it reads "
-                                f"{dynamic}); branching and residual graphs are not supported yet")
-        if len(graph.consumers(current)) > 1:
-            names = ", ".join(repr(n.name) for n in graph.consumers(current))
-            raise LoweringError(f"tensor {current!r} is read by several nodes ({names}); "
-                                "branching and residual graphs are not supported yet")
-        chain.append(node)
-        current = node.outputs[0]
-    return chain
-
-
-def _code_ops(graph: Graph, body: list[Node], position: int, codes: "_Codes", stages: list[dict]):
-    """Copy shape ops and max pools after a quantizer onto the codes; record what hardware needs of them."""
-    nodes = []
-    while position < len(body) and body[position].op_type in CODE_OPS:
-        node = body[position]
-        if node.op_type == "Transpose":
-            raise LoweringError(f"{node.describe()}: a Transpose between layers is not supported yet")
-        out = graph.fresh_name(f"{node.outputs[0]}_codes")
-        nodes.append(Node(node.op_type, graph.fresh_name(f"{node.name}_codes"), [codes.tensor, *node.inputs[1:]],
-                          [out], dict(node.attrs)))
-        graph.datatypes[out] = codes.dtype
-        shape = graph.meta["shapes"][node.inputs[0]]
-        if node.op_type == "MaxPool":
-            stages.append(dict(kind="maxpool", name=node.name, in_shape=shape[1:], attrs=dict(node.attrs),
-                               dtype=codes.dtype, out_shape=graph.meta["shapes"][node.outputs[0]][1:]))
-        elif len(shape) > 2 and len(graph.meta["shapes"][node.outputs[0]]) == 2:
-            stages.append(dict(kind="flatten", name=node.name, in_shape=shape[1:]))
-        codes = _Codes(out, codes.lo, codes.hi, codes.dtype, codes.quantizer)
-        position += 1
-    if position >= len(body):
-        raise LoweringError("the model ends with shape or pooling ops after its last quantizer")
-    return nodes, codes, position
 
 
 def _constant(graph: Graph, tensor: str, node: Node, what: str) -> np.ndarray:
@@ -377,18 +605,12 @@ def _head_codes(graph: Graph, quantizer: _Quantizer) -> tuple[_Codes, list[Node]
     return _Codes(codes, quantizer.dtype.min, quantizer.dtype.max, quantizer.dtype, quantizer), nodes
 
 
-def _check_linear_input(graph: Graph, node: Node, codes: _Codes) -> None:
-    """A MatMul must read the dequantized output of the quantizer, a MatMulInteger its codes."""
-    source = node.inputs[0]
-    producer = graph.producer(source)
-    while producer is not None and producer.op_type in CODE_OPS:
-        source = producer.inputs[0]
-        producer = graph.producer(source)
-    quantizer = codes.quantizer
-    wanted = quantizer.float_output if node.op_type in ("MatMul", "Conv") else quantizer.codes_tensor
-    if wanted is None or source != wanted:
-        kind = "dequantized values" if node.op_type in ("MatMul", "Conv") else "integer codes"
-        raise LoweringError(f"{node.describe()} must read the {kind} of quantizer {quantizer.name!r}")
+def _check_linear_input(node: Node, floats: bool) -> None:
+    """A MatMul, Conv or average must read dequantized values, a MatMulInteger integer codes."""
+    wants_floats = node.op_type != "MatMulInteger"
+    if floats != wants_floats:
+        kind = "dequantized values" if wants_floats else "integer codes"
+        raise LoweringError(f"{node.describe()} must read the {kind} of its input quantizer")
 
 
 @dataclass
@@ -400,12 +622,18 @@ class _Linear:
     scale: np.ndarray        # MatMul/Conv: per-channel float factor acc -> output; MatMulInteger: unused
     offset: np.ndarray       # subtracted from acc: input zero point times the row sums
     spatial: int = 0         # a Conv's number of spatial dimensions
+    depthwise: bool = False  # weights are (C, K): channel c's taps over its own input channel
+    divisor: int = 0         # an average: the sum of float32 values, divided by the window size
 
     def output(self, node: Node, acc: np.ndarray) -> np.ndarray:
         """What the model's linear node outputs for accumulator values ``acc`` (N, MH), in its layout."""
         if node.op_type == "MatMulInteger":
             return (acc - self.offset).astype(np.int32)
-        value = np.float32(acc - self.offset) * np.float32(self.scale)
+        if self.divisor:  # as the reference averages: in float64, rounded once to float32
+            value = ((acc - self.offset) * self.scale.astype(np.float32).astype(np.float64) / self.divisor)
+            value = value.astype(np.float32)
+        else:
+            value = np.float32(acc - self.offset) * np.float32(self.scale)
         return value.reshape(value.shape + (1,) * self.spatial)
 
     def channel_shape(self) -> tuple[int, ...]:
@@ -448,15 +676,61 @@ def _conv_linear(graph: Graph, node: Node, codes: _Codes) -> _Linear:
     integer = q.codes.astype(np.float64) - q.zero_point
     if not np.all(integer == np.rint(integer)):
         raise LoweringError(f"{node.describe()}: weight zero point is not an integer")
-    kernel = _dense_kernel(np.rint(integer).astype(np.int64), node.attrs.get("group", 1))
+    group = node.attrs.get("group", 1)
+    in_scale = _scalar(codes.quantizer.scale, "scale", codes.quantizer)
+    kernel = np.rint(integer).astype(np.int64)
+    if group > 1 and group == channels and kernel.shape[1] == 1:
+        # Depthwise: each channel its own taps, for a vector-vector unit.
+        weights = kernel.reshape(channels, -1)
+        return _Linear(weights, datatype_of_values(weights), in_scale * scale[:, 0], in_zero * weights.sum(axis=1),
+                       spatial=q.codes.ndim - 2, depthwise=True)
+    kernel = _dense_kernel(kernel, group)
     # (OC, C, *K) -> (OC, *K, C): the sliding window emits patches channel-fastest.
     weights = np.moveaxis(kernel, 1, -1).reshape(channels, -1)
-    in_scale = _scalar(codes.quantizer.scale, "scale", codes.quantizer)
     return _Linear(weights, datatype_of_values(weights), in_scale * scale[:, 0], in_zero * weights.sum(axis=1),
                    spatial=q.codes.ndim - 2)
 
 
+def _pool_window(graph: Graph, node: Node) -> dict:
+    """An average's window: kernel, strides and pads, a global average's the whole image."""
+    shape = graph.meta["shapes"][node.inputs[0]]
+    spatial = len(shape) - 2
+    if node.op_type == "AveragePool":
+        if node.attrs.get("ceil_mode", 0) or node.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+            raise LoweringError(f"{node.describe()}: ceil_mode and auto_pad SAME are not supported; write explicit pads")
+        pads = list(node.attrs.get("pads", [0] * 2 * spatial))
+        if any(pads) and not node.attrs.get("count_include_pad", 0):
+            raise LoweringError(f"{node.describe()}: a padded average pool that does not count the padding divides "
+                                "by a different number at the borders; streamc supports count_include_pad=1 or no pads")
+        return dict(kernel=tuple(node.attrs["kernel_shape"]), strides=tuple(node.attrs.get("strides", [1] * spatial)),
+                    pads=pads, dilations=tuple(node.attrs.get("dilations", [1] * spatial)))
+    if node.op_type == "ReduceMean":
+        axes = node.attrs.get("axes")
+        if axes is None and len(node.inputs) > 1 and node.inputs[1]:
+            axes = _constant(graph, node.inputs[1], node, "axes").tolist()
+        if axes is None or sorted(a % len(shape) for a in axes) != list(range(2, len(shape))):
+            raise LoweringError(f"{node.describe()}: ReduceMean over axes {axes} is not supported; over every spatial "
+                                "axis (a global average pool) it is")
+    return dict(kernel=tuple(shape[2:]), strides=(1,) * spatial, pads=[0] * 2 * spatial, dilations=(1,) * spatial)
+
+
+def _average_linear(graph: Graph, node: Node, codes: _Codes) -> _Linear:
+    """An average pool as a depthwise layer of ones, whose output is the window's sum times scale / K."""
+    channels = graph.meta["shapes"][node.inputs[0]][1]
+    taps = int(np.prod(_pool_window(graph, node)["kernel"]))
+    weights = np.ones((channels, taps), np.int64)
+    in_scale = _scalar(codes.quantizer.scale, "scale", codes.quantizer)
+    in_zero = _scalar(codes.quantizer.zero_point, "zero point", codes.quantizer)
+    if in_zero and any(_pool_window(graph, node)["pads"]):
+        raise LoweringError(f"{node.describe()}: a padded average of inputs with a zero point ({in_zero:g}) is not "
+                            "supported yet")
+    return _Linear(weights, datatype_of_values(weights), np.full(channels, in_scale), np.full(channels, in_zero * taps),
+                   spatial=len(graph.meta["shapes"][node.outputs[0]]) - 2, depthwise=True, divisor=taps)
+
+
 def _linear(graph: Graph, node: Node, codes: _Codes) -> _Linear:
+    if node.op_type in AVERAGING_OPS:
+        return _average_linear(graph, node, codes)
     weight = node.inputs[1]
     if node.op_type == "Conv":
         return _conv_linear(graph, node, codes)
@@ -500,10 +774,27 @@ def _acc_range(weights: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.nd
 
 
 def _add_matmul(graph: Graph, node: Node, codes: _Codes, linear: _Linear, weights: np.ndarray,
-                lo: np.ndarray, hi: np.ndarray) -> tuple[Node, str]:
-    """The integer linear node: MatMul on codes, or Conv on codes with the kernel restored to (OC, C, *K)."""
+                lo: np.ndarray, hi: np.ndarray) -> tuple[list[Node], str]:
+    """The integer linear node: MatMul on codes, or Conv on codes with the kernel restored to (OC, C, *K)
+    (grouped per channel for depthwise layers and averages)."""
     acc = graph.fresh_name(f"{node.name}_acc")
     graph.datatypes[acc] = smallest_datatype(lo.min(), hi.max())
+    if linear.depthwise:
+        if node.op_type == "Conv":
+            taps, attrs = graph.quantized[node.inputs[1]].codes.shape[2:], dict(node.attrs)
+        else:
+            window = _pool_window(graph, node)
+            taps = window["kernel"]
+            attrs = dict(kernel_shape=list(taps), strides=list(window["strides"]), pads=list(window["pads"]),
+                         dilations=list(window["dilations"]))
+        channels = len(weights)
+        w_name = graph.add_constant(f"{node.name}_weight_int", weights.reshape(channels, 1, *taps).astype(np.float32))
+        graph.datatypes[w_name] = datatype_of_values(weights)
+        conv_out = graph.fresh_name(f"{node.name}_sum") if linear.spatial == 0 else acc
+        nodes = [Node("Conv", node.name, [codes.tensor, w_name], [conv_out], {**attrs, "group": channels})]
+        if linear.spatial == 0:  # ReduceMean without keepdims: the model's output has no spatial axes
+            nodes.append(Node("Flatten", graph.fresh_name(f"{node.name}_flatten"), [conv_out], [acc]))
+        return nodes, acc
     if node.op_type == "Conv":
         kernel = graph.quantized[node.inputs[1]].codes.shape
         channels = kernel[1] * node.attrs.get("group", 1)
@@ -511,10 +802,10 @@ def _add_matmul(graph: Graph, node: Node, codes: _Codes, linear: _Linear, weight
         w_name = graph.add_constant(f"{node.name}_weight_int", restored.astype(np.float32))
         graph.datatypes[w_name] = datatype_of_values(weights)
         attrs = {**node.attrs, "group": 1}
-        return Node("Conv", node.name, [codes.tensor, w_name], [acc], attrs), acc
+        return [Node("Conv", node.name, [codes.tensor, w_name], [acc], attrs)], acc
     w_name = graph.add_constant(f"{node.name}_weight_int", weights.T.astype(np.float32))
     graph.datatypes[w_name] = datatype_of_values(weights)
-    return Node("MatMul", node.name, [codes.tensor, w_name], [acc]), acc
+    return [Node("MatMul", node.name, [codes.tensor, w_name], [acc])], acc
 
 
 @dataclass
@@ -539,8 +830,12 @@ class _Thresholded:
 
 def _thresholded(graph, node, codes, following, quantizer) -> _Thresholded:
     linear = _linear(graph, node, codes)
+    return _threshold_layer(graph, node, linear, *_acc_range(linear.weights, codes.lo, codes.hi), following, quantizer)
+
+
+def _threshold_layer(graph, node, linear: _Linear, lo, hi, following, quantizer) -> _Thresholded:
+    """Thresholds on the accumulator of ``linear`` that give the codes of ``quantizer`` after ``following``."""
     weights = linear.weights
-    lo, hi = _acc_range(weights, codes.lo, codes.hi)
     coding = quantizer.nodes[:quantizer.n_coding]
     last = coding[-1].outputs[0]
     sub = Graph(nodes=[*following, *coding], constants=graph.constants,
@@ -586,7 +881,7 @@ def _thresholded(graph, node, codes, following, quantizer) -> _Thresholded:
 def _emit_thresholded_layer(graph, node, codes, layer: _Thresholded, stages) -> tuple[list[Node], _Codes]:
     quantizer, kept, out_bias, out_dtype = layer.quantizer, layer.thresholds, layer.out_bias, layer.out_dtype
     bipolar = out_dtype == BIPOLAR
-    mm_node, acc = _add_matmul(graph, node, codes, layer.linear, layer.weights, layer.lo, layer.hi)
+    mm_nodes, acc = _add_matmul(graph, node, codes, layer.linear, layer.weights, layer.lo, layer.hi)
     mt_out = graph.fresh_name(f"{quantizer.name}_codes")
     graph.datatypes[mt_out] = out_dtype
     attrs = {"out_dtype": out_dtype.name, "out_scale": 2.0 if bipolar else 1.0, "out_bias": float(out_bias)}
@@ -594,12 +889,13 @@ def _emit_thresholded_layer(graph, node, codes, layer: _Thresholded, stages) -> 
         attrs["data_layout"] = "NC" + "DHW"[3 - layer.linear.spatial:]
     mt = Node("MultiThreshold", graph.fresh_name(f"{quantizer.name}_thresholds"),
               [acc, graph.add_constant(f"{quantizer.name}_thresholds", kept.astype(np.float32))], [mt_out], attrs)
-    stages.append(dict(kind="mvau", name=node.name, weights=layer.weights, in_dtype=codes.dtype,
+    stages.append(dict(kind="vvau" if layer.linear.depthwise else "mvau", name=node.name, inputs=[codes.tensor],
+                       output=mt_out, weights=layer.weights, in_dtype=codes.dtype,
                        weight_dtype=datatype_of_values(layer.weights), thresholds=kept, requant=layer.requant,
                        out_dtype=out_dtype, out_bias=out_bias, acc_lo=layer.lo, acc_hi=layer.hi,
                        conv=_conv_geometry(graph, node)))
     out_hi = 1 if bipolar else out_bias + kept.shape[1]
-    return [mm_node, mt], _Codes(mt_out, out_bias, out_hi, out_dtype, quantizer)
+    return [*mm_nodes, mt], _Codes(mt_out, out_bias, out_hi, out_dtype, quantizer)
 
 
 def _search_thresholds(code_of, lo: np.ndarray, hi: np.ndarray, levels: np.ndarray) -> np.ndarray:
@@ -655,33 +951,44 @@ def _lower_lookup_table(graph, codes: _Codes, table: np.ndarray, quantizer: _Qua
     lut = Node("LookupTable", graph.fresh_name(f"{quantizer.name}_table"), [codes.tensor], [out],
                {"table": table.tolist(), "in_min": int(_code_values(codes)[0]),
                 "in_bipolar": int(codes.dtype == BIPOLAR)})
-    stages.append(dict(kind="lut", name=lut.name, table=table, in_dtype=codes.dtype, out_dtype=out_dtype))
+    stages.append(dict(kind="lut", name=lut.name, inputs=[codes.tensor], output=out, table=table, in_dtype=codes.dtype,
+                       out_dtype=out_dtype))
     return [lut], _Codes(out, int(table.min()), int(table.max()), out_dtype, quantizer)
 
 
 def _conv_geometry(graph: Graph, node: Node) -> dict | None:
-    """What the sliding window of a Conv needs: shapes channels-last, kernel, strides, pads, dilations."""
-    if node.op_type != "Conv":
+    """What the sliding window of a Conv or average needs: shapes channels-last, kernel, strides, pads, dilations."""
+    if node.op_type not in AVERAGING_OPS | {"Conv"}:
         return None
     in_shape, out_shape = graph.meta["shapes"][node.inputs[0]][1:], graph.meta["shapes"][node.outputs[0]][1:]
     spatial = len(in_shape) - 1
-    pads = list(node.attrs.get("pads", [0] * 2 * spatial))
+    if node.op_type == "Conv":
+        pads = list(node.attrs.get("pads", [0] * 2 * spatial))
+        window = dict(kernel=tuple(graph.quantized[node.inputs[1]].codes.shape[2:]),
+                      strides=tuple(node.attrs.get("strides", [1] * spatial)),
+                      dilations=tuple(node.attrs.get("dilations", [1] * spatial)), pads=pads)
+    else:
+        window = _pool_window(graph, node)
+        out_shape = (out_shape[0], *[1] * spatial) if len(out_shape) == 1 else out_shape
+    pads = window.pop("pads")
     return dict(in_shape=(*in_shape[1:], in_shape[0]), out_shape=(*out_shape[1:], out_shape[0]),
-                kernel=tuple(graph.quantized[node.inputs[1]].codes.shape[2:]),
-                strides=tuple(node.attrs.get("strides", [1] * spatial)),
-                dilations=tuple(node.attrs.get("dilations", [1] * spatial)),
-                pads_begin=tuple(pads[:spatial]), pads_end=tuple(pads[spatial:]))
+                pads_begin=tuple(pads[:spatial]), pads_end=tuple(pads[spatial:]), **window)
 
 
-def _lower_last_layer(graph, node, codes, following, stages) -> list[Node]:
+def _lower_last_layer(graph, node, codes, following, stages) -> tuple[list[Node], list[Node]]:
+    """The last layer's accumulator leaves the hardware; the host rescales it. Returns hardware and host nodes."""
     linear = _linear(graph, node, codes)
     lo, hi = _acc_range(linear.weights, codes.lo, codes.hi)
     acc_dtype = smallest_datatype(lo.min(), hi.max())
-    mm_node, acc = _add_matmul(graph, node, codes, linear, linear.weights, lo, hi)
-    stages.append(dict(kind="mvau", name=node.name, weights=linear.weights, in_dtype=codes.dtype,
+    mm_nodes, acc = _add_matmul(graph, node, codes, linear, linear.weights, lo, hi)
+    stages.append(dict(kind="vvau" if linear.depthwise else "mvau", name=node.name, inputs=[codes.tensor], output=acc,
+                       weights=linear.weights, in_dtype=codes.dtype,
                        weight_dtype=linear.weight_dtype, thresholds=None, out_dtype=acc_dtype, out_bias=0,
                        acc_lo=lo, acc_hi=hi, conv=_conv_geometry(graph, node)))
-    nodes = [mm_node]
+    if linear.divisor:
+        raise LoweringError(f"{node.describe()}: an average as the last hardware layer needs a quantizer or Trunc after "
+                            "it; streamc does not divide on the host")
+    nodes = []
     if np.any(linear.offset):
         centered = graph.fresh_name(f"{acc}_centered")
         nodes.append(Node("Sub", graph.fresh_name(f"{node.name}_zero_point"),
@@ -699,7 +1006,7 @@ def _lower_last_layer(graph, node, codes, following, stages) -> list[Node]:
                           [acc, graph.add_constant(f"{node.name}_scale", scale.reshape(linear.channel_shape()))],
                           [node.outputs[0]]))
     graph.meta["boundary"] = dict(tensor=node.outputs[0], scale=np.asarray(scale, np.float64), offset=linear.offset)
-    return nodes + list(following)
+    return mm_nodes, nodes + list(following)
 
 
 def _dequantize_tail(graph: Graph, codes: _Codes, rest: list[Node]) -> list[Node]:
