@@ -31,22 +31,36 @@ def cycle_budget(*, target_fps: float, clock_mhz: float) -> int:
     return math.floor(_decimal(clock_mhz) * 10**6 / _decimal(target_fps))
 
 
-def fold_for_target(layers: list[MVAULayer], *, target_fps: float, clock_mhz: float) -> None:
-    """Give each layer the fewest parallel lanes (PE*SIMD) whose cycles per frame fit the budget.
-
-    Among foldings with equal lanes, the one with fewer PEs wins: each PE costs an accumulator
-    and a threshold comparator, a SIMD lane only a multiplier and an adder input.
+def target_cycles(*, target_fps: float, clock_mhz: float) -> int:
+    """:func:`cycle_budget`, refused when it leaves less than one cycle per frame.
 
     Raises
     ------
     FoldingError
-        If the target leaves less than one cycle per frame (no folding can meet it).
+        If either rate is not a positive finite number, or the target leaves less than one cycle
+        per frame (no folding can meet it).
     """
     budget = cycle_budget(target_fps=target_fps, clock_mhz=clock_mhz)
     if budget < 1:
         raise FoldingError(f"target_fps={target_fps:g} at clock_mhz={clock_mhz:g} leaves less than one cycle per "
                            f"frame; the fastest streamc pipeline takes 1 cycle per frame, so at most "
                            f"{clock_mhz * 1e6:g} frames/s at {clock_mhz:g} MHz")
+    return budget
+
+
+def fold_for_target(layers: list[MVAULayer], *, target_fps: float, clock_mhz: float) -> None:
+    """Give each layer the fewest parallel lanes (PE*SIMD) whose cycles per frame fit the budget.
+
+    Among foldings with equal lanes, the one with fewer PEs wins: each PE costs an accumulator
+    and a threshold comparator, a SIMD lane only a multiplier and an adder input. The build's
+    planner (:func:`streamc.planner.plan_folding`) prices foldings on the resource models instead.
+
+    Raises
+    ------
+    FoldingError
+        If the target leaves less than one cycle per frame (no folding can meet it).
+    """
+    budget = target_cycles(target_fps=target_fps, clock_mhz=clock_mhz)
     for layer in layers:
         # Fully parallel (pe=MH, simd=MW) takes one cycle, so with budget >= 1 there is always an option.
         options = [(pe * simd, pe, simd) for pe in divisors(layer.mh) for simd in divisors(layer.mw)

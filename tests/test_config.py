@@ -104,15 +104,40 @@ def test_path_of_wrong_type(tmp_path):
                         ": model: must be a path (a string), not 5")
 
 
-def test_target_fps_and_folding_both(tmp_path):
-    assert_config_error(write(tmp_path, BASE + "target_fps: 1\nfolding: {fc1: {pe: 1, simd: 1}}\n"),
-                        ": give either target_fps (streamc chooses the folding) or folding (pe and simd per layer), "
-                        "not both")
+MODES = ("give one of target_fps (the cheapest folding that reaches it), budget (the fastest folding within that "
+         "fraction of the first device) or folding (pe and simd per layer); ")
 
 
-def test_target_fps_and_folding_neither(tmp_path):
-    assert_config_error(write(tmp_path, BASE),
-                        ": give target_fps (streamc chooses the folding) or folding (pe and simd per layer)")
+@pytest.mark.parametrize(("body", "given"), [
+    ("target_fps: 1\nfolding: {fc1: {pe: 1, simd: 1}}\n", "not target_fps and folding together"),
+    ("target_fps: 1\nbudget: 0.5\n", "not target_fps and budget together"),
+    ("budget: 0.5\nfolding: {fc1: {pe: 1, simd: 1}}\n", "not budget and folding together"),
+    ("", "none is given"),
+])
+def test_exactly_one_folding_mode(body, given, tmp_path):
+    assert_config_error(write(tmp_path, BASE + body), ": " + MODES + given)
+
+
+def test_budget_is_a_fraction_of_the_first_device(tmp_path):
+    config = load_config(write(tmp_path, BASE + "budget: 0.8\ndevices: [ecp5-85f, ice40-up5k]\n"))
+    assert config.budget == 0.8 and config.target_fps is None and config.folding is None
+    assert config.devices == ["ecp5-85f", "ice40-up5k"]
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("0", "budget: Input should be greater than 0, not 0"),
+    ("1.5", "budget: Input should be less than or equal to 1, not 1.5"),
+    ("'80%'", "budget: Input should be a valid number, not '80%'"),
+    (".nan", "budget: Input should be a finite number, not nan"),
+])
+def test_budget_values(value, message, tmp_path):
+    assert_config_error(write(tmp_path, BASE + f"budget: {value}\n"), ": " + message)
+
+
+def test_budget_needs_a_device(tmp_path):
+    assert_config_error(write(tmp_path, BASE + "budget: 0.8\ndevices: []\nsteps: [load]\n"),
+                        ": budget is a fraction of the first device in devices, but devices is empty; give at least "
+                        "one of ice40-up5k, ecp5-85f")
 
 
 @pytest.mark.parametrize("steps", ["[load, streamline]", "[tidy]", "[load, load]", "[]"])

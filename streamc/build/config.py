@@ -23,6 +23,7 @@ DEVICES = ("ice40-up5k", "ecp5-85f")
 ConfigPath = Annotated[Path, Field(strict=False)]
 PositiveFinite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 PositiveInt = Annotated[int, Field(gt=0)]
+DeviceFraction = Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)]
 Probability = Annotated[float, Field(ge=0.0, lt=1.0)]
 
 
@@ -57,11 +58,21 @@ class VerifyConfig(_Strict):
 
 
 class BuildConfig(_Strict):
+    """The build configuration.
+
+    How the folding is chosen: exactly one of ``target_fps`` (the cheapest folding that reaches it
+    at ``clock_mhz``), ``budget`` (the fastest folding within that fraction of the first device's
+    LUTs, with its block RAM and DSPs) or ``folding`` (pe and simd per layer). Costs are estimated
+    on the first of ``devices``; with ``target_fps``, a design that does not fit that device is an
+    error when the configuration names ``devices`` (the default list only says where to synthesize).
+    """
+
     model: ConfigPath
     output_dir: ConfigPath
     devices: list[Literal["ice40-up5k", "ecp5-85f"]] = list(DEVICES)
     clock_mhz: PositiveFinite = 100.0
     target_fps: PositiveFinite | None = None
+    budget: DeviceFraction | None = None
     folding: dict[str, LayerFolding] | None = None
     steps: list[Literal[STEPS]] = list(STEPS)
     verify: VerifyConfig = VerifyConfig()
@@ -69,11 +80,15 @@ class BuildConfig(_Strict):
 
     @model_validator(mode="after")
     def _check(self) -> "BuildConfig":
-        if self.target_fps is not None and self.folding is not None:
-            raise ValueError("give either target_fps (streamc chooses the folding) or folding (pe and simd per "
-                             "layer), not both")
-        if self.target_fps is None and self.folding is None:
-            raise ValueError("give target_fps (streamc chooses the folding) or folding (pe and simd per layer)")
+        modes = [key for key in ("target_fps", "budget", "folding") if getattr(self, key) is not None]
+        if len(modes) != 1:
+            given = f"not {' and '.join(modes)} together" if modes else "none is given"
+            raise ValueError(f"give one of target_fps (the cheapest folding that reaches it), budget (the fastest "
+                             f"folding within that fraction of the first device) or folding (pe and simd per "
+                             f"layer); {given}")
+        if self.budget is not None and not self.devices:
+            raise ValueError("budget is a fraction of the first device in devices, but devices is empty; "
+                             f"give at least one of {', '.join(DEVICES)}")
         if not self.steps or list(self.steps) != list(STEPS[:len(self.steps)]):
             raise ValueError(f"steps must be a non-empty prefix of the pipeline [{', '.join(STEPS)}], "
                              f"not [{', '.join(self.steps)}]")

@@ -1,0 +1,643 @@
+"""The folding planner: PE and SIMD per layer for a throughput target or a share of a device.
+
+Two questions, both answered on the resource models of :mod:`streamc.resources` for one device:
+
+- :func:`plan_for_cycles`: the folding with the fewest LUTs whose every stage takes at most a
+  given number of cycles per frame (``target_fps`` at ``clock_mhz``);
+- :func:`plan_for_budget`: the fewest cycles per frame whose cheapest folding fits a fraction of
+  the device's LUTs, with its block RAM, SPRAM, DSPs and flip-flops.
+
+The design is a chain of foldable stages (those :func:`fold_knobs` gives knobs) with stages
+between them whose lanes follow their neighbours (a lookup table keeps its producer's pace, a
+sliding window its consumer's). What a stage costs depends on its own folding; what the stages,
+FIFOs and width converters between two foldable stages cost depends only on the output side of
+the one before (``pe``) and the input side of the one after (``simd``). So the cheapest folding
+is a shortest path over the chain (dynamic programming, exact for the LUT count), and every cost
+comes from the same code the estimate and the build use. Block RAM and DSP limits couple the
+layers; they are met by pricing the resource that overflows and solving again.
+
+:func:`greedy_for_cycles` is FINN's ``SetFolding`` (divisors in ascending order, SIMD before PE,
+stop at the first that meets the target), and :func:`exhaustive_for_cycles` tries every folding:
+the baselines the benchmark and the tests compare with.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, fields
+from typing import Literal
+
+from .devices import Device, get_device
+from .errors import FoldingError
+from .folding import divisors, target_cycles
+from .hw import Dataflow, MVAULayer, Stage
+from .resources import ResourceEstimate, estimate_kernel, family_of
+
+LIMITED = ("lut", "ff", "bram", "dsp", "spram")
+#: The flip-flop count only breaks ties between foldings with equal LUTs.
+_FF_WEIGHT = 1e-6
+#: How many times an overflowing block RAM, DSP or flip-flop count is priced higher before giving up.
+_PRICE_ROUNDS = 12
+#: Largest number of foldings :func:`exhaustive_for_cycles` will try.
+EXHAUSTIVE_LIMIT = 100_000_000
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One folding parameter of a stage: attribute ``name`` must divide ``size``.
+
+    ``side`` says which stream it shapes: ``"in"`` (lanes the stage takes per beat), ``"out"``
+    (lanes it gives) or ``"both"``. The stages between two foldable ones depend only on those.
+    """
+
+    name: str
+    size: int
+    side: Literal["in", "out", "both"]
+
+
+def fold_knobs(stage: Stage) -> tuple[Knob, ...]:
+    """What ``stage`` can fold, in the order FINN's greedy pass raises them; ``()`` if nothing.
+
+    The one place that knows which stage kinds fold. Stages without knobs keep the cycles they
+    have, or take their lanes from their neighbours (``streamc.build.steps._fold_streaming_stages``).
+    """
+    if isinstance(stage, MVAULayer):
+        return (Knob("simd", stage.mw, "in"), Knob("pe", stage.mh, "out"))
+    return ()
+
+
+Choice = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A folding and what it costs on ``device``.
+
+    Attributes
+    ----------
+    folding : dict
+        ``{stage name: {knob: value}}`` for every foldable stage, as a ``folding`` config takes it.
+    cycles : int
+        Cycles per frame of the slowest stage.
+    resources : ResourceEstimate
+        The whole design on ``device``: stages, FIFOs and width converters.
+    device : str
+    fits : bool
+        Whether ``resources`` fit the limits the plan was asked to respect (the whole device when
+        none were given).
+    """
+
+    folding: dict[str, dict[str, int]]
+    cycles: int
+    resources: ResourceEstimate
+    device: str
+    fits: bool
+
+    def fps(self, clock_mhz: float) -> float:
+        return clock_mhz * 1e6 / self.cycles
+
+
+def device_limits(device: Device, *, budget: float = 1.0) -> dict[str, int]:
+    """What a design may use of ``device``: ``budget`` of its LUTs, all of everything else."""
+    limits = device.budget()
+    limits["lut"] = int(budget * device.lut)
+    return limits
+
+
+def _over(resources: ResourceEstimate, limits: dict[str, int]) -> list[str]:
+    return [key for key in LIMITED if getattr(resources, key) > limits[key]]
+
+
+class _Chain:
+    """The design as foldable stages and the segments of other stages between them, with the cost
+    of every choice of each (cached: each is computed once, by the estimate's own code)."""
+
+    def __init__(self, dataflow: Dataflow, device: Device, fifo_depth: int):
+        from .estimate import kernel_rows, stage_spec   # streamc.estimate imports the build steps
+
+        self._kernel_rows, self._stage_spec = kernel_rows, stage_spec
+        self.stages, self.device, self.fifo_depth = dataflow.stages, device, fifo_depth
+        self._family, self._dsp = family_of(device.name), device.dsp > 0
+        self.foldable = [index for index, stage in enumerate(self.stages) if fold_knobs(stage)]
+        self.knobs = [fold_knobs(self.stages[index]) for index in self.foldable]
+        self.options: list[list[Choice]] = [list(itertools.product(*(divisors(k.size) for k in knobs)))
+                                            for knobs in self.knobs]
+        bounds = [-1, *self.foldable, len(self.stages)]
+        self.segments = [list(range(bounds[k] + 1, bounds[k + 1])) for k in range(len(bounds) - 1)]
+        self._node_cache: dict = {}
+        self._edge_cache: dict = {}
+        self._node_cycles: dict = {}
+        self._edge_cycles: dict = {}
+
+    # -- keys of the sides a segment sees ------------------------------------------------------------
+    def in_key(self, k: int, choice: Choice) -> Choice:
+        return tuple(v for knob, v in zip(self.knobs[k], choice) if knob.side in ("in", "both"))
+
+    def out_key(self, k: int, choice: Choice) -> Choice:
+        return tuple(v for knob, v in zip(self.knobs[k], choice) if knob.side in ("out", "both"))
+
+    def _set(self, k: int, choice: Choice) -> None:
+        _set_knobs(self.stages[self.foldable[k]], self.knobs[k], choice)
+
+    def _set_side(self, k: int, key: Choice, side: str) -> None:
+        stage = self.stages[self.foldable[k]]
+        values = iter(key)
+        for knob in self.knobs[k]:
+            if knob.side in (side, "both"):
+                setattr(stage, knob.name, next(values))
+
+    # -- costs -----------------------------------------------------------------------------------------
+    def node_cycles(self, k: int, choice: Choice) -> int:
+        key = (k, choice)
+        if key not in self._node_cycles:
+            self._set(k, choice)
+            self._node_cycles[key] = self.stages[self.foldable[k]].cycles()
+        return self._node_cycles[key]
+
+    def node(self, k: int, choice: Choice) -> ResourceEstimate:
+        key = (k, choice)
+        if key not in self._node_cache:
+            self._set(k, choice)
+            spec = self._stage_spec(self.stages[self.foldable[k]])
+            self._node_cache[key] = estimate_kernel(spec, self._family, dsp=self._dsp)
+        return self._node_cache[key]
+
+    def _segment(self, s: int, out_key: Choice, in_key: Choice) -> list[Stage]:
+        """Segment ``s`` with its neighbours set to the given sides and its own lanes derived."""
+        from .build.steps import _fold_streaming_stages
+
+        part = [self.stages[i] for i in self.segments[s]]
+        if s > 0:
+            self._set_side(s - 1, out_key, "out")
+            part.insert(0, self.stages[self.foldable[s - 1]])
+        if s < len(self.foldable):
+            self._set_side(s, in_key, "in")
+            part.append(self.stages[self.foldable[s]])
+        _fold_streaming_stages(part)
+        return part
+
+    def edge_cycles(self, s: int, out_key: Choice, in_key: Choice) -> int:
+        key = (s, out_key, in_key)
+        if key not in self._edge_cycles:
+            self._segment(s, out_key, in_key)
+            self._edge_cycles[key] = max((self.stages[i].cycles() for i in self.segments[s]), default=0)
+        return self._edge_cycles[key]
+
+    def edge(self, s: int, out_key: Choice, in_key: Choice) -> ResourceEstimate:
+        key = (s, out_key, in_key)
+        if key not in self._edge_cache:
+            part = self._segment(s, out_key, in_key)
+            ends = {self.stages[self.foldable[k]].name for k in (s - 1, s) if 0 <= k < len(self.foldable)}
+            total = ResourceEstimate()
+            for row, spec in self._kernel_rows(part, self.fifo_depth):
+                if row.name not in ends:
+                    total += estimate_kernel(spec, self._family, dsp=self._dsp)
+            self._edge_cache[key] = total
+        return self._edge_cache[key]
+
+    def sides(self, s: int, assignment: list[Choice]) -> tuple[Choice, Choice]:
+        out_key = self.out_key(s - 1, assignment[s - 1]) if s > 0 else ()
+        in_key = self.in_key(s, assignment[s]) if s < len(self.foldable) else ()
+        return out_key, in_key
+
+    # -- whole designs -----------------------------------------------------------------------------------
+    def evaluate(self, assignment: list[Choice]) -> tuple[ResourceEstimate, int]:
+        """Resources and cycles per frame of the design folded as ``assignment``."""
+        total, cycles = ResourceEstimate(), 0
+        for k, choice in enumerate(assignment):
+            total += self.node(k, choice)
+            cycles = max(cycles, self.node_cycles(k, choice))
+        for s in range(len(self.segments)):
+            total += self.edge(s, *self.sides(s, assignment))
+            cycles = max(cycles, self.edge_cycles(s, *self.sides(s, assignment)))
+        return total, cycles
+
+    def apply(self, assignment: list[Choice]) -> None:
+        """Fold the dataflow's stages as ``assignment`` says, followers included."""
+        from .build.steps import _fold_streaming_stages
+
+        for k, choice in enumerate(assignment):
+            self._set(k, choice)
+        _fold_streaming_stages(self.stages)
+
+    def plan(self, assignment: list[Choice], limits: dict[str, int]) -> Plan:
+        resources, cycles = self.evaluate(assignment)
+        self.apply(assignment)
+        folding = {self.stages[index].name: {knob.name: value for knob, value in zip(knobs, choice)}
+                   for index, knobs, choice in zip(self.foldable, self.knobs, assignment)}
+        return Plan(folding=folding, cycles=cycles, resources=resources, device=self.device.name,
+                    fits=not _over(resources, limits))
+
+    def candidate_cycles(self) -> list[int]:
+        """Every cycles-per-frame value some stage takes under some folding, ascending."""
+        values = {self.node_cycles(k, c) for k, options in enumerate(self.options) for c in options}
+        for s in range(len(self.segments)):
+            values |= {self.edge_cycles(s, o, i) for o, i in self._side_pairs(s)}
+        return sorted(v for v in values if v > 0) or [1]
+
+    def _side_pairs(self, s: int) -> list[tuple[Choice, Choice]]:
+        outs = {self.out_key(s - 1, c) for c in self.options[s - 1]} if s > 0 else {()}
+        ins = {self.in_key(s, c) for c in self.options[s]} if s < len(self.foldable) else {()}
+        return [(o, i) for o in sorted(outs) for i in sorted(ins)]
+
+    def fastest(self) -> tuple[int, str]:
+        """The fewest cycles per frame any folding reaches, and what limits it there."""
+        worst, what = 0, ""
+        for k, options in enumerate(self.options):
+            choice = min(options, key=lambda c: self.node_cycles(k, c))
+            if self.node_cycles(k, choice) > worst:
+                worst, what = self.node_cycles(k, choice), self._describe_choice(k, choice)
+        for s in range(len(self.segments)):
+            pairs = self._side_pairs(s)
+            best = min(pairs, key=lambda p: self.edge_cycles(s, *p))
+            if self.edge_cycles(s, *best) > worst:
+                self._segment(s, *best)
+                stage = max((self.stages[i] for i in self.segments[s]), key=lambda st: st.cycles())
+                worst, what = stage.cycles(), f"{stage.describe()} at its fastest ({_lanes(stage)})"
+        return worst, what
+
+    def _describe_choice(self, k: int, choice: Choice) -> str:
+        stage = self.stages[self.foldable[k]]
+        values = ", ".join(f"{knob.name}={value}" for knob, value in zip(self.knobs[k], choice))
+        return f"{stage.describe()} at its fastest folding ({values})"
+
+    def unreachable(self, cycles: int) -> list[str]:
+        """Why no folding takes at most ``cycles`` per frame: one line per stage that cannot."""
+        reasons = []
+        for k, options in enumerate(self.options):
+            choice = min(options, key=lambda c: self.node_cycles(k, c))
+            fastest = self.node_cycles(k, choice)
+            if fastest > cycles:
+                reasons.append(f"{self._describe_choice(k, choice)} takes {fastest} cycles per frame, "
+                               f"{fastest / cycles:.3g}x the {cycles} the target allows")
+        for s in range(len(self.segments)):
+            best = min(self._side_pairs(s), key=lambda p: self.edge_cycles(s, *p))
+            if self.edge_cycles(s, *best) > cycles:
+                self._segment(s, *best)
+                for stage in (self.stages[i] for i in self.segments[s]):
+                    if stage.cycles() > cycles:
+                        reasons.append(f"{stage.describe()} takes {stage.cycles()} cycles per frame at its fastest "
+                                       f"({_lanes(stage)}), {stage.cycles() / cycles:.3g}x the {cycles} the "
+                                       f"target allows")
+        return reasons
+
+    def cheapest(self, cycles: int, prices: dict[str, float]) -> list[Choice] | None:
+        """The folding of least priced cost with every stage within ``cycles`` (None if there is none)."""
+        def price(resources: ResourceEstimate) -> float:
+            return sum(prices.get(f.name, 0.0) * getattr(resources, f.name) for f in fields(resources))
+
+        inf = float("inf")
+        count = len(self.foldable)
+        if count == 0:
+            return [] if self.edge_cycles(0, (), ()) <= cycles else None
+        # best[k][choice] = (cost of everything up to and including stage k, choice of stage k - 1)
+        best: list[dict[Choice, tuple[float, Choice | None]]] = []
+        for k in range(count):
+            layer: dict[Choice, tuple[float, Choice | None]] = {}
+            reachable: dict[Choice, tuple[float, Choice | None]] = {}
+            if k:
+                for choice, (cost, _) in best[-1].items():
+                    key = self.out_key(k - 1, choice)
+                    if cost < reachable.get(key, (inf, None))[0]:
+                        reachable[key] = (cost, choice)
+            else:
+                reachable[()] = (0.0, None)
+            for choice in self.options[k]:
+                if self.node_cycles(k, choice) > cycles:
+                    continue
+                in_key, entry = self.in_key(k, choice), (inf, None)
+                for out_key, (cost, previous) in reachable.items():
+                    if self.edge_cycles(k, out_key, in_key) > cycles:
+                        continue
+                    total = cost + price(self.edge(k, out_key, in_key))
+                    if total < entry[0]:
+                        entry = (total, previous)
+                if entry[0] < inf:
+                    layer[choice] = (entry[0] + price(self.node(k, choice)), entry[1])
+            if not layer:
+                return None
+            best.append(layer)
+        final, last = inf, None
+        for choice, (cost, _) in best[-1].items():
+            out_key = self.out_key(count - 1, choice)
+            if self.edge_cycles(count, out_key, ()) <= cycles:
+                total = cost + price(self.edge(count, out_key, ()))
+                if total < final:
+                    final, last = total, choice
+        if last is None:
+            return None
+        assignment = [last]
+        for k in range(count - 1, 0, -1):
+            assignment.append(best[k][assignment[-1]][1])
+        return assignment[::-1]
+
+    def cheapest_within(self, cycles: int, limits: dict[str, int]) -> list[Choice] | None:
+        """The cheapest folding within ``cycles``, priced again while a resource other than LUTs overflows.
+
+        LUTs are minimized exactly; a block RAM, SPRAM, DSP or flip-flop count over its limit gets
+        a price in LUTs (starting at what the device has of LUTs per unit of it) that grows until
+        it fits or the rounds run out. Returns the last folding tried (which may not fit), or None
+        when no folding reaches ``cycles``.
+        """
+        prices = {"lut": 1.0, "ff": _FF_WEIGHT}
+        assignment = self.cheapest(cycles, prices)
+        for _ in range(_PRICE_ROUNDS):
+            if assignment is None:
+                return None
+            over = _over(self.evaluate(assignment)[0], limits)
+            if not over or over == ["lut"]:
+                return assignment
+            for key in over:
+                if key != "lut":
+                    start = limits["lut"] / max(limits[key], 1)
+                    prices[key] = max(prices.get(key, 0.0) * 4, start)
+            assignment = self.cheapest(cycles, prices)
+        return assignment
+
+
+def _set_knobs(stage: Stage, knobs: tuple[Knob, ...], choice: Choice) -> None:
+    for knob, value in zip(knobs, choice):
+        setattr(stage, knob.name, value)
+
+
+def _lanes(stage: Stage) -> str:
+    return f"{stage.in_elems} lanes in, {stage.out_elems} out"
+
+
+def _not_fitting(chain: _Chain, plan: Plan, limits: dict[str, int], what: str) -> FoldingError:
+    """Which resource overflows, by how much, and the stage that takes most of it."""
+    device = chain.device
+    problems = []
+    for key in _over(plan.resources, limits):
+        used, limit = getattr(plan.resources, key), limits[key]
+        share = f"{limit} ({limit / getattr(device, key):.0%} of the device)" if limit != getattr(device, key) \
+            else f"{limit}"
+        problems.append(f"{used} {key.upper()} for {share}, {used - limit} over")
+    key = _over(plan.resources, limits)[0]
+    k = max(range(len(chain.foldable)),
+            key=lambda k: getattr(chain.node(k, tuple(plan.folding[chain.stages[chain.foldable[k]].name].values())),
+                                  key), default=None)
+    if k is None:
+        culprit = "the design"
+        alone = ""
+    else:
+        stage = chain.stages[chain.foldable[k]]
+        culprit = stage.describe()
+        used = getattr(chain.node(k, tuple(plan.folding[stage.name].values())), key)
+        alone = f"; this layer alone takes {used} {key.upper()}"
+    return FoldingError(f"{culprit} does not fit the {device.name} ({device.part}) {what}: the design needs "
+                        f"{'; '.join(problems)}{alone}")
+
+
+def plan_for_cycles(dataflow: Dataflow, *, cycles: int, device: Device, fifo_depth: int = 2,
+                    limits: dict[str, int] | None = None, target: str | None = None) -> Plan:
+    """The folding with the fewest LUTs in which every stage takes at most ``cycles`` per frame.
+
+    Parameters
+    ----------
+    cycles : int
+        Cycles per frame the slowest stage may take.
+    device : Device
+        Whose resource models price the folding.
+    limits : dict, optional
+        Resources the design must fit (``device_limits``); None: no fitting required (the plan
+        then says whether it fits the whole device).
+    target : str, optional
+        How the user asked for ``cycles`` (``"target_fps=1e+06 at clock_mhz=100"``), for messages.
+
+    Raises
+    ------
+    FoldingError
+        If some stage cannot reach ``cycles`` per frame (the message names each, with its fastest
+        folding and cycles), or, with ``limits``, if no folding that reaches it fits.
+    """
+    chain = _Chain(dataflow, device, fifo_depth)
+    if limits:
+        assignment = chain.cheapest_within(cycles, limits)
+    else:
+        assignment = chain.cheapest(cycles, {"lut": 1.0, "ff": _FF_WEIGHT})
+    if assignment is None:
+        fastest, _ = chain.fastest()
+        asked = target or f"{cycles} cycles per frame"
+        raise FoldingError(f"{asked} cannot be met: " + "; ".join(chain.unreachable(cycles))
+                           + f". The fastest folding takes {fastest} cycles per frame")
+    plan = chain.plan(assignment, limits or device_limits(device))
+    if limits and not plan.fits:
+        raise _not_fitting(chain, plan, limits, f"at {target or f'{cycles} cycles per frame'} "
+                                                f"({cycles} cycles per frame), even folded as cheaply as possible")
+    return plan
+
+
+def _search_budget(chain: _Chain, limits: dict[str, int], fold) -> tuple[list[Choice], int] | None:
+    """The fewest cycles per frame at which ``fold(cycles)`` gives a folding within ``limits``."""
+    candidates = chain.candidate_cycles()
+
+    def fitting(index: int) -> list[Choice] | None:
+        assignment = fold(candidates[index])
+        if assignment is None:
+            return None
+        resources, _ = chain.evaluate(assignment)
+        return None if _over(resources, limits) else assignment
+
+    if fitting(len(candidates) - 1) is None:
+        return None
+    low, high = 0, len(candidates) - 1      # candidates[high] fits
+    while low < high:
+        middle = (low + high) // 2
+        if fitting(middle) is not None:
+            high = middle
+        else:
+            low = middle + 1
+    return fitting(high), candidates[high]
+
+
+def plan_for_budget(dataflow: Dataflow, *, device: Device, budget: float, fifo_depth: int = 2) -> Plan:
+    """The fewest cycles per frame whose cheapest folding fits ``budget`` of ``device``'s LUTs
+    (and its block RAM, SPRAM, DSPs and flip-flops).
+
+    Raises
+    ------
+    FoldingError
+        If even the slowest, cheapest folding does not fit: the message says which resource, by how
+        much, and which layer takes most of it.
+    """
+    chain = _Chain(dataflow, device, fifo_depth)
+    limits = device_limits(device, budget=budget)
+    found = _search_budget(chain, limits, lambda cycles: chain.cheapest_within(cycles, limits))
+    if found is None:
+        slowest = chain.candidate_cycles()[-1]
+        plan = chain.plan(chain.cheapest_within(slowest, limits), limits)
+        raise _not_fitting(chain, plan, limits, f"within budget={budget:g}, even at its slowest and cheapest "
+                                                f"({plan.cycles} cycles per frame)")
+    return chain.plan(found[0], limits)
+
+
+# --- Baselines --------------------------------------------------------------------------------------
+
+def _greedy(chain: _Chain, cycles: int) -> list[Choice]:
+    """FINN's SetFolding: raise each knob (SIMD, then PE) through its divisors until the stage meets ``cycles``."""
+    assignment = []
+    for k, knobs in enumerate(chain.knobs):
+        values = [1] * len(knobs)
+        for position, knob in enumerate(knobs):
+            if chain.node_cycles(k, tuple(values)) <= cycles:
+                break
+            for value in divisors(knob.size):
+                values[position] = value
+                if chain.node_cycles(k, tuple(values)) <= cycles:
+                    break
+        assignment.append(tuple(values))
+    return assignment
+
+
+def greedy_for_cycles(dataflow: Dataflow, *, cycles: int, device: Device, fifo_depth: int = 2) -> Plan:
+    """FINN-style greedy folding for ``cycles`` per frame (each layer on its own; it may miss the
+    target where a stage between layers is slower, and says so in ``Plan.cycles``)."""
+    chain = _Chain(dataflow, device, fifo_depth)
+    return chain.plan(_greedy(chain, cycles), device_limits(device))
+
+
+def greedy_for_budget(dataflow: Dataflow, *, device: Device, budget: float, fifo_depth: int = 2) -> Plan | None:
+    """The fastest greedy folding within ``budget`` of the device (None if even the slowest does not fit)."""
+    chain = _Chain(dataflow, device, fifo_depth)
+    limits = device_limits(device, budget=budget)
+    found = _search_budget(chain, limits, lambda cycles: _greedy(chain, cycles))
+    return None if found is None else chain.plan(found[0], limits)
+
+
+def exhaustive_size(dataflow: Dataflow, *, cycles: int | None = None) -> int:
+    """How many foldings :func:`exhaustive_for_cycles` would try (all of them when ``cycles`` is None)."""
+    count = 1
+    for stage in dataflow.stages:
+        knobs = fold_knobs(stage)
+        folded = tuple(getattr(stage, knob.name) for knob in knobs)
+        options = list(itertools.product(*(divisors(k.size) for k in knobs)))
+        if cycles is not None:
+            options = [c for c in options if _set_knobs(stage, knobs, c) or stage.cycles() <= cycles]
+            _set_knobs(stage, knobs, folded)
+        count *= len(options)
+    return count
+
+
+def _exhaustive(chain: _Chain, cycles: int, limits: dict[str, int] | None) -> list[Choice] | None:
+    """Every folding within ``cycles``, depth first; a branch is dropped only when a lower bound of
+    its LUTs (what it has so far plus the least each remaining stage and segment can cost) already
+    exceeds the best complete folding's, so the result is the exact optimum."""
+    names = [f.name for f in fields(ResourceEstimate)]
+    lut = names.index("lut")
+    count = len(chain.foldable)
+    options = [[c for c in opts if chain.node_cycles(k, c) <= cycles] for k, opts in enumerate(chain.options)]
+    if not all(options):
+        return None
+
+    def vector(resources: ResourceEstimate) -> tuple[int, ...]:
+        return tuple(getattr(resources, name) for name in names)
+
+    def edge(s: int, out_key: Choice, in_key: Choice) -> tuple[int, ...] | None:
+        if chain.edge_cycles(s, out_key, in_key) > cycles:
+            return None
+        return vector(chain.edge(s, out_key, in_key))
+
+    # rest[k][r]: least of resource r that stages k.. and segments k + 1.. can take (segment k is
+    # priced with stage k): lower bounds that prune a branch over a limit or above the best LUTs.
+    least_edges = []
+    for s in range(len(chain.segments)):
+        costs = [e for e in (edge(s, *pair) for pair in chain._side_pairs(s)) if e is not None]
+        if not costs:
+            return None
+        least_edges.append(tuple(map(min, zip(*costs))))
+    least_nodes = [tuple(map(min, zip(*(vector(chain.node(k, c)) for c in opts)))) for k, opts in enumerate(options)]
+    rest = [tuple(sum(v[i] for v in least_nodes[k:] + least_edges[k + 1:]) for i in range(len(names)))
+            for k in range(count + 1)]
+    bounded = [(names.index(key), limit) for key, limit in (limits or {}).items()]
+    best: list = [None, None]     # (lut, ff), assignment
+
+    def visit(k: int, chosen: list[Choice], total: tuple[int, ...]) -> None:
+        out_key = chain.out_key(k - 1, chosen[-1]) if k else ()
+        if k == count:
+            last = edge(count, out_key, ())
+            if last is None:
+                return
+            final = tuple(a + b for a, b in zip(total, last))
+            resources = ResourceEstimate(**dict(zip(names, final)))
+            if limits and _over(resources, limits):
+                return
+            key = (resources.lut, resources.ff)
+            if best[0] is None or key < best[0]:
+                best[0], best[1] = key, list(chosen)
+            return
+        for choice in options[k]:
+            cost = edge(k, out_key, chain.in_key(k, choice))
+            if cost is None:
+                continue
+            partial = tuple(a + b + c for a, b, c in zip(total, cost, vector(chain.node(k, choice))))
+            if best[0] is not None and partial[lut] + rest[k + 1][lut] > best[0][0]:
+                continue
+            if any(partial[i] + rest[k + 1][i] > limit for i, limit in bounded):
+                continue
+            visit(k + 1, chosen + [choice], partial)
+
+    visit(0, [], (0,) * len(names))
+    return best[1]
+
+
+def _check_size(dataflow: Dataflow, cycles: int | None) -> None:
+    size = exhaustive_size(dataflow, cycles=cycles)
+    if size > EXHAUSTIVE_LIMIT:
+        raise ValueError(f"{size} foldings to try, more than {EXHAUSTIVE_LIMIT}")
+
+
+def exhaustive_for_cycles(dataflow: Dataflow, *, cycles: int, device: Device, fifo_depth: int = 2,
+                          limits: dict[str, int] | None = None) -> Plan | None:
+    """Try every folding whose foldable stages take at most ``cycles``; the one with the fewest LUTs
+    (then flip-flops) that reaches ``cycles`` and fits ``limits`` (when given). None if none does.
+
+    Raises
+    ------
+    ValueError
+        If there are more than :data:`EXHAUSTIVE_LIMIT` foldings to try.
+    """
+    _check_size(dataflow, cycles)
+    chain = _Chain(dataflow, device, fifo_depth)
+    best = _exhaustive(chain, cycles, limits)
+    return None if best is None else chain.plan(best, limits or device_limits(device))
+
+
+def exhaustive_for_budget(dataflow: Dataflow, *, device: Device, budget: float, fifo_depth: int = 2) -> Plan | None:
+    """The fewest cycles per frame at which some folding fits ``budget``, by trying every folding.
+
+    Raises
+    ------
+    ValueError
+        If there are more than :data:`EXHAUSTIVE_LIMIT` foldings in all.
+    """
+    _check_size(dataflow, None)
+    chain = _Chain(dataflow, device, fifo_depth)
+    limits = device_limits(device, budget=budget)
+    # Whether some folding fits within c cycles only grows with c: the search may bisect.
+    found = _search_budget(chain, limits, lambda cycles: _exhaustive(chain, cycles, limits))
+    return None if found is None else chain.plan(found[0], limits)
+
+
+# --- The build's entry point ------------------------------------------------------------------------
+
+def plan_folding(dataflow: Dataflow, config) -> Plan:
+    """Fold ``dataflow`` as a build configuration asks (``target_fps`` or ``budget``) and return the plan.
+
+    Costs are those of the first device in ``config.devices`` (iCE40 UP5K if the list is empty).
+    With ``target_fps``, the plan must fit that device when the configuration names ``devices``.
+
+    Raises
+    ------
+    FoldingError
+        If the target cannot be reached (which stage, and how far it is), or the design does not
+        fit (which resource, by how much, and the layer that takes most of it).
+    """
+    device = get_device(config.devices[0] if config.devices else "ice40-up5k")
+    if config.budget is not None:
+        return plan_for_budget(dataflow, device=device, budget=config.budget, fifo_depth=config.fifo_depth)
+    cycles = target_cycles(target_fps=config.target_fps, clock_mhz=config.clock_mhz)
+    must_fit = "devices" in config.model_fields_set and bool(config.devices)
+    return plan_for_cycles(dataflow, cycles=cycles, device=device, fifo_depth=config.fifo_depth,
+                           limits=device_limits(device) if must_fit else None,
+                           target=f"target_fps={config.target_fps:g} at clock_mhz={config.clock_mhz:g}")
