@@ -5,9 +5,12 @@ inception block concatenates paths on the channel axis. Every stream here is an
 :class:`amaranth.lib.stream.Signature` with a plain ``unsigned(elems * width)`` payload,
 element ``j`` at bits ``[j*width, (j+1)*width)``, stored as :meth:`DataType.to_hw` stores it.
 
-A join only moves when all its inputs move, so the two paths into it must hold enough beats
-between them for the shorter path not to stall the fork: size the FIFO on the shorter path
-for the difference in latency and in beats buffered along the way.
+A fork moves only when every branch takes its beat and a join only when every input has
+one, so in a reconvergent graph the shorter path must hold every beat the fork sends it
+while the longer path has not yet produced the matching beat. Hold fewer and the fork
+stalls: throughput drops, or, where the longer path needs many input beats before its first
+output (a sliding window waits for rows), the block deadlocks. A FIFO on the shorter path
+provides the room.
 """
 
 from __future__ import annotations
