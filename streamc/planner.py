@@ -24,20 +24,24 @@ the baselines the benchmark and the tests compare with.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, fields
 from typing import Literal
 
 from .devices import Device, get_device
 from .errors import FoldingError
 from .folding import divisors, target_cycles
-from .hw import Dataflow, MVAULayer, Stage
+from .hw import Dataflow, MVAULayer, Stage, VVAULayer
 from .resources import ResourceEstimate, estimate_kernel, family_of
 
 LIMITED = ("lut", "ff", "bram", "dsp", "spram")
 #: The flip-flop count only breaks ties between foldings with equal LUTs.
 _FF_WEIGHT = 1e-6
-#: How many times an overflowing block RAM, DSP or flip-flop count is priced higher before giving up.
-_PRICE_ROUNDS = 12
+#: The first price, in LUTs, of a block RAM, SPRAM, DSP or flip-flop over its limit; how many times it
+#: doubles before giving up; how many halvings then look for the least price that still fits.
+_START_PRICE, _PRICE_ROUNDS, _BISECTIONS = 8.0, 16, 6
+#: Rounds of one-stage-at-a-time improvement for a branching design.
+_DESCENT_ROUNDS = 4
 #: Largest number of foldings :func:`exhaustive_for_cycles` will try.
 EXHAUSTIVE_LIMIT = 100_000_000
 
@@ -63,6 +67,8 @@ def fold_knobs(stage: Stage) -> tuple[Knob, ...]:
     """
     if isinstance(stage, MVAULayer):
         return (Knob("simd", stage.mw, "in"), Knob("pe", stage.mh, "out"))
+    if isinstance(stage, VVAULayer):
+        return (Knob("simd", stage.channels, "both"),)
     return ()
 
 
@@ -110,13 +116,22 @@ def _over(resources: ResourceEstimate, limits: dict[str, int]) -> list[str]:
 
 class _Chain:
     """The design as foldable stages and the segments of other stages between them, with the cost
-    of every choice of each (cached: each is computed once, by the estimate's own code)."""
+    of every choice of each (cached: each is computed once, by the estimate's own code).
+
+    When every stage reads the one before it (``chain``), the cost is a sum of per-stage and
+    per-segment terms and the search is exact. A design that branches (residual adds, concats) is
+    priced whole for every folding tried, and searched one stage at a time (:meth:`_descend`).
+    """
 
     def __init__(self, dataflow: Dataflow, device: Device, fifo_depth: int):
+        from .build.steps import _fold_streaming_stages
         from .estimate import kernel_rows, stage_spec   # streamc.estimate imports the build steps
 
-        self._kernel_rows, self._stage_spec = kernel_rows, stage_spec
-        self.stages, self.device, self.fifo_depth = dataflow.stages, device, fifo_depth
+        self._kernel_rows, self._stage_spec, self._fold_followers = kernel_rows, stage_spec, _fold_streaming_stages
+        self.dataflow, self.stages, self.device, self.fifo_depth = dataflow, dataflow.stages, device, fifo_depth
+        self.chain = all(list(getattr(stage, "sources", [index - 1])) == [index - 1]
+                         for index, stage in enumerate(self.stages))
+        self._whole_cache: dict = {}
         self._family, self._dsp = family_of(device.name), device.dsp > 0
         self.foldable = [index for index, stage in enumerate(self.stages) if fold_knobs(stage)]
         self.knobs = [fold_knobs(self.stages[index]) for index in self.foldable]
@@ -164,8 +179,6 @@ class _Chain:
 
     def _segment(self, s: int, out_key: Choice, in_key: Choice) -> list[Stage]:
         """Segment ``s`` with its neighbours set to the given sides and its own lanes derived."""
-        from .build.steps import _fold_streaming_stages
-
         part = [self.stages[i] for i in self.segments[s]]
         if s > 0:
             self._set_side(s - 1, out_key, "out")
@@ -173,7 +186,7 @@ class _Chain:
         if s < len(self.foldable):
             self._set_side(s, in_key, "in")
             part.append(self.stages[self.foldable[s]])
-        _fold_streaming_stages(part)
+        self._fold_followers(self.dataflow)
         return part
 
     def edge_cycles(self, s: int, out_key: Choice, in_key: Choice) -> int:
@@ -203,6 +216,8 @@ class _Chain:
     # -- whole designs -----------------------------------------------------------------------------------
     def evaluate(self, assignment: list[Choice]) -> tuple[ResourceEstimate, int]:
         """Resources and cycles per frame of the design folded as ``assignment``."""
+        if not self.chain:
+            return self._whole(assignment)
         total, cycles = ResourceEstimate(), 0
         for k, choice in enumerate(assignment):
             total += self.node(k, choice)
@@ -212,13 +227,26 @@ class _Chain:
             cycles = max(cycles, self.edge_cycles(s, *self.sides(s, assignment)))
         return total, cycles
 
+    def _whole(self, assignment: list[Choice]) -> tuple[ResourceEstimate, int]:
+        key = tuple(assignment)
+        if key not in self._whole_cache:
+            self.apply(assignment)
+            total = ResourceEstimate()
+            for _, spec in self._kernel_rows(self.stages, self.fifo_depth):
+                total += estimate_kernel(spec, self._family, dsp=self._dsp)
+            self._whole_cache[key] = (total, max(stage.cycles() for stage in self.stages))
+        return self._whole_cache[key]
+
     def apply(self, assignment: list[Choice]) -> None:
         """Fold the dataflow's stages as ``assignment`` says, followers included."""
-        from .build.steps import _fold_streaming_stages
-
         for k, choice in enumerate(assignment):
             self._set(k, choice)
-        _fold_streaming_stages(self.stages)
+        self._fold_followers(self.dataflow)
+
+    def fastest_assignment(self) -> list[Choice]:
+        """Each foldable stage at its fewest cycles (the most lanes among equals)."""
+        return [min(options, key=lambda c: (self.node_cycles(k, c), -math.prod(c)))
+                for k, options in enumerate(self.options)]
 
     def plan(self, assignment: list[Choice], limits: dict[str, int]) -> Plan:
         resources, cycles = self.evaluate(assignment)
@@ -231,8 +259,13 @@ class _Chain:
     def candidate_cycles(self) -> list[int]:
         """Every cycles-per-frame value some stage takes under some folding, ascending."""
         values = {self.node_cycles(k, c) for k, options in enumerate(self.options) for c in options}
-        for s in range(len(self.segments)):
-            values |= {self.edge_cycles(s, o, i) for o, i in self._side_pairs(s)}
+        if self.chain:
+            for s in range(len(self.segments)):
+                values |= {self.edge_cycles(s, o, i) for o, i in self._side_pairs(s)}
+        else:
+            for assignment in (self.fastest_assignment(), [options[0] for options in self.options]):
+                self.apply(assignment)
+                values |= {stage.cycles() for stage in self.stages}
         return sorted(v for v in values if v > 0) or [1]
 
     def _side_pairs(self, s: int) -> list[tuple[Choice, Choice]]:
@@ -240,52 +273,33 @@ class _Chain:
         ins = {self.in_key(s, c) for c in self.options[s]} if s < len(self.foldable) else {()}
         return [(o, i) for o in sorted(outs) for i in sorted(ins)]
 
-    def fastest(self) -> tuple[int, str]:
-        """The fewest cycles per frame any folding reaches, and what limits it there."""
-        worst, what = 0, ""
-        for k, options in enumerate(self.options):
-            choice = min(options, key=lambda c: self.node_cycles(k, c))
-            if self.node_cycles(k, choice) > worst:
-                worst, what = self.node_cycles(k, choice), self._describe_choice(k, choice)
-        for s in range(len(self.segments)):
-            pairs = self._side_pairs(s)
-            best = min(pairs, key=lambda p: self.edge_cycles(s, *p))
-            if self.edge_cycles(s, *best) > worst:
-                self._segment(s, *best)
-                stage = max((self.stages[i] for i in self.segments[s]), key=lambda st: st.cycles())
-                worst, what = stage.cycles(), f"{stage.describe()} at its fastest ({_lanes(stage)})"
-        return worst, what
-
-    def _describe_choice(self, k: int, choice: Choice) -> str:
-        stage = self.stages[self.foldable[k]]
-        values = ", ".join(f"{knob.name}={value}" for knob, value in zip(self.knobs[k], choice))
-        return f"{stage.describe()} at its fastest folding ({values})"
-
-    def unreachable(self, cycles: int) -> list[str]:
-        """Why no folding takes at most ``cycles`` per frame: one line per stage that cannot."""
+    def unreachable(self, cycles: int) -> tuple[int, list[str]]:
+        """The fewest cycles per frame any folding reaches, and each stage that cannot reach ``cycles``."""
+        assignment = self.fastest_assignment()
+        self.apply(assignment)
+        chosen = dict(zip(self.foldable, assignment))
         reasons = []
-        for k, options in enumerate(self.options):
-            choice = min(options, key=lambda c: self.node_cycles(k, c))
-            fastest = self.node_cycles(k, choice)
-            if fastest > cycles:
-                reasons.append(f"{self._describe_choice(k, choice)} takes {fastest} cycles per frame, "
-                               f"{fastest / cycles:.3g}x the {cycles} the target allows")
-        for s in range(len(self.segments)):
-            best = min(self._side_pairs(s), key=lambda p: self.edge_cycles(s, *p))
-            if self.edge_cycles(s, *best) > cycles:
-                self._segment(s, *best)
-                for stage in (self.stages[i] for i in self.segments[s]):
-                    if stage.cycles() > cycles:
-                        reasons.append(f"{stage.describe()} takes {stage.cycles()} cycles per frame at its fastest "
-                                       f"({_lanes(stage)}), {stage.cycles() / cycles:.3g}x the {cycles} the "
-                                       f"target allows")
-        return reasons
+        for index, stage in enumerate(self.stages):
+            if stage.cycles() <= cycles:
+                continue
+            if index in chosen:
+                k = self.foldable.index(index)
+                values = ", ".join(f"{knob.name}={value}" for knob, value in zip(self.knobs[k], chosen[index]))
+                how = f"at its fastest folding ({values})"
+                reasons.append(f"{stage.describe()} {how} takes {stage.cycles()} cycles per frame, "
+                               f"{stage.cycles() / cycles:.3g}x the {cycles} the target allows")
+            else:
+                reasons.append(f"{stage.describe()} takes {stage.cycles()} cycles per frame at its fastest "
+                               f"({_lanes(stage)}), {stage.cycles() / cycles:.3g}x the {cycles} the target allows")
+        return max(stage.cycles() for stage in self.stages), reasons
 
     def cheapest(self, cycles: int, prices: dict[str, float]) -> list[Choice] | None:
         """The folding of least priced cost with every stage within ``cycles`` (None if there is none)."""
         def price(resources: ResourceEstimate) -> float:
             return sum(prices.get(f.name, 0.0) * getattr(resources, f.name) for f in fields(resources))
 
+        if not self.chain:
+            return self._descend(cycles, price)
         inf = float("inf")
         count = len(self.foldable)
         if count == 0:
@@ -331,28 +345,76 @@ class _Chain:
             assignment.append(best[k][assignment[-1]][1])
         return assignment[::-1]
 
-    def cheapest_within(self, cycles: int, limits: dict[str, int]) -> list[Choice] | None:
-        """The cheapest folding within ``cycles``, priced again while a resource other than LUTs overflows.
+    def _descend(self, cycles: int, price) -> list[Choice] | None:
+        """A branching design: start from each stage's own cheapest folding within ``cycles`` (or the
+        fastest, if that leaves a follower too slow) and change one stage at a time while the whole
+        design gets cheaper."""
+        options = [[c for c in opts if self.node_cycles(k, c) <= cycles] for k, opts in enumerate(self.options)]
+        if not all(options):
+            return None
 
-        LUTs are minimized exactly; a block RAM, SPRAM, DSP or flip-flop count over its limit gets
-        a price in LUTs (starting at what the device has of LUTs per unit of it) that grows until
-        it fits or the rounds run out. Returns the last folding tried (which may not fit), or None
-        when no folding reaches ``cycles``.
+        def cost(assignment: list[Choice]) -> float:
+            resources, reached = self.evaluate(assignment)
+            return price(resources) if reached <= cycles else float("inf")
+
+        assignment = [min(opts, key=lambda c: price(self.node(k, c))) for k, opts in enumerate(options)]
+        if cost(assignment) == float("inf"):
+            assignment = self.fastest_assignment()
+        best = cost(assignment)
+        if best == float("inf"):
+            return None
+        for _ in range(_DESCENT_ROUNDS):
+            improved = False
+            for k, opts in enumerate(options):
+                for choice in opts:
+                    trial = assignment[:k] + [choice] + assignment[k + 1:]
+                    if cost(trial) < best:
+                        assignment, best, improved = trial, cost(trial), True
+            if not improved:
+                break
+        return assignment
+
+    def cheapest_within(self, cycles: int, limits: dict[str, int]) -> list[Choice] | None:
+        """The fewest LUTs within ``cycles`` whose block RAM, SPRAM, DSP and flip-flop counts fit ``limits``.
+
+        LUTs are minimized exactly. A count over its limit gets a price in LUTs, doubled until it
+        fits, then bisected down to the least price that still fits (a higher price trades more
+        LUTs away than needed). Returns the fitting folding with the fewest LUTs found, else the
+        last one tried (which does not fit), or None when no folding reaches ``cycles``.
         """
         prices = {"lut": 1.0, "ff": _FF_WEIGHT}
-        assignment = self.cheapest(cycles, prices)
-        for _ in range(_PRICE_ROUNDS):
+        tried = []
+
+        def attempt() -> list[str] | None:
+            assignment = self.cheapest(cycles, prices)
             if assignment is None:
                 return None
-            over = _over(self.evaluate(assignment)[0], limits)
-            if not over or over == ["lut"]:
-                return assignment
+            resources = self.evaluate(assignment)[0]
+            tried.append((resources, assignment))
+            return [key for key in _over(resources, limits) if key != "lut"]
+
+        over = attempt()
+        priced = set()
+        for _ in range(_PRICE_ROUNDS):
+            if not over:
+                break
             for key in over:
-                if key != "lut":
-                    start = limits["lut"] / max(limits[key], 1)
-                    prices[key] = max(prices.get(key, 0.0) * 4, start)
-            assignment = self.cheapest(cycles, prices)
-        return assignment
+                prices[key] = max(prices.get(key, 0.0) * 2, _START_PRICE)
+                priced.add(key)
+            over = attempt()
+        for key in sorted(priced) if over == [] else []:
+            low, high = 0.0, prices[key]
+            for _ in range(_BISECTIONS):
+                prices[key] = (low + high) / 2
+                if attempt():
+                    low = prices[key]
+                else:
+                    high = prices[key]
+            prices[key] = high
+        if not tried:
+            return None
+        fitting = [(r.lut, r.ff, a) for r, a in tried if not _over(r, limits)]
+        return min(fitting)[2] if fitting else tried[-1][1]
 
 
 def _set_knobs(stage: Stage, knobs: tuple[Knob, ...], choice: Choice) -> None:
@@ -364,27 +426,24 @@ def _lanes(stage: Stage) -> str:
     return f"{stage.in_elems} lanes in, {stage.out_elems} out"
 
 
-def _not_fitting(chain: _Chain, plan: Plan, limits: dict[str, int], what: str) -> FoldingError:
-    """Which resource overflows, by how much, and the stage that takes most of it."""
+_UNITS = {"lut": "LUTs", "ff": "flip-flops", "bram": "block RAMs", "dsp": "DSPs", "spram": "SPRAMs"}
+
+
+def _not_fitting(chain: _Chain, assignment: list[Choice], limits: dict[str, int], what: str) -> FoldingError:
+    """Which resources overflow, by how much, and the layer that takes most of the first of them."""
     device = chain.device
+    resources, _ = chain.evaluate(assignment)
+    over = _over(resources, limits)
     problems = []
-    for key in _over(plan.resources, limits):
-        used, limit = getattr(plan.resources, key), limits[key]
-        share = f"{limit} ({limit / getattr(device, key):.0%} of the device)" if limit != getattr(device, key) \
-            else f"{limit}"
-        problems.append(f"{used} {key.upper()} for {share}, {used - limit} over")
-    key = _over(plan.resources, limits)[0]
-    k = max(range(len(chain.foldable)),
-            key=lambda k: getattr(chain.node(k, tuple(plan.folding[chain.stages[chain.foldable[k]].name].values())),
-                                  key), default=None)
-    if k is None:
-        culprit = "the design"
-        alone = ""
-    else:
-        stage = chain.stages[chain.foldable[k]]
-        culprit = stage.describe()
-        used = getattr(chain.node(k, tuple(plan.folding[stage.name].values())), key)
-        alone = f"; this layer alone takes {used} {key.upper()}"
+    for key in over:
+        used, limit, has = getattr(resources, key), limits[key], getattr(device, key)
+        allowed = f"{limit} are available" if limit == has else f"{limit} ({limit / has:.0%} of {has}) are allowed"
+        problems.append(f"{used} {_UNITS[key]} where {allowed} ({used - limit} over)")
+    culprit, alone = "the design", ""
+    if chain.foldable:
+        k = max(range(len(chain.foldable)), key=lambda k: getattr(chain.node(k, assignment[k]), over[0]))
+        culprit = chain.stages[chain.foldable[k]].describe()
+        alone = f"; this layer alone takes {getattr(chain.node(k, assignment[k]), over[0])} {_UNITS[over[0]]}"
     return FoldingError(f"{culprit} does not fit the {device.name} ({device.part}) {what}: the design needs "
                         f"{'; '.join(problems)}{alone}")
 
@@ -417,14 +476,14 @@ def plan_for_cycles(dataflow: Dataflow, *, cycles: int, device: Device, fifo_dep
     else:
         assignment = chain.cheapest(cycles, {"lut": 1.0, "ff": _FF_WEIGHT})
     if assignment is None:
-        fastest, _ = chain.fastest()
+        fastest, reasons = chain.unreachable(cycles)
         asked = target or f"{cycles} cycles per frame"
-        raise FoldingError(f"{asked} cannot be met: " + "; ".join(chain.unreachable(cycles))
+        raise FoldingError(f"{asked} cannot be met: " + "; ".join(reasons)
                            + f". The fastest folding takes {fastest} cycles per frame")
     plan = chain.plan(assignment, limits or device_limits(device))
     if limits and not plan.fits:
-        raise _not_fitting(chain, plan, limits, f"at {target or f'{cycles} cycles per frame'} "
-                                                f"({cycles} cycles per frame), even folded as cheaply as possible")
+        at = f"at {target} ({cycles} cycles per frame)" if target else f"at {cycles} cycles per frame"
+        raise _not_fitting(chain, assignment, limits, f"{at}, even folded as cheaply as possible")
     return plan
 
 
@@ -466,9 +525,10 @@ def plan_for_budget(dataflow: Dataflow, *, device: Device, budget: float, fifo_d
     found = _search_budget(chain, limits, lambda cycles: chain.cheapest_within(cycles, limits))
     if found is None:
         slowest = chain.candidate_cycles()[-1]
-        plan = chain.plan(chain.cheapest_within(slowest, limits), limits)
-        raise _not_fitting(chain, plan, limits, f"within budget={budget:g}, even at its slowest and cheapest "
-                                                f"({plan.cycles} cycles per frame)")
+        assignment = chain.cheapest_within(slowest, limits)
+        raise _not_fitting(chain, assignment, limits, f"within budget={budget:g}, even folded as cheaply as "
+                                                      f"possible (which takes {chain.evaluate(assignment)[1]} cycles "
+                                                      f"per frame)")
     return chain.plan(found[0], limits)
 
 
@@ -529,6 +589,11 @@ def _exhaustive(chain: _Chain, cycles: int, limits: dict[str, int] | None) -> li
     options = [[c for c in opts if chain.node_cycles(k, c) <= cycles] for k, opts in enumerate(chain.options)]
     if not all(options):
         return None
+    if not chain.chain:
+        every = [(chain.evaluate(list(a)), list(a)) for a in itertools.product(*options)]
+        fitting = [((r.lut, r.ff), a) for (r, reached), a in every
+                   if reached <= cycles and not (limits and _over(r, limits))]
+        return min(fitting)[1] if fitting else None
 
     def vector(resources: ResourceEstimate) -> tuple[int, ...]:
         return tuple(getattr(resources, name) for name in names)

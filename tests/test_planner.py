@@ -1,0 +1,229 @@
+"""The folding planner: exact costs, never worse than FINN's greedy pass, at the optimum, clear errors."""
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from streamc import estimate
+from streamc.datatypes import BIPOLAR, INT, DataType
+from streamc.devices import get_device
+from streamc.errors import FoldingError
+from streamc.estimate import estimate_design
+from streamc.frontend.load import load_onnx
+from streamc.hw import Dataflow, MVAULayer, to_hw
+from streamc.planner import (Knob, device_limits, exhaustive_for_budget, exhaustive_for_cycles, fold_knobs,
+                             greedy_for_budget, greedy_for_cycles, plan_folding, plan_for_budget, plan_for_cycles)
+from streamc.resources import LUTSpec, ResourceEstimate
+from streamc.transforms.streamline import streamline
+from streamc.transforms.tidy import tidy
+
+ROOT = Path(__file__).parent.parent
+DIGITS = ROOT / "build_configs" / "models" / "digits_mlp.onnx"
+TFC = ROOT / "tests" / "models" / "tfc_w1a1.onnx"
+UP5K, ECP5 = get_device("ice40-up5k"), get_device("ecp5-85f")
+
+
+def dataflow(path: Path):
+    return to_hw(streamline(tidy(load_onnx(path))))
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return dataflow(DIGITS)
+
+
+@pytest.fixture(scope="module")
+def tfc():
+    return dataflow(TFC)
+
+
+def total(flow, device) -> ResourceEstimate:
+    """The estimate's own total for the dataflow as it is folded now."""
+    rows = estimate_design(flow.stages, [device], 2)
+    return sum((row.resources[device.name] for row in rows), ResourceEstimate())
+
+
+def chain(*stages) -> Dataflow:
+    for index, stage in enumerate(stages):
+        stage.sources = [index - 1]
+    return Dataflow(head=None, stages=list(stages), tail=None, hw_input="x", hw_output="y")
+
+
+def layer(name: str, mh: int, mw: int, vectors: int = 1) -> MVAULayer:
+    return MVAULayer(name=name, source=f"/{name}/MatMul", weights=np.ones((mh, mw), dtype=np.int64),
+                     in_dtype=BIPOLAR, weight_dtype=BIPOLAR, thresholds=None, out_dtype=INT(16), out_bias=0,
+                     acc_lo=np.full(mh, -mw), acc_hi=np.full(mh, mw), vectors=vectors)
+
+
+def test_an_mvau_folds_simd_then_pe_and_other_stages_follow(digits):
+    first = digits.stages[0]
+    assert fold_knobs(first) == (Knob("simd", first.mw, "in"), Knob("pe", first.mh, "out"))
+    assert fold_knobs(SimpleNamespace()) == ()
+
+
+@pytest.mark.parametrize("device", [UP5K, ECP5], ids=lambda d: d.name)
+def test_the_plan_costs_what_the_estimate_says_and_leaves_the_dataflow_folded(digits, device):
+    for cycles in (4096, 512, 64):
+        plan = plan_for_cycles(digits, cycles=cycles, device=device)
+        assert plan.folding == {l.name: {"simd": l.simd, "pe": l.pe} for l in digits.layers}
+        assert plan.cycles == digits.cycles_per_frame() <= cycles
+        assert plan.resources == total(digits, device)
+
+
+@pytest.mark.parametrize("device", [UP5K, ECP5], ids=lambda d: d.name)
+@pytest.mark.parametrize("cycles", [2048, 256, 49])
+def test_never_more_luts_than_greedy_at_equal_throughput(tfc, device, cycles):
+    greedy = greedy_for_cycles(tfc, cycles=cycles, device=device)
+    plan = plan_for_cycles(tfc, cycles=cycles, device=device)
+    assert plan.cycles <= cycles and greedy.cycles <= cycles
+    assert plan.resources.lut <= greedy.resources.lut
+
+
+def test_strictly_better_than_greedy_on_tfc(tfc):
+    # Greedy raises SIMD to 196 on the 784-input layer; four PEs of 49 cost fewer adders.
+    greedy = greedy_for_cycles(tfc, cycles=256, device=UP5K)
+    plan = plan_for_cycles(tfc, cycles=256, device=UP5K)
+    assert greedy.folding["node_linear"] == {"simd": 196, "pe": 1}
+    assert plan.resources.lut < 0.9 * greedy.resources.lut
+
+
+def test_greedy_is_finns_set_folding():
+    flow = chain(layer("fc1", 64, 784), layer("fc2", 10, 64))
+    plan = greedy_for_cycles(flow, cycles=100, device=UP5K)
+    # fc1: no SIMD alone reaches 100 cycles (784 gives 64), so SIMD stays 784 and PE rises to 1.
+    assert plan.folding == {"fc1": {"simd": 784, "pe": 1}, "fc2": {"simd": 8, "pe": 1}}
+
+
+@pytest.mark.parametrize("device", [UP5K, ECP5], ids=lambda d: d.name)
+@pytest.mark.parametrize("cycles", [1024, 128, 16])
+def test_within_5_percent_of_exhaustive(digits, device, cycles):
+    best = exhaustive_for_cycles(digits, cycles=cycles, device=device)
+    plan = plan_for_cycles(digits, cycles=cycles, device=device)
+    assert plan.resources.lut <= 1.05 * best.resources.lut
+    assert plan.resources.lut >= best.resources.lut      # exhaustive is the optimum
+
+
+@pytest.mark.parametrize(("device", "budget"), [(UP5K, 0.8), (UP5K, 0.3), (ECP5, 0.02)],
+                         ids=["up5k-0.8", "up5k-0.3", "ecp5-0.02"])
+def test_budget_mode_is_as_fast_as_exhaustive_and_no_slower_than_greedy(digits, device, budget):
+    limits = device_limits(device, budget=budget)
+    best = exhaustive_for_budget(digits, device=device, budget=budget)
+    greedy = greedy_for_budget(digits, device=device, budget=budget)
+    plan = plan_for_budget(digits, device=device, budget=budget)
+    assert plan.fits and plan.resources.lut <= limits["lut"]
+    assert all(getattr(plan.resources, key) <= limits[key] for key in limits)
+    assert plan.cycles == best.cycles <= greedy.cycles
+    # Balanced: nothing faster than the bottleneck needs, so nothing cheaper reaches the same cycles.
+    assert plan.resources.lut == plan_for_cycles(digits, cycles=plan.cycles, device=device).resources.lut
+
+
+def test_budget_mode_takes_more_lanes_for_more_budget(tfc):
+    small = plan_for_budget(tfc, device=UP5K, budget=0.4)
+    large = plan_for_budget(tfc, device=UP5K, budget=0.9)
+    assert large.cycles < small.cycles
+    assert small.resources.lut <= 0.4 * UP5K.lut < large.resources.lut <= 0.9 * UP5K.lut
+
+
+def test_a_block_ram_limit_is_met_by_pricing_block_ram(tfc):
+    # The cheapest folding in LUTs keeps 19 block RAMs; allow 15 and the planner trades LUTs for them,
+    # nearly as well as trying every folding.
+    free = plan_for_cycles(tfc, cycles=256, device=UP5K)
+    limits = dict(device_limits(UP5K), bram=free.resources.bram - 4)
+    fitted = plan_for_cycles(tfc, cycles=256, device=UP5K, limits=limits)
+    best = exhaustive_for_cycles(tfc, cycles=256, device=UP5K, limits=limits)
+    assert fitted.fits and fitted.resources.bram <= limits["bram"] and fitted.cycles <= 256
+    assert free.resources.lut < best.resources.lut <= fitted.resources.lut <= 1.05 * best.resources.lut
+
+
+def test_unreachable_target_names_the_layer_and_by_how_much():
+    flow = chain(layer("conv", 8, 9, vectors=64), layer("fc", 10, 64))
+    message = ("target_fps=1e+07 at clock_mhz=100 cannot be met: node '/conv/MatMul' (MatMul 8x9) at its fastest "
+               "folding (simd=9, pe=8) takes 64 cycles per frame, 6.4x the 10 the target allows. The fastest folding "
+               "takes 64 cycles per frame")
+    with pytest.raises(FoldingError, match=f"^{re.escape(message)}$"):
+        plan_for_cycles(flow, cycles=10, device=UP5K, target="target_fps=1e+07 at clock_mhz=100")
+
+
+@dataclass
+class Fixed:
+    """A stage kind the planner does not know: it keeps its cycles."""
+
+    name: str = "mystery"
+    count: int = 64
+    dtype: DataType = INT(16)
+    elems: int = 1
+    sources: list = None
+    in_count = out_count = property(lambda self: self.count)
+    in_elems = out_elems = property(lambda self: self.elems)
+    in_dtype = out_dtype = property(lambda self: self.dtype)
+
+    def cycles(self) -> int:
+        return 500
+
+    def describe(self) -> str:
+        return "stage 'mystery'"
+
+
+def test_an_unknown_stage_keeps_its_cycles(monkeypatch):
+    spec_of = estimate.stage_spec
+    monkeypatch.setattr(estimate, "stage_spec", lambda stage: LUTSpec(in_bits=1, out_bits=1, elems=1)
+                        if isinstance(stage, Fixed) else spec_of(stage))
+    flow = chain(layer("fc1", 64, 64), Fixed(), layer("fc2", 10, 64))
+    plan = plan_for_cycles(flow, cycles=512, device=UP5K)
+    assert plan.cycles == 512
+    message = ("100 cycles per frame cannot be met: stage 'mystery' takes 500 cycles per frame at its fastest (1 lanes "
+               "in, 1 out), 5x the 100 the target allows. The fastest folding takes 500 cycles per frame")
+    with pytest.raises(FoldingError, match=f"^{re.escape(message)}$"):
+        plan_for_cycles(flow, cycles=100, device=UP5K)
+
+
+def test_a_design_too_large_for_the_device_names_the_resource_and_the_layer(tfc):
+    pattern = (r"node '\S+' \(MatMul 64x784\) does not fit the ice40-up5k \(iCE40UP5K\) at 4 cycles per frame, even "
+               r"folded as cheaply as possible: the design needs (\d+) LUTs where 5280 are available \((\d+) over\)"
+               r".*; this layer alone takes (\d+) LUTs")
+    with pytest.raises(FoldingError, match=f"^{pattern}$") as info:
+        plan_for_cycles(tfc, cycles=4, device=UP5K, limits=device_limits(UP5K))
+    used, over, alone = (int(v) for v in re.match(pattern, str(info.value)).groups())
+    assert used - 5280 == over and 0 < alone < used
+
+
+def test_a_budget_nothing_fits_says_so(tfc):
+    with pytest.raises(FoldingError, match=r"^node '\S+' \(MatMul \d+x\d+\) does not fit the ice40-up5k \(iCE40UP5K\) "
+                                           r"within budget=0.05, even folded as cheaply as possible \(which takes \d+ "
+                                           r"cycles per frame\): the design needs \d+ LUTs where 264 \(5% of 5280\) are "
+                                           r"allowed \(\d+ over\); this layer alone takes \d+ LUTs$"):
+        plan_for_budget(tfc, device=UP5K, budget=0.05)
+
+
+def config(**values):
+    base = dict(target_fps=None, budget=None, clock_mhz=100.0, devices=["ice40-up5k", "ecp5-85f"], fifo_depth=2)
+    base.update(values)
+    return SimpleNamespace(**base, model_fields_set=set(values))
+
+
+def test_plan_folding_for_a_target_prices_on_the_first_device(digits):
+    plan = plan_folding(digits, config(target_fps=1e6, devices=["ecp5-85f"]))
+    assert plan.device == "ecp5-85f" and plan.cycles <= 100
+    assert plan == plan_for_cycles(digits, cycles=100, device=ECP5)
+
+
+def test_plan_folding_checks_the_fit_only_for_named_devices(tfc):
+    assert not plan_folding(tfc, config(target_fps=25e6)).fits      # default device list: no check
+    with pytest.raises(FoldingError, match=r"^node .* does not fit the ice40-up5k \(iCE40UP5K\) at target_fps=2\.5e\+07 "
+                                           r"at clock_mhz=100 \(4 cycles per frame\), even folded as cheaply as "
+                                           r"possible: .*$"):
+        plan_folding(tfc, config(target_fps=25e6, devices=["ice40-up5k"]))
+
+
+def test_plan_folding_for_a_budget(digits):
+    plan = plan_folding(digits, config(budget=0.5, devices=["ice40-up5k"]))
+    assert plan == plan_for_budget(digits, device=UP5K, budget=0.5)
+
+
+def test_plan_folding_refuses_less_than_a_cycle_per_frame(digits):
+    with pytest.raises(FoldingError, match=r"^target_fps=2e\+08 at clock_mhz=100 leaves less than one cycle per frame"):
+        plan_folding(digits, config(target_fps=2e8))
