@@ -19,7 +19,9 @@ from ..execute import execute
 from ..folding import apply_folding, fold_for_target
 from ..frontend.load import load_onnx
 from ..resources import ResourceEstimate
-from ..hw import Dataflow, LUTStage, MVAULayer, PoolStage, Stage, WindowStage, to_hw
+from ..fifo_sizing import fifo_depths
+from ..folding import divisors
+from ..hw import AddStage, ConcatStage, Dataflow, LUTStage, MVAULayer, PoolStage, Stage, VVAULayer, WindowStage, to_hw
 from ..ir import Graph
 from ..transforms.streamline import streamline
 from ..transforms.tidy import tidy
@@ -38,7 +40,7 @@ class BuildState:
     graphs: dict[str, Graph] = field(default_factory=dict)
     dataflow: Dataflow | None = None
     verilog: str | None = None
-    fifo_depths: list[int] = field(default_factory=list)
+    fifo_depths: list[list[int]] = field(default_factory=list)
     rtlsim: dict | None = None
     synth: dict[str, dict] = field(default_factory=dict)
     resources: dict[str, dict] = field(default_factory=dict)
@@ -97,7 +99,9 @@ def fold_step(state: BuildState) -> None:
         apply_folding(layers, {k: v.model_dump() for k, v in config.folding.items()}, source=state.config_path)
     else:
         fold_for_target(layers, target_fps=config.target_fps, clock_mhz=config.clock_mhz)
-    _fold_streaming_stages(dataflow.stages)
+    _fold_vector_units(dataflow.stages, max(layer.cycles() for layer in layers) if layers else 0,
+                       config.clock_mhz * 1e6 / config.target_fps if config.target_fps else 0)
+    _fold_streaming_stages(dataflow)
     state.folder.write_report("folding", {layer.name: {"pe": layer.pe, "simd": layer.simd} for layer in layers})
     cycles = dataflow.cycles_per_frame()
     rows = estimate_design(dataflow.stages, [get_device(d) for d in config.devices], config.fifo_depth)
@@ -112,20 +116,36 @@ def fold_step(state: BuildState) -> None:
     })
 
 
-def _fold_streaming_stages(stages: list[Stage]) -> None:
+def _fold_vector_units(stages: list[Stage], bottleneck: int, budget: float) -> None:
+    """The fewest channels per cycle that keep each vector unit within the slower of the MVAU bottleneck
+    and the target's cycle budget: no faster than the pipeline needs."""
+    for stage in stages:
+        if isinstance(stage, VVAULayer):
+            allowed = max(bottleneck, budget)
+            stage.simd = next((d for d in divisors(stage.channels) if stage.cycles(d) <= allowed), stage.channels)
+
+
+def _fold_streaming_stages(dataflow: Dataflow) -> None:
     """Lanes for the stages without arithmetic to fold: a table keeps its producer's pace, a sliding
-    window its consumer's (channels per beat must divide the channels), a max pool its window's."""
+    window its consumer's (channels per beat must divide the channels), a max pool its window's, an add
+    or concat its first producer's (as far as the channels allow)."""
+    stages = dataflow.stages
     for index, stage in enumerate(stages):
-        before = stages[index - 1] if index else None
-        after = stages[index + 1] if index + 1 < len(stages) else None
+        before = stages[stage.sources[0]] if stage.sources[0] >= 0 else None
+        readers = dataflow.consumers(index)
+        after = stages[readers[0]] if readers else None
+        lanes = before.out_elems if before else 1
         if isinstance(stage, LUTStage):
-            stage.elems = before.out_elems if before else 1
+            stage.elems = lanes
         elif isinstance(stage, WindowStage):
-            channels = stage.in_shape[2]
-            wanted = after.simd if isinstance(after, MVAULayer) else (before.out_elems if before else 1)
-            stage.elems = math.gcd(wanted, channels)
+            wanted = after.simd if isinstance(after, (MVAULayer, VVAULayer)) else lanes
+            stage.elems = math.gcd(wanted, stage.in_shape[2])
         elif isinstance(stage, PoolStage):
             stage.elems = before.elems
+        elif isinstance(stage, AddStage):
+            stage.elems = math.gcd(lanes, stage.channels)
+        elif isinstance(stage, ConcatStage):
+            stage.elems = math.gcd(lanes, *stage.channels)
 
 
 def _stage_estimate(stage: Stage) -> dict:
@@ -136,42 +156,76 @@ def _stage_estimate(stage: Stage) -> dict:
         return dict(kind="mvau", mh=stage.mh, mw=stage.mw, vectors=stage.vectors, pe=stage.pe, simd=stage.simd,
                     weight_dtype=stage.weight_dtype.name,
                     weight_bits=stage.mh * stage.mw * stage.weight_dtype.bitwidth, **common)
+    if isinstance(stage, VVAULayer):
+        return dict(kind="vvau", channels=stage.channels, taps=stage.taps, vectors=stage.vectors, simd=stage.simd,
+                    weight_dtype=stage.weight_dtype.name, **common)
     return dict(kind=type(stage).__name__, **common)
+
+
+def stage_components(stage: Stage) -> list:
+    """The RTL kernels of one hardware stage, in stream order."""
+    # Imported here: only builds that reach the rtl step need Amaranth.
+    from ..rtl.branch import ChannelConcat, ElementwiseAdd
+    from ..rtl.lut import LookupTable
+    from ..rtl.mvau import MatrixVectorUnit
+    from ..rtl.threshold import ThresholdUnit
+    from ..rtl.vvau import VectorVectorUnit
+    from ..rtl.window import SlidingWindow, WindowReduce
+
+    if isinstance(stage, LUTStage):
+        return [LookupTable(table=stage.table, in_dtype=stage.in_dtype, out_dtype=stage.out_dtype,
+                            elems=stage.elems, frame_elems=stage.count, name=stage.name)]
+    if isinstance(stage, WindowStage):
+        return [SlidingWindow(in_shape=stage.in_shape, kernel=stage.kernel, stride=stage.strides,
+                              padding=stage.padding, dilation=stage.dilations, dtype=stage.dtype,
+                              pad_value=stage.pad_value, simd=stage.elems, name=stage.name)]
+    if isinstance(stage, PoolStage):
+        return [WindowReduce(channels=stage.channels, window=stage.window, mode="max", in_dtype=stage.dtype,
+                             out_dtype=stage.dtype, simd=stage.elems, vectors=stage.vectors, name=stage.name)]
+    if isinstance(stage, ConcatStage):
+        return [ChannelConcat(channels=stage.channels, dtype=stage.dtype, elems=stage.elems, name=stage.name)]
+    if isinstance(stage, AddStage):
+        add = ElementwiseAdd(a_dtype=stage.in_dtypes[0], b_dtype=stage.in_dtypes[1], a_weight=stage.weights[0],
+                             b_weight=stage.weights[1], bias=0, elems=stage.elems, name=stage.name)
+        return [add, _thresholds(ThresholdUnit, stage, add.out_dtype, stage.channels, stage.elems)]
+    if isinstance(stage, VVAULayer):
+        unit = VectorVectorUnit(weights=stage.weights, in_dtype=stage.in_dtype, weight_dtype=stage.weight_dtype,
+                                simd=stage.simd, vectors=stage.vectors, name=stage.name)
+        if stage.thresholds is None:
+            return [unit]
+        return [unit, _thresholds(ThresholdUnit, stage, unit.out_dtype, stage.channels, stage.simd)]
+    return [MatrixVectorUnit(weights=stage.weights, in_dtype=stage.in_dtype, weight_dtype=stage.weight_dtype,
+                             pe=stage.pe, simd=stage.simd,
+                             thresholds=None if stage.requant is not None else stage.thresholds,
+                             requant=stage.requant, out_dtype=stage.out_dtype,
+                             out_bias=0 if stage.requant is not None else stage.out_bias, name=stage.name)]
+
+
+def _thresholds(unit_class, stage, in_dtype, channels: int, elems: int):
+    # Thresholds the same in every channel (a residual add's usually are) need no ROM.
+    shared = np.all(stage.thresholds == stage.thresholds[:1])
+    return unit_class(thresholds=stage.thresholds[:1] if shared else stage.thresholds, in_dtype=in_dtype,
+                      out_dtype=stage.out_dtype, out_bias=stage.out_bias, channels=channels, elems=elems,
+                      name=f"{stage.name}_thresholds")
 
 
 @step("rtl")
 def rtl_step(state: BuildState) -> None:
-    # Imported here: only builds that reach this step need Amaranth.
-    from ..rtl.lut import LookupTable
-    from ..rtl.mvau import MatrixVectorUnit
     from ..rtl.top import StreamAccelerator, to_verilog
 
-    def generator(stage: Stage):
-        if isinstance(stage, LUTStage):
-            return LookupTable(table=stage.table, in_dtype=stage.in_dtype, out_dtype=stage.out_dtype,
-                               elems=stage.elems, frame_elems=stage.count, name=stage.name)
-        if isinstance(stage, (WindowStage, PoolStage)):
-            from ..rtl.window import SlidingWindow, WindowReduce
-        if isinstance(stage, WindowStage):
-            return SlidingWindow(in_shape=stage.in_shape, kernel=stage.kernel, stride=stage.strides,
-                                 padding=stage.padding, dilation=stage.dilations, dtype=stage.dtype,
-                                 pad_value=stage.pad_value, simd=stage.elems, name=stage.name)
-        if isinstance(stage, PoolStage):
-            return WindowReduce(channels=stage.channels, window=stage.window, mode="max", in_dtype=stage.dtype,
-                                out_dtype=stage.dtype, simd=stage.elems, vectors=stage.vectors, name=stage.name)
-        return MatrixVectorUnit(weights=stage.weights, in_dtype=stage.in_dtype, weight_dtype=stage.weight_dtype,
-                                pe=stage.pe, simd=stage.simd,
-                                thresholds=None if stage.requant is not None else stage.thresholds,
-                                requant=stage.requant, out_dtype=stage.out_dtype,
-                                out_bias=0 if stage.requant is not None else stage.out_bias,
-                                name=stage.name)
-
     stages = state.dataflow.stages
-    # One frame of slack before each layer: a layer with several neuron folds takes its whole
-    # input vector in a burst during its first fold, and must find it waiting.
-    state.fifo_depths = [max(state.config.fifo_depth, stage.mw // stage.simd if isinstance(stage, MVAULayer) else 0)
-                         for stage in stages[1:]]
-    top = StreamAccelerator(stages=[generator(stage) for stage in stages], fifo_depths=state.fifo_depths)
+    state.fifo_depths = fifo_depths(state.dataflow, state.config.fifo_depth)
+    components, sources, depths, last_of = [], [], [], {-1: -1}
+    for index, stage in enumerate(stages):
+        kernels = stage_components(stage)
+        sources.append([last_of[s] for s in stage.sources])
+        depths.append(state.fifo_depths[index])
+        # the kernels of one stage follow each other directly
+        sources += [[len(components) + k] for k in range(len(kernels) - 1)]
+        depths += [[0]] * (len(kernels) - 1)
+        components += kernels
+        last_of[index] = len(components) - 1
+    top = StreamAccelerator(stages=components, sources=sources, fifo_depths=depths)
     state.verilog = to_verilog(top, name=TOP)
     verilog = state.folder.path("verilog", f"{TOP}.v")
     verilog.write_text(state.verilog)

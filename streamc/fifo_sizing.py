@@ -1,0 +1,132 @@
+"""FIFO depths that keep a dataflow graph from deadlocking, sized from its data dependencies.
+
+Where a stream forks and its branches meet again (a residual block), the fork pushes each element
+into every branch at once, while the join takes from its inputs only in step. If one branch must
+take in many elements before it can put out its first (a sliding window needs whole rows), the
+other branch must hold them meanwhile, or the fork stalls and the graph deadlocks.
+
+For every stage and input port, ``need[k]`` is the least number of elements the port must have
+taken for the stage to put out ``k`` elements, read off the stage's geometry. Along a path from a
+fork to a join these compose into ``N_p(k)``: fork elements needed for the join's ``k``-th output
+along path ``p``. The fork must have pushed ``max_q N_q(k)`` elements for that output, while path
+``p`` has taken no more than ``N_p(k - 1)`` into its stages; the difference is what the FIFO at the
+head of path ``p`` must hold. Computed over two frames so that the next frame's head overlapping
+this frame's tail is covered. Stages with internal buffers only make the bound safer.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .hw import AddStage, ConcatStage, Dataflow, LUTStage, MVAULayer, PoolStage, Stage, VVAULayer, WindowStage
+
+INPUT = -1
+#: Beats of slack on a sized FIFO: the join's own pipeline and the handshake registers.
+SLACK = 2
+#: Paths from one fork beyond this many are not enumerated (a graph that wide is not built yet).
+MAX_PATHS = 4096
+
+
+def need(stage: Stage, port: int) -> np.ndarray:
+    """``need[k]``: elements port ``port`` must have taken before the stage can put out ``k`` (one frame)."""
+    out = np.arange(stage.out_count)          # output element index e; need[e + 1] is its requirement
+    if isinstance(stage, MVAULayer):
+        required = (out // stage.mh + 1) * stage.mw
+    elif isinstance(stage, VVAULayer):
+        pixel, channel = np.divmod(out, stage.channels)
+        required = pixel * stage.taps * stage.channels + (stage.taps - 1) * stage.channels + channel + 1
+    elif isinstance(stage, PoolStage):
+        pixel, channel = np.divmod(out, stage.channels)
+        required = pixel * stage.window * stage.channels + (stage.window - 1) * stage.channels + channel + 1
+    elif isinstance(stage, WindowStage):
+        required = _window_need(stage)
+    elif isinstance(stage, (LUTStage, AddStage)):
+        required = out + 1
+    elif isinstance(stage, ConcatStage):
+        total = sum(stage.channels)
+        pixel, within = np.divmod(out, total)
+        start = sum(stage.channels[:port])
+        inside = np.clip(within - start + 1, 0, stage.channels[port])
+        required = pixel * stage.channels[port] + inside
+    else:
+        raise TypeError(f"no dependency model for {type(stage).__name__}")
+    return np.concatenate([[0], np.maximum.accumulate(required)]).astype(np.int64)
+
+
+def _window_need(stage: WindowStage) -> np.ndarray:
+    """The reader starts a patch once the last image pixel it reads is written."""
+    (height, width, channels), (out_h, out_w) = stage.in_shape, stage.out_shape
+    (kh, kw), (sh, sw), (dh, dw) = stage.kernel, stage.strides, stage.dilations
+    top, left = stage.padding[:2]
+    rows = np.minimum(np.arange(out_h) * sh - top + (kh - 1) * dh, height - 1)
+    cols = np.minimum(np.arange(out_w) * sw - left + (kw - 1) * dw, width - 1)
+    # the last real pixel of each patch: its bottom row, and its rightmost column inside the image
+    last_pixel = (rows[:, None] * width + cols[None, :] + 1) * channels
+    per_pixel = np.clip(last_pixel.reshape(-1), 0, height * width * channels)
+    return np.repeat(per_pixel, int(np.prod(stage.kernel)) * channels)
+
+
+def _two_frames(stage: Stage, port: int) -> np.ndarray:
+    one = need(stage, port)
+    frame_in = _port_count(stage, port)
+    return np.concatenate([one, frame_in + one[1:]])
+
+
+def _port_count(stage: Stage, port: int) -> int:
+    return stage.pixels * stage.channels[port] if isinstance(stage, ConcatStage) else stage.in_count
+
+
+def fifo_depths(dataflow: Dataflow, minimum: int) -> list[list[int]]:
+    """Per stage and input port, the FIFO depth in beats: ``minimum`` between stages (none at the input), one
+    input vector before an MVAU (it takes its vector in a burst during its first neuron fold), and at
+    the head of every branch of a fork what its join needs (see the module's docstring)."""
+    stages = dataflow.stages
+    depths = [[0 if source == INPUT else minimum for source in stage.sources] for stage in stages]
+    for k, stage in enumerate(stages):
+        if isinstance(stage, MVAULayer) and stage.sources[0] != INPUT:
+            depths[k][0] = max(depths[k][0], stage.mw // stage.simd)
+    readers: dict[int, list[tuple[int, int]]] = {}
+    for k, stage in enumerate(stages):
+        for j, source in enumerate(stage.sources):
+            readers.setdefault(source, []).append((k, j))
+    for fork, heads in readers.items():
+        if len(heads) > 1:
+            for head, elements in _branch_needs(stages, readers, heads).items():
+                k, j = head
+                beats = math.ceil(elements / stages[k].in_elems) + SLACK
+                depths[k][j] = max(depths[k][j], beats)
+    return depths
+
+
+def _branch_needs(stages: list[Stage], readers, heads) -> dict[tuple[int, int], int]:
+    """Elements the head link of each branch from a fork must hold, for every join the branches meet at."""
+    paths: dict[int, list[list[tuple[int, int]]]] = {}   # join stage -> paths ending at one of its ports
+    stack = [[head] for head in heads]
+    while stack:
+        path = stack.pop()
+        k = path[-1][0]
+        paths.setdefault(k, []).append(path)
+        if sum(len(p) for p in paths.values()) > MAX_PATHS:
+            raise ValueError(f"more than {MAX_PATHS} paths from one fork; the FIFO sizing does not scale to this graph")
+        stack += [path + [reader] for reader in readers.get(k, [])]
+    result: dict[tuple[int, int], int] = {}
+    for join, arriving in paths.items():
+        if len({path[0] for path in arriving}) < 2:
+            continue  # reached from one branch of the fork only
+        totals = [_compose(stages, path) for path in arriving]
+        pushed = np.max(totals, axis=0)
+        for path, total in zip(arriving, totals):
+            held = int(np.max(pushed[1:] - total[:-1]))
+            result[path[0]] = max(result.get(path[0], 0), held)
+    return result
+
+
+def _compose(stages: list[Stage], path: list[tuple[int, int]]) -> np.ndarray:
+    """Fork elements needed along ``path`` for each count of the last stage's outputs (two frames)."""
+    k, j = path[-1]
+    total = _two_frames(stages[k], j)
+    for k, j in reversed(path[:-1]):
+        total = _two_frames(stages[k], j)[total]
+    return total
