@@ -17,6 +17,7 @@ from amaranth.lib.wiring import In, Out
 from streamc.datatypes import UINT
 from streamc.formal import (HandshakeHarness, MatrixVectorHandshakeHarness, StreamOrderHarness,
                             check)
+from streamc.rtl.branch import StreamFork
 from streamc.rtl.mvau import MatrixVectorUnit
 from streamc.rtl.stream import StreamFIFO, WidthConverter
 
@@ -26,10 +27,12 @@ TIMEOUT_S = 100
 FIFO_BMC_DEPTH = 12
 CONVERTER_BMC_DEPTH = 12
 MVAU_BMC_DEPTH = 14
+FORK_BMC_DEPTH = 12
 BUG_BMC_DEPTH = 10
 INDUCTION_DEPTH = 4
 
 CONVERSIONS = [(1, 2), (2, 1), (2, 3), (3, 2)]
+FORKS = [(1, 1), (2, 2), (3, 1)]  # (outputs, elements per beat)
 MVAU_FOLDINGS = [(1, 1), (1, 2), (2, 1), (2, 2)]
 MVAU_WEIGHTS = np.array([[1, 0], [1, 1]])  # row sums 1 and 2 tell the neuron folds apart
 
@@ -66,6 +69,20 @@ def test_width_converters_keep_every_element_in_order_bmc_12_cycles():
     _assert_passed(check(harnesses, mode="bmc", depth=CONVERTER_BMC_DEPTH, timeout_s=TIMEOUT_S))
 
 
+def _fork_harness(fork, name: str, depth: int) -> StreamOrderHarness:
+    # Combinational: with every sink ready, a beat passes in the cycle it is offered.
+    return StreamOrderHarness(name=name, dut=fork, outputs=list(fork.o), elem_width=ELEM_WIDTH,
+                              in_elems=fork.in_elems, out_elems=fork.out_elems, depth=depth,
+                              max_wait=0)
+
+
+def test_stream_forks_copy_every_beat_once_in_order_to_each_output_bmc_12_cycles():
+    harnesses = [_fork_harness(StreamFork(elem_width=ELEM_WIDTH, elems=elems, outputs=outputs),
+                               f"fork to {outputs}", FORK_BMC_DEPTH)
+                 for outputs, elems in FORKS]
+    _assert_passed(check(harnesses, mode="bmc", depth=FORK_BMC_DEPTH, timeout_s=TIMEOUT_S))
+
+
 def _mvau(pe: int, simd: int) -> MatrixVectorUnit:
     return MatrixVectorUnit(weights=MVAU_WEIGHTS, in_dtype=UINT(2), weight_dtype=UINT(2),
                             pe=pe, simd=simd, thresholds=None, out_dtype=UINT(4))
@@ -86,7 +103,7 @@ def test_mvau_2x2_emits_nf_beats_per_vector_in_fold_order_bmc_14_cycles():
     _assert_passed(check(harnesses, mode="bmc", depth=MVAU_BMC_DEPTH, timeout_s=TIMEOUT_S))
 
 
-def test_converters_and_mvau_hold_valid_and_payload_until_taken_proven_by_4_induction():
+def test_converters_forks_and_mvau_hold_valid_and_payload_until_taken_proven_by_4_induction():
     """Unbounded: k-induction of length 4 closes on the components' own state.
 
     The FIFOs are left to the bounded checks: Amaranth's SyncFIFO keeps a level counter
@@ -97,6 +114,10 @@ def test_converters_and_mvau_hold_valid_and_payload_until_taken_proven_by_4_indu
         converter = WidthConverter(elem_width=ELEM_WIDTH, in_elems=a, out_elems=b)
         harnesses.append(HandshakeHarness(name=f"converter {a} to {b}", dut=converter,
                                           outputs=[converter.o]))
+    for outputs, elems in FORKS:
+        fork = StreamFork(elem_width=ELEM_WIDTH, elems=elems, outputs=outputs)
+        harnesses.append(HandshakeHarness(name=f"fork to {outputs}", dut=fork,
+                                          outputs=list(fork.o)))
     for pe, simd in MVAU_FOLDINGS:
         mvau = _mvau(pe, simd)
         harnesses.append(HandshakeHarness(name=f"mvau pe {pe} simd {simd}", dut=mvau,
@@ -139,6 +160,31 @@ class _ConverterWithdrawingValid(wiring.Component):
                      self.o.valid.eq(converter.o.valid & blink),
                      converter.o.ready.eq(self.o.ready & blink)]
         return m
+
+
+class _ForkForgettingTakenBeats(wiring.Component):
+    """A 2-way fork that keeps offering a beat to an output that has taken it already."""
+
+    def __init__(self):
+        super().__init__({"i": In(stream.Signature(ELEM_WIDTH)),
+                          "o": Out(stream.Signature(ELEM_WIDTH)).array(2)})
+        self.in_elems = self.out_elems = 1
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += self.i.ready.eq(self.o[0].ready & self.o[1].ready)
+        for out in self.o:
+            m.d.comb += [out.valid.eq(self.i.valid), out.payload.eq(self.i.payload)]
+        return m
+
+
+def test_fork_that_forgets_taken_beats_fails_with_a_duplicate_bmc_10_cycles():
+    result = check([_fork_harness(_ForkForgettingTakenBeats(), "forgetful fork", BUG_BMC_DEPTH)],
+                   mode="bmc", depth=BUG_BMC_DEPTH, timeout_s=TIMEOUT_S)
+    assert result.status == "FAIL"
+    # Output 0 takes the beat again while output 1 stalls.
+    assert result.failed == ("forgetful fork output 0: no more elements out than offered, "
+                             "none duplicated",)
 
 
 def test_fifo_that_ignores_full_fails_with_a_lost_beat_bmc_10_cycles():
