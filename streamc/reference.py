@@ -352,6 +352,7 @@ _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 for _name, _function in {
     "Exp": np.exp,
+    "Log": np.log,
     "Tanh": np.tanh,
     "Erf": _erf,
     # onnxruntime evaluates x + log1p(exp(-x)) or log1p(exp(x)) with Eigen's float32 approximations

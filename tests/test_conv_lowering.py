@@ -5,10 +5,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from streamc.errors import LoweringError
 from streamc.execute import execute
 from streamc.frontend.load import load_onnx
-from streamc.hw import MVAULayer, PoolStage, WindowStage, to_hw
+from streamc.hw import AddStage, ConcatStage, MVAULayer, PoolStage, VVAULayer, WindowStage, to_hw
 from streamc.transforms.streamline import streamline
 from streamc.transforms.tidy import tidy
 
@@ -19,6 +18,12 @@ CASES = {
     "cnv_w1a1": ("cnv_frames.npy", 0),
     "cnv_w1a2": ("cnv_frames.npy", 0),
     "cnv_w2a2": ("cnv_frames.npy", 0),
+    "depthwise_block": ("depthwise_block_frames.npy", 0),
+    "depthwise_block_legacy": ("depthwise_block_frames.npy", 0),
+    "residual_block": ("residual_block_frames.npy", 0),
+    "residual_block_legacy": ("residual_block_frames.npy", 0),
+    "concat_block": ("concat_block_frames.npy", 0),
+    "concat_block_legacy": ("concat_block_frames.npy", 0),
 }
 
 
@@ -36,8 +41,10 @@ def test_emulated_hardware_equals_the_model(name):
     reference = execute(graph, {graph.inputs[0].name: frames})[graph.outputs[0].name]
     # The logits come from float32 tails; the integer parts are exact (see docs/architecture.md).
     assert np.abs(outputs - reference.reshape(outputs.shape)).max() <= 4 * np.spacing(np.abs(reference).max())
-    for stage, after in zip(dataflow.stages, dataflow.stages[1:]):
-        assert stage.out_count == after.in_count
+    for stage in dataflow.stages:
+        for source in stage.sources:
+            if source >= 0 and not isinstance(stage, ConcatStage):
+                assert dataflow.stages[source].out_count == stage.in_count
 
 
 def test_cnv_has_the_finn_structure():
@@ -51,15 +58,31 @@ def test_cnv_has_the_finn_structure():
         (64, 27, 900), (64, 576, 784), (128, 576, 144), (128, 1152, 100), (256, 1152, 9), (256, 2304, 1)]
 
 
-def test_average_pooling_is_refused_by_name():
-    with pytest.raises(LoweringError, match=r"^node 'node_avg_pool2d' \(AveragePool\): average pooling is not "
-                                            r"supported yet; max pooling and strided convolutions are$"):
-        compile_front("depthwise_block")
+def test_depthwise_convolutions_and_averages_are_vector_units():
+    _, dataflow = compile_front("depthwise_block")
+    units = [s for s in dataflow.stages if isinstance(s, VVAULayer)]
+    # the 3x3 depthwise convolution, and the 8x8 average over the stream as it comes (no window)
+    assert [(u.channels, u.taps, u.vectors) for u in units] == [(8, 9, 64), (16, 64, 1)]
+    assert not isinstance(dataflow.stages[dataflow.stages.index(units[1]) - 1], WindowStage)
+    assert np.all(units[1].weights == 1)
+
+
+def test_a_residual_add_joins_the_block_input_and_the_branch():
+    _, dataflow = compile_front("residual_block")
+    (add,) = [s for s in dataflow.stages if isinstance(s, AddStage)]
+    assert -1 in add.sources  # the skip path is the quantized input itself
+    # the branch scales 0.125 and 0.1209 are aligned by integer weights close to their ratio
+    assert abs(add.weights[0] / add.weights[1] - 0.12093161791563034 / 0.125) < 0.05
 
 
 @pytest.mark.parametrize("name,verify", [
     ("digits_cnn", {"inputs": "digits_cnn_frames.npy", "labels": "digits_cnn_labels.npy", "frames": 64}),
     ("conv1d_kws", {"inputs": "conv1d_kws_frames.npy", "expected": "conv1d_kws_expected.npy"}),
+    ("depthwise_block", {"inputs": "depthwise_block_frames.npy", "expected": "depthwise_block_expected.npy",
+                         "frames": 8}),
+    ("residual_block", {"inputs": "residual_block_frames.npy", "expected": "residual_block_expected.npy",
+                        "frames": 8}),
+    ("concat_block", {"inputs": "concat_block_frames.npy", "expected": "concat_block_expected.npy", "frames": 8}),
 ])
 def test_cnn_is_bit_exact_in_verilator(tmp_path, name, verify):
     import yaml

@@ -434,6 +434,7 @@ def test_constant_matches_onnxruntime(attrs):
 APPROXIMATE_CASES = [
     ("tanh", "Tanh", {}, [_f(200)], 13, 4e-7, 0),
     ("exp", "Exp", {}, [_f(200, scale=4.0)], 13, 2e-7, 0),
+    ("log", "Log", {}, [_positive(200)], 13, 2e-7, 0),
     ("erf", "Erf", {}, [_f(200, scale=1.0)], 13, 2e-7, 0),
     ("softmax_opset13", "Softmax", {}, [_f(4, 10)], 13, 8e-7, 0),
     ("softmax_opset11_coerced_2d", "Softmax", {"axis": 1}, [_f(2, 3, 4)], 11, 8e-7, 0),

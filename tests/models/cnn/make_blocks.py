@@ -1,4 +1,4 @@
-"""Export three small random convolutional blocks as QONNX test models.
+"""Export four small random convolutional blocks as QONNX test models.
 
 Run from the repository root with the ``models`` extra installed::
 
@@ -17,6 +17,10 @@ Run from the repository root with the ``models`` extra installed::
   padding 'same' (asymmetric pads [1, 2]) -> BN -> QuantReLU UINT3 -> MaxPool1d 2 ->
   QuantConv1d 16->16 k3 stride 2 pad 1 groups 4 -> BN -> QuantReLU UINT4 -> flatten (64)
   -> QuantLinear 64->12 INT4 + float bias.
+- ``concat_block``, input (1, 8, 8, 8) in [0, 1], inception style: QuantIdentity UINT4 -> two
+  branches, QuantConv2d 8->8 3x3 pad 1 -> BN and QuantConv2d 8->4 1x1 -> BN, each through one
+  shared QuantReLU UINT4 (so both have its scale) -> concatenated on channels (12) -> QuantConv2d
+  12->16 1x1 -> BN -> QuantReLU UINT4 -> MaxPool 2 -> flatten (256) -> QuantLinear 256->10 INT4 + float bias.
 
 Weights are Brevitas' default initialisation; BatchNorm statistics are drawn around what
 the frames produce (computed with quantization off), then the activation scales are
@@ -91,6 +95,32 @@ class ResidualBlock(torch.nn.Module):
         return self.classifier(self.flatten(self.pool(summed)))
 
 
+class ConcatBlock(torch.nn.Module):
+    """Two branches of different widths, one activation quantizer, concatenated on channels."""
+
+    def __init__(self, channels=8, classes=10):
+        super().__init__()
+        self.input_quant = QuantIdentity(act_quant=Uint8ActPerTensorFloat, bit_width=4, return_quant_tensor=True)
+        self.wide = QuantConv2d(channels, 8, kernel_size=3, padding=1, bias=False, **_weights())
+        self.bn_wide = torch.nn.BatchNorm2d(8)
+        self.narrow = QuantConv2d(channels, 4, kernel_size=1, bias=False, **_weights())
+        self.bn_narrow = torch.nn.BatchNorm2d(4)
+        self.shared_relu = _relu(return_quant_tensor=False)
+        self.mix = QuantConv2d(12, 16, kernel_size=1, bias=False, **_weights())
+        self.bn_mix = torch.nn.BatchNorm2d(16)
+        self.relu_mix = _relu()
+        self.pool = torch.nn.MaxPool2d(2)
+        self.flatten = torch.nn.Flatten()
+        self.classifier = QuantLinear(16 * 4 * 4, classes, bias=True, **_weights())
+
+    def forward(self, x):
+        x = self.input_quant(x)
+        wide = self.shared_relu(self.bn_wide(self.wide(x)))
+        narrow = self.shared_relu(self.bn_narrow(self.narrow(x)))
+        mixed = self.relu_mix(self.bn_mix(self.mix(torch.cat([wide, narrow], dim=1))))
+        return self.classifier(self.flatten(self.pool(mixed)))
+
+
 def conv1d_kws() -> torch.nn.Module:
     channels, hidden, classes = 4, 16, 12
     return torch.nn.Sequential(
@@ -124,10 +154,13 @@ def _frames(generator):
     # Feature-like sequences: a smooth random walk per channel.
     steps = torch.randn((FRAME_COUNT, 4, 32), generator=generator) * 0.3
     sequences = steps.cumsum(dim=2).clamp(-2.0, 2.0)
-    return {"depthwise_block": unsigned_images, "residual_block": signed_images, "conv1d_kws": sequences}
+    concat_images = images(0.0, 1.0)
+    return {"depthwise_block": unsigned_images, "residual_block": signed_images, "conv1d_kws": sequences,
+            "concat_block": concat_images}
 
 
-BUILDERS = {"depthwise_block": depthwise_block, "residual_block": ResidualBlock, "conv1d_kws": conv1d_kws}
+BUILDERS = {"depthwise_block": depthwise_block, "residual_block": ResidualBlock, "conv1d_kws": conv1d_kws,
+            "concat_block": ConcatBlock}
 
 
 def main():
