@@ -24,6 +24,7 @@ from streamc.transforms.tidy import tidy
 ROOT = Path(__file__).parent.parent
 DIGITS = ROOT / "build_configs" / "models" / "digits_mlp.onnx"
 TFC = ROOT / "tests" / "models" / "tfc_w1a1.onnx"
+DIGITS_CNN = ROOT / "tests" / "models" / "cnn" / "digits_cnn.onnx"
 UP5K, ECP5 = get_device("ice40-up5k"), get_device("ecp5-85f")
 
 
@@ -41,6 +42,11 @@ def tfc():
     return dataflow(TFC)
 
 
+@pytest.fixture(scope="module")
+def digits_cnn():
+    return dataflow(DIGITS_CNN)
+
+
 def total(flow, device) -> ResourceEstimate:
     """The estimate's own total for the dataflow as it is folded now."""
     rows = estimate_design(flow.stages, [device], 2)
@@ -54,9 +60,10 @@ def chain(*stages) -> Dataflow:
 
 
 def layer(name: str, mh: int, mw: int, vectors: int = 1) -> MVAULayer:
+    """A binarized layer (bipolar in, weights and out): layers of any sizes chain."""
     return MVAULayer(name=name, source=f"/{name}/MatMul", weights=np.ones((mh, mw), dtype=np.int64),
-                     in_dtype=BIPOLAR, weight_dtype=BIPOLAR, thresholds=None, out_dtype=INT(16), out_bias=0,
-                     acc_lo=np.full(mh, -mw), acc_hi=np.full(mh, mw), vectors=vectors)
+                     in_dtype=BIPOLAR, weight_dtype=BIPOLAR, thresholds=np.zeros((mh, 1), dtype=np.int64),
+                     out_dtype=BIPOLAR, out_bias=0, acc_lo=np.full(mh, -mw), acc_hi=np.full(mh, mw), vectors=vectors)
 
 
 def test_an_mvau_folds_simd_then_pe_and_other_stages_follow(digits):
@@ -96,6 +103,27 @@ def test_greedy_is_finns_set_folding():
     plan = greedy_for_cycles(flow, cycles=100, device=UP5K)
     # fc1: no SIMD alone reaches 100 cycles (784 gives 64), so SIMD stays 784 and PE rises to 1.
     assert plan.folding == {"fc1": {"simd": 784, "pe": 1}, "fc2": {"simd": 8, "pe": 1}}
+
+
+@pytest.mark.parametrize("device", [UP5K, ECP5], ids=lambda d: d.name)
+def test_a_cnn_with_windows_and_pools(digits_cnn, device):
+    for cycles in (4096, 576):
+        plan = plan_for_cycles(digits_cnn, cycles=cycles, device=device)
+        assert plan.resources == total(digits_cnn, device)        # windows, pools, FIFOs and converters priced
+        greedy = greedy_for_cycles(digits_cnn, cycles=cycles, device=device)
+        assert plan.cycles <= cycles and plan.resources.lut <= greedy.resources.lut
+        best = exhaustive_for_cycles(digits_cnn, cycles=cycles, device=device)
+        assert best.resources.lut <= plan.resources.lut <= 1.05 * best.resources.lut
+
+
+def test_a_sliding_window_that_limits_the_throughput_is_named(digits_cnn):
+    # One input channel: the first window gives its 3x3 patches one element per cycle, whatever follows.
+    message = ("512 cycles per frame cannot be met: sliding window of '/conv1/Conv' takes 576 cycles per frame at "
+               "its fastest (1 lanes in, 1 out), 1.12x the 512 the target allows. The fastest folding takes 576 "
+               "cycles per frame")
+    name = digits_cnn.stages[0].source
+    with pytest.raises(FoldingError, match=f"^{re.escape(message.replace('/conv1/Conv', name))}$"):
+        plan_for_cycles(digits_cnn, cycles=512, device=UP5K)
 
 
 @pytest.mark.parametrize("device", [UP5K, ECP5], ids=lambda d: d.name)
@@ -157,21 +185,45 @@ class Fixed:
     dtype: DataType = INT(16)
     elems: int = 1
     sources: list = None
+    fixed_cycles: int = 500
     in_count = out_count = property(lambda self: self.count)
     in_elems = out_elems = property(lambda self: self.elems)
     in_dtype = out_dtype = property(lambda self: self.dtype)
 
     def cycles(self) -> int:
-        return 500
+        return self.fixed_cycles
 
     def describe(self) -> str:
         return "stage 'mystery'"
 
 
-def test_an_unknown_stage_keeps_its_cycles(monkeypatch):
-    spec_of = estimate.stage_spec
-    monkeypatch.setattr(estimate, "stage_spec", lambda stage: LUTSpec(in_bits=1, out_bits=1, elems=1)
-                        if isinstance(stage, Fixed) else spec_of(stage))
+@pytest.fixture
+def stage_only_pricing(monkeypatch):
+    """Each stage priced on its own, no FIFOs: a cost model for kinds the estimate cannot price."""
+    def rows(stages, fifo_depth):
+        return [(estimate.EstimateRow(stage.name, type(stage).__name__, stage.cycles(), {}),
+                 estimate.stage_spec(stage) if isinstance(stage, MVAULayer)
+                 else LUTSpec(in_bits=1, out_bits=1, elems=stage.in_elems)) for stage in stages]
+
+    monkeypatch.setattr(estimate, "kernel_rows", rows)
+
+
+@pytest.mark.usefixtures("stage_only_pricing")
+def test_a_branching_design_is_priced_whole_and_searched_stage_by_stage():
+    # fc1 feeds both fc2 and the two-input stage after it: not a chain.
+    flow = Dataflow(head=None, tail=None, hw_input="x", hw_output="y",
+                    stages=[layer("fc1", 8, 16), layer("fc2", 8, 8), Fixed(count=8, fixed_cycles=4)])
+    flow.stages[0].sources, flow.stages[1].sources, flow.stages[2].sources = [-1], [0], [1, 0]
+    for device, cycles in ((UP5K, 64), (ECP5, 4)):
+        plan = plan_for_cycles(flow, cycles=cycles, device=device)
+        assert plan.resources == total(flow, device) and plan.cycles <= cycles
+        best = exhaustive_for_cycles(flow, cycles=cycles, device=device)
+        greedy = greedy_for_cycles(flow, cycles=cycles, device=device)
+        assert best.resources.lut <= plan.resources.lut <= min(1.05 * best.resources.lut, greedy.resources.lut)
+
+
+@pytest.mark.usefixtures("stage_only_pricing")
+def test_an_unknown_stage_keeps_its_cycles():
     flow = chain(layer("fc1", 64, 64), Fixed(), layer("fc2", 10, 64))
     plan = plan_for_cycles(flow, cycles=512, device=UP5K)
     assert plan.cycles == 512

@@ -1,0 +1,124 @@
+"""The folding planner against FINN's greedy pass and an exhaustive search, on every test model.
+
+    python benchmarks/bench_planner.py [--budget 0.8] [--clock-mhz 100] [--models PATTERN]
+
+For each model (the ONNX files in tests/models/, tests/models/cnn/ and build_configs/models/) and
+device (iCE40 UP5K, ECP5-85F), two comparisons on streamc's resource models:
+
+- LUTs at equal throughput: the fewest LUTs each method needs for one cycles-per-frame target
+  (the fastest the greedy pass fits in the budget, or the middle of the range where it fits nowhere);
+- throughput at equal budget: the fewest cycles per frame each method fits in ``--budget`` of the
+  device's LUTs with its block RAM and DSPs.
+
+Exhaustive search (exact, branch and bound) runs where the foldings to try are few enough; "-"
+where not. A model that does not lower to hardware yet is reported as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import time
+from pathlib import Path
+
+from streamc.devices import get_device
+from streamc.errors import FrontendError, LoweringError, StreamcError
+from streamc.frontend.load import load_onnx
+from streamc.hw import to_hw
+from streamc.planner import (exhaustive_for_budget, exhaustive_for_cycles, greedy_for_budget, greedy_for_cycles,
+                             plan_for_budget, plan_for_cycles)
+from streamc.transforms.streamline import streamline
+from streamc.transforms.tidy import tidy
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDERS = ("tests/models", "tests/models/cnn", "build_configs/models")
+DEVICES = ("ice40-up5k", "ecp5-85f")
+
+
+def models(pattern: str) -> list[Path]:
+    found = [path for folder in FOLDERS for path in sorted((ROOT / folder).glob("*.onnx"))]
+    return [path for path in found if fnmatch.fnmatch(path.name, pattern)]
+
+
+def lower(path: Path):
+    return to_hw(streamline(tidy(load_onnx(path))))
+
+
+def _cell(plan, what: str) -> str:
+    if plan is None:
+        return "no fit"
+    return f"{plan.resources.lut}" if what == "lut" else f"{plan.cycles}"
+
+
+def _try(function, **kwargs):
+    """A baseline's plan, ``None`` if nothing fits, or why it could not run (too many foldings)."""
+    try:
+        return function(**kwargs)
+    except ValueError as exc:
+        return str(exc)
+
+
+def compare(flow, device, budget: float) -> dict:
+    row = {}
+    started = time.perf_counter()
+    greedy_b = greedy_for_budget(flow, device=device, budget=budget)
+    try:
+        plan_b = plan_for_budget(flow, device=device, budget=budget)
+    except StreamcError:
+        plan_b = None
+    row["plan_time"] = time.perf_counter() - started
+    exhaustive_b = _try(exhaustive_for_budget, dataflow=flow, device=device, budget=budget)
+    # Equal throughput: where greedy fits, its own best; elsewhere a target both can reach.
+    if greedy_b is not None:
+        cycles = greedy_b.cycles
+    else:
+        slowest = greedy_for_cycles(flow, cycles=10**12, device=device).cycles
+        fastest = greedy_for_cycles(flow, cycles=1, device=device).cycles
+        cycles = int((slowest * fastest) ** 0.5)
+    greedy_t = greedy_for_cycles(flow, cycles=cycles, device=device)
+    plan_t = plan_for_cycles(flow, cycles=max(cycles, greedy_t.cycles), device=device)
+    exhaustive_t = _try(exhaustive_for_cycles, dataflow=flow, cycles=max(cycles, greedy_t.cycles), device=device)
+    row.update(cycles=max(cycles, greedy_t.cycles), greedy_t=greedy_t, plan_t=plan_t, exhaustive_t=exhaustive_t,
+               greedy_b=greedy_b, plan_b=plan_b, exhaustive_b=exhaustive_b)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--budget", type=float, default=0.8, help="fraction of the device's LUTs (default 0.8)")
+    parser.add_argument("--clock-mhz", type=float, default=100.0)
+    parser.add_argument("--models", default="*", help="file name pattern, e.g. 'tfc*'")
+    args = parser.parse_args()
+
+    print(f"LUTs at equal throughput (cycles/frame T), and cycles/frame within {args.budget:.0%} of the device's "
+          f"LUTs (frames/s at {args.clock_mhz:g} MHz); planner / greedy / exhaustive")
+    header = ("| model | device | T | LUT plan | LUT greedy | LUT exh. | plan vs greedy | cycles plan | cycles greedy "
+              "| cycles exh. | fps plan | plan s |")
+    print(header)
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for path in models(args.models):
+        name = path.relative_to(ROOT).as_posix()
+        try:
+            flow = lower(path)
+        except (LoweringError, FrontendError) as exc:
+            print(f"| {name} | | not lowerable yet: {str(exc)[:90]} |")
+            continue
+        for device_name in DEVICES:
+            device = get_device(device_name)
+            try:
+                row = compare(flow, device, args.budget)
+            except Exception as exc:      # a stage streamc cannot estimate yet: report it and go on
+                print(f"| {name} | {device_name} | planner failed: {type(exc).__name__}: {str(exc)[:90]} |")
+                continue
+            plan_t, greedy_t, exhaustive_t = row["plan_t"], row["greedy_t"], row["exhaustive_t"]
+            saving = 1 - plan_t.resources.lut / greedy_t.resources.lut
+            exh_t = "-" if isinstance(exhaustive_t, str) else _cell(exhaustive_t, "lut")
+            exh_b = "-" if isinstance(row["exhaustive_b"], str) else _cell(row["exhaustive_b"], "c")
+            fps = f"{args.clock_mhz * 1e6 / row['plan_b'].cycles:,.0f}" if row["plan_b"] else "-"
+            print(f"| {name} | {device_name} | {row['cycles']} | {plan_t.resources.lut} | {greedy_t.resources.lut} "
+                  f"| {exh_t} | {saving:+.1%} | {_cell(row['plan_b'], 'c')} | {_cell(row['greedy_b'], 'c')} "
+                  f"| {exh_b} | {fps} | {row['plan_time']:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
