@@ -1,6 +1,6 @@
 """Calibrate streamc's resource models against Yosys: synthesize a sweep of single-kernel designs.
 
-Run: python benchmarks/calibrate_resources.py [--synthesize] [--devices ice40-up5k ecp5-85f] [--jobs 2]
+Run: python benchmarks/calibrate_resources.py [--synthesize] [--respec] [--devices ice40-up5k ecp5-85f] [--jobs 2]
 
 With ``--synthesize`` every design of the sweep not yet in ``benchmarks/calibration/<device>.json``
 is generated (one kernel in a :class:`StreamAccelerator`, or a FIFO alone), synthesized with
@@ -116,7 +116,44 @@ def make_unit(kernel: str, p: dict):
 
         unit = WidthConverter(elem_width=p["bits"], in_elems=p["in_elems"], out_elems=p["out_elems"])
         return unit, resources.ConverterSpec(bits=p["bits"], in_elems=p["in_elems"], out_elems=p["out_elems"])
+    if kernel in BRANCH_KERNELS:
+        unit = make_branch_unit(kernel, p)
+        return unit, resources.spec_of_unit(unit)
     raise ValueError(f"unknown kernel {kernel!r}")
+
+
+#: Kernels of dataflow graphs, synthesized alone (a two-input kernel has no place in a one-stage accelerator).
+BRANCH_KERNELS = ("vvau", "threshold", "add", "concat", "fork")
+
+
+def make_branch_unit(kernel: str, p: dict):
+    """The component for one sweep entry of a graph kernel (vector unit, thresholds, add, concat, fork)."""
+    from streamc.rtl.branch import ChannelConcat, ElementwiseAdd, StreamFork
+    from streamc.rtl.threshold import ThresholdUnit
+    from streamc.rtl.vvau import VectorVectorUnit
+
+    rng = np.random.default_rng(SEED)
+    if kernel == "vvau":
+        w_dt = from_name(p["weight_dtype"])
+        weights = (np.full((p["channels"], p["taps"]), p["constant"]) if "constant" in p
+                   else _weights(rng, w_dt, p["channels"], p["taps"]))
+        return VectorVectorUnit(weights=weights, in_dtype=from_name(p["in_dtype"]), weight_dtype=w_dt,
+                                simd=p["simd"], name="vvau")
+    if kernel == "threshold":
+        in_dt, out_dt = from_name(p["in_dtype"]), from_name(p["out_dtype"])
+        levels = 1 if out_dt.bipolar else out_dt.max - out_dt.min
+        rows = 1 if p.get("shared") else p["channels"]
+        thresholds = np.sort(rng.integers(in_dt.min, in_dt.max + 1, size=(rows, levels)), axis=1)
+        return ThresholdUnit(thresholds=thresholds, in_dtype=in_dt, out_dtype=out_dt,
+                             out_bias=0 if out_dt.bipolar else out_dt.min, channels=p["channels"],
+                             elems=p["elems"], name="thresholds")
+    if kernel == "add":
+        return ElementwiseAdd(a_dtype=from_name(p["a_dtype"]), b_dtype=from_name(p["b_dtype"]),
+                              a_weight=p["a_weight"], b_weight=p["b_weight"], bias=0, elems=p["elems"], name="add")
+    if kernel == "concat":
+        return ChannelConcat(channels=tuple(p["channels"]), dtype=from_name(p["dtype"]), elems=p["elems"],
+                             name="concat")
+    return StreamFork(elem_width=p["bits"], elems=p["elems"], outputs=p["outputs"], name="fork")
 
 
 def _mvau(mh, mw, pe, simd, in_dtype, weight_dtype, stage, out_dtype=None, shift=None):
@@ -171,6 +208,31 @@ SWEEP = [
     ("convert", dict(bits=2, in_elems=1, out_elems=4)),
     ("convert", dict(bits=4, in_elems=8, out_elems=2)),
     ("convert", dict(bits=2, in_elems=4, out_elems=6)),
+    ("vvau", dict(channels=8, taps=9, simd=1, in_dtype="UINT2", weight_dtype="INT2")),
+    ("vvau", dict(channels=16, taps=9, simd=4, in_dtype="UINT4", weight_dtype="INT4")),
+    ("vvau", dict(channels=8, taps=9, simd=2, in_dtype="INT8", weight_dtype="INT8")),
+    ("vvau", dict(channels=32, taps=9, simd=8, in_dtype="UINT2", weight_dtype="BIPOLAR")),
+    ("vvau", dict(channels=64, taps=9, simd=2, in_dtype="UINT4", weight_dtype="INT4")),
+    ("vvau", dict(channels=16, taps=4, simd=4, in_dtype="UINT4", weight_dtype="UINT1", constant=1)),
+    ("vvau", dict(channels=32, taps=49, simd=2, in_dtype="UINT2", weight_dtype="UINT1", constant=1)),
+    ("threshold", dict(channels=16, elems=1, in_dtype="INT8", out_dtype="UINT2")),
+    ("threshold", dict(channels=16, elems=4, in_dtype="INT8", out_dtype="UINT2")),
+    ("threshold", dict(channels=32, elems=2, in_dtype="INT10", out_dtype="UINT4")),
+    ("threshold", dict(channels=16, elems=4, in_dtype="INT5", out_dtype="UINT2", shared=True)),
+    ("threshold", dict(channels=64, elems=8, in_dtype="INT6", out_dtype="UINT4", shared=True)),
+    ("threshold", dict(channels=64, elems=1, in_dtype="INT12", out_dtype="BIPOLAR")),
+    ("add", dict(a_dtype="INT4", b_dtype="INT4", a_weight=1, b_weight=1, elems=1)),
+    ("add", dict(a_dtype="UINT2", b_dtype="UINT2", a_weight=1, b_weight=1, elems=4)),
+    ("add", dict(a_dtype="INT8", b_dtype="INT4", a_weight=1, b_weight=3, elems=2)),
+    ("add", dict(a_dtype="INT4", b_dtype="INT4", a_weight=1, b_weight=1, elems=16)),
+    ("concat", dict(channels=[8, 8], dtype="UINT2", elems=1)),
+    ("concat", dict(channels=[16, 16], dtype="UINT4", elems=4)),
+    ("concat", dict(channels=[8, 8, 16], dtype="INT8", elems=2)),
+    ("concat", dict(channels=[32, 64], dtype="UINT2", elems=8)),
+    ("fork", dict(bits=2, elems=1, outputs=2)),
+    ("fork", dict(bits=8, elems=4, outputs=2)),
+    ("fork", dict(bits=4, elems=8, outputs=3)),
+    ("fork", dict(bits=4, elems=2, outputs=4)),
 ]
 
 
@@ -189,7 +251,7 @@ def synthesize_one(kernel: str, p: dict, device: str, workdir: Path) -> dict:
     name = "cal_" + hashlib.sha1(key_of(kernel, p).encode()).hexdigest()[:10]
     folder = workdir / device / name
     folder.mkdir(parents=True, exist_ok=True)
-    if kernel == "fifo":
+    if kernel == "fifo" or kernel in BRANCH_KERNELS:
         text = amaranth_verilog.convert(unit, name=name, emit_src=False)
     else:
         text = to_verilog(StreamAccelerator(stages=[unit]), name=name)
@@ -236,6 +298,15 @@ def run_sweep(devices: list[str], workdir: Path, jobs: int) -> None:
             data_path(device).write_text(json.dumps(stored[device], indent=1) + "\n")
             print(f"{device:<11} {key_of(kernel, p):<90} LUT {record['lut']:>6} FF {record['ff']:>6} "
                   f"BRAM {record['bram']:>3} DSP {record['dsp']:>3} ({record['seconds']} s)", flush=True)
+
+
+def refresh_specs(devices: list[str]) -> None:
+    """Rebuild every stored record's spec from its parameters: after a spec gains a field, no Yosys run."""
+    for device in devices:
+        records = load_records(device)
+        for record in records:
+            record["spec"] = make_unit(record["kernel"], record["params"])[1].to_dict()
+        data_path(device).write_text(json.dumps(records, indent=1) + "\n")
 
 
 def fit(devices: list[str]) -> dict:
@@ -302,7 +373,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--devices", nargs="+", default=["ice40-up5k", "ecp5-85f"])
     parser.add_argument("--workdir", type=Path, default=Path("out/calibration"))
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--respec", action="store_true", help="rebuild the stored specs from their parameters")
     args = parser.parse_args(argv)
+    if args.respec:
+        refresh_specs(args.devices)
     if args.synthesize:
         run_sweep(args.devices, args.workdir, args.jobs)
     fitted = fit(args.devices)

@@ -1,23 +1,25 @@
 """``streamc estimate``: folding, cycles and resources per stage in seconds, without generating RTL.
 
 Runs the build's front steps (load .. fold) and applies :mod:`streamc.resources` to every stage
-and to the FIFOs and width converters the rtl step would put between them. Writes
+and to the forks, FIFOs and width converters the rtl step would put on the links between them. Writes
 ``reports/estimate.json`` and ``reports/estimate.md``, with PNG charts when matplotlib is there.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copy
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 from .build.config import load_config
 from .build.folder import BuildFolder
-from .build.steps import STEP_FUNCTIONS, BuildState
+from .build.steps import STEP_FUNCTIONS, BuildState, stage_components
 from .devices import Device, get_device
+from .fifo_sizing import INPUT, fifo_depths
 from .folding import cycle_budget
-from .hw import LUTStage, MVAULayer, PoolStage, Stage, WindowStage
-from .resources import (ConverterSpec, FIFOSpec, LUTSpec, MVAUSpec, PoolSpec, ResourceEstimate, Spec, WindowSpec,
-                        estimate_kernel)
+from .hw import MVAULayer, Stage, VVAULayer
+from .resources import ChainSpec, ResourceEstimate, Spec, estimate_kernel, spec_of_unit
 
 FRONT_STEPS = ("load", "tidy", "streamline", "to_hw", "fold")
 RESOURCES = ("lut", "ff", "bram", "dsp", "spram")
@@ -25,7 +27,9 @@ RESOURCES = ("lut", "ff", "bram", "dsp", "spram")
 
 @dataclass
 class EstimateRow:
-    """One kernel of the design: a stage, or the FIFO or width converter in front of one."""
+    """One kernel of the design: a hardware stage (all the kernels it is built of), or a fork, width
+    converter or FIFO on a link, named as the rtl step names its instance (``fifo_stage3_stage5_1``:
+    the FIFO in front of input port 1 of kernel 5, fed by kernel 3, kernels numbered as in the Verilog)."""
 
     name: str
     kind: str
@@ -35,45 +39,86 @@ class EstimateRow:
 
 
 def stage_spec(stage: Stage) -> Spec:
-    """The resource-model spec of a folded stage, as the rtl step would generate it."""
-    if isinstance(stage, MVAULayer):
-        return MVAUSpec.of_layer(stage)
-    if isinstance(stage, LUTStage):
-        return LUTSpec(in_bits=stage.in_dtype.bitwidth, out_bits=stage.out_dtype.bitwidth, elems=stage.elems)
-    if isinstance(stage, WindowStage):
-        return WindowSpec.of_stage(stage)
-    if isinstance(stage, PoolStage):
-        return PoolSpec(channels=stage.channels, window=stage.window, vectors=stage.vectors,
-                        bits=stage.dtype.bitwidth, simd=stage.elems)
-    raise TypeError(f"no resource model for {type(stage).__name__}")
+    """The resource-model spec of a folded stage: of the kernels the rtl step builds for it
+    (:func:`~streamc.build.steps.stage_components`), a :class:`~streamc.resources.ChainSpec` of several."""
+    return _spec_of_kernels(_unused(stage_components(stage)))
+
+
+def _spec_of_kernels(kernels: list) -> Spec:
+    specs = [spec_of_unit(unit) for unit in kernels]
+    return specs[0] if len(specs) == 1 else ChainSpec(kernels=tuple(specs))
 
 
 def _folding(stage: Stage) -> dict:
     if isinstance(stage, MVAULayer):
         return {"pe": stage.pe, "simd": stage.simd}
+    if isinstance(stage, VVAULayer):
+        return {"simd": stage.simd}
     return {"elems": stage.in_elems}
 
 
-def kernel_rows(stages: list[Stage], fifo_depth: int) -> list[tuple[EstimateRow, Spec]]:
-    """Every kernel the rtl step generates, in stream order, with its spec.
+#: What a link's kernel shows as its folding.
+_LINK_FOLDING = ("depth", "in_elems", "out_elems", "outputs")
 
-    FIFO depths follow the rtl step: ``max(fifo_depth, MW / SIMD)`` in front of an MVAU.
+
+def kernel_rows(stages: list[Stage], fifo_depth: int) -> list[tuple[EstimateRow, Spec]]:
+    """Every kernel the rtl step generates, in its order, with its spec: per stage its kernels, and
+    per link the fork, width converter and FIFO :class:`~streamc.rtl.top.StreamAccelerator` puts
+    there, with the depths :func:`~streamc.fifo_sizing.fifo_depths` gives for ``fifo_depth``.
+
+    ``stages`` is a dataflow's whole stage list, or a run of consecutive stages of a chain (the
+    planner prices one segment so): a source before the run counts as the hardware input.
     """
+    from .rtl.top import StreamAccelerator
+
+    stages = _renumbered(stages)
+    depths = fifo_depths(SimpleNamespace(stages=stages), fifo_depth)
+    # The rtl step's layout: a stage's kernels follow each other directly, its links end at the first.
+    components, sources, component_depths, last_of, first_of = [], [], [], {INPUT: INPUT}, {}
+    kernels_of = [_unused(stage_components(stage)) for stage in stages]
+    for index, (stage, kernels) in enumerate(zip(stages, kernels_of)):
+        sources.append([last_of[s] for s in stage.sources])
+        component_depths.append(depths[index])
+        sources += [[len(components) + k] for k in range(len(kernels) - 1)]
+        component_depths += [[0]] * (len(kernels) - 1)
+        first_of[id(kernels[0])] = index
+        components += kernels
+        last_of[index] = len(components) - 1
+    top = StreamAccelerator(stages=components, sources=sources, fifo_depths=component_depths)
+    parts = {id(unit) for unit in components}
     rows = []
-    for k, stage in enumerate(stages):
-        if k:
-            before = stages[k - 1]
-            bits = stage.in_dtype.bitwidth
-            if before.out_elems != stage.in_elems:
-                rows.append((EstimateRow(f"convert{k - 1}_{k}", "WidthConverter", None,
-                                         {"in_elems": before.out_elems, "out_elems": stage.in_elems}),
-                             ConverterSpec(bits=bits, in_elems=before.out_elems, out_elems=stage.in_elems)))
-            depth = max(fifo_depth, stage.mw // stage.simd if isinstance(stage, MVAULayer) else 0)
-            rows.append((EstimateRow(f"fifo{k - 1}_{k}", "StreamFIFO", None, {"depth": depth}),
-                         FIFOSpec(width=stage.in_elems * bits, depth=depth)))
-        rows.append((EstimateRow(stage.name, type(stage).__name__, stage.cycles(), _folding(stage)),
-                     stage_spec(stage)))
+    for name, unit in top._components:
+        _unused([unit])
+        if id(unit) in first_of:
+            stage = stages[first_of[id(unit)]]
+            rows.append((EstimateRow(stage.name, type(stage).__name__, stage.cycles(), _folding(stage)),
+                         _spec_of_kernels(kernels_of[first_of[id(unit)]])))
+        elif id(unit) not in parts:
+            spec = spec_of_unit(unit)
+            folding = {key: value for key, value in asdict(spec).items() if key in _LINK_FOLDING}
+            rows.append((EstimateRow(name, type(unit).__name__, None, folding), spec))
+    _unused([top])
     return rows
+
+
+def _renumbered(stages: list[Stage]) -> list[Stage]:
+    """``stages`` with sources counted from the first of them; any source before it: the input."""
+    offset = max(stages[0].sources) + 1
+    if offset <= 0:
+        return stages
+    renumbered = []
+    for stage in stages:
+        stage = copy.copy(stage)
+        stage.sources = [source - offset if source >= offset else INPUT for source in stage.sources]
+        renumbered.append(stage)
+    return renumbered
+
+
+def _unused(units: list) -> list:
+    """Components built only to read their parameters: never elaborated, so Amaranth must not warn."""
+    for unit in units:
+        unit._MustUse__used = True
+    return units
 
 
 def estimate_design(stages: list[Stage], devices: list[Device], fifo_depth: int) -> list[EstimateRow]:

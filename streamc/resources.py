@@ -221,9 +221,191 @@ class ConverterSpec(_Spec):
     out_elems: int
 
 
-Spec = MVAUSpec | LUTSpec | WindowSpec | PoolSpec | FIFOSpec | ConverterSpec
+@dataclass(frozen=True)
+class VVAUSpec(_Spec):
+    """What the resources of a :class:`~streamc.rtl.vvau.VectorVectorUnit` depend on.
+
+    ``C = channels`` partial sums of ``acc_bits`` sit in registers; the weights in a ROM of
+    ``taps * C / simd`` rows of ``simd`` weights unless every row is the same
+    (``constant_weights``, an average pool). ``mul_a``/``mul_b`` as for :class:`MVAUSpec`
+    (0: no multiplier, also when a constant weight is a power of two or zero).
+    """
+
+    channels: int
+    taps: int
+    simd: int
+    in_bits: int
+    weight_bits: int
+    out_bits: int
+    acc_bits: int
+    product_bits: int
+    mul_a: int
+    mul_b: int
+    xnor: bool
+    constant_weights: bool
+
+    @property
+    def groups(self) -> int:
+        return self.channels // self.simd
+
+    @classmethod
+    def of_unit(cls, unit) -> "VVAUSpec":
+        """The spec of a constructed :class:`~streamc.rtl.vvau.VectorVectorUnit` (not elaborated)."""
+        in_dt, w_dt = unit._in_dtype, unit._weight_dtype
+        mul_a, mul_b, product_bits, xnor = _lane_multiply(in_dt, w_dt)
+        constant = len(set(unit._weight_rom_rows())) == 1
+        if constant and mul_a:
+            # Yosys folds a product by a constant power of two (or zero) into wiring.
+            lanes = {abs(int(w)) for w in unit._weights[:, 0]}
+            if all(w & (w - 1) == 0 for w in lanes):
+                mul_a = mul_b = 0
+        channels, taps = unit._weights.shape
+        return cls(channels=channels, taps=taps, simd=unit._simd, in_bits=in_dt.bitwidth,
+                   weight_bits=w_dt.bitwidth, out_bits=unit.out_width, acc_bits=unit.acc_shape.width,
+                   product_bits=product_bits, mul_a=mul_a, mul_b=mul_b, xnor=xnor, constant_weights=constant)
+
+
+@dataclass(frozen=True)
+class ThresholdSpec(_Spec):
+    """A :class:`~streamc.rtl.threshold.ThresholdUnit`: ``elems * thresholds`` comparators of
+    ``compare_bits``, against constants (``shared``) or a ROM of one row per channel group."""
+
+    channels: int
+    elems: int
+    thresholds: int
+    in_bits: int
+    compare_bits: int
+    out_bits: int
+    shared: bool
+
+    @classmethod
+    def of_unit(cls, unit) -> "ThresholdSpec":
+        return cls(channels=unit._thresholds.shape[0], elems=unit._elems, thresholds=unit._thresholds.shape[1],
+                   in_bits=unit.in_width, compare_bits=unit.compare_shape.width, out_bits=unit.out_width,
+                   shared=len(set(unit._rom_rows())) == 1)
+
+
+@dataclass(frozen=True)
+class AddSpec(_Spec):
+    """An :class:`~streamc.rtl.branch.ElementwiseAdd`: ``elems`` adders of ``out_bits``, a weight
+    other than a power of two costing one adder per further set bit (shift-and-add)."""
+
+    elems: int
+    a_bits: int
+    b_bits: int
+    out_bits: int
+    a_weight: int
+    b_weight: int
+    a_signed: bool
+    b_signed: bool
+
+    @property
+    def terms(self) -> int:
+        return bin(abs(self.a_weight)).count("1") + bin(abs(self.b_weight)).count("1")
+
+    def multiplies(self) -> list[tuple[int, int, int, int]]:
+        """Operand and product widths, and the weight, of each weight's multiply that Yosys keeps: a
+        weight of 0, 1, -1 or a positive power of two folds into wiring, a shift or a negation."""
+        kept = []
+        for bits, signed, weight in ((self.a_bits, self.a_signed, self.a_weight),
+                                     (self.b_bits, self.b_signed, self.b_weight)):
+            if weight in (0, 1, -1) or (weight > 0 and weight & (weight - 1) == 0):
+                continue
+            # Amaranth gives the constant its narrowest shape and widens the unsigned side of a mixed product.
+            const_bits, const_signed = _bits_of_range(min(weight, 0), max(weight, 0))
+            a = bits + (1 if const_signed and not signed else 0)
+            b = const_bits + (1 if signed and not const_signed else 0)
+            kept.append((a, b, a + b, weight))
+        return kept
+
+    @classmethod
+    def of_unit(cls, unit) -> "AddSpec":
+        a_dt, b_dt = unit._a_dtype, unit._b_dtype
+        return cls(elems=unit.in_elems, a_bits=unit.a_width + a_dt.bipolar, b_bits=unit.b_width + b_dt.bipolar,
+                   out_bits=unit.out_width, a_weight=unit._a_weight, b_weight=unit._b_weight,
+                   a_signed=a_dt.signed or a_dt.bipolar, b_signed=b_dt.signed or b_dt.bipolar)
+
+
+@dataclass(frozen=True)
+class ConcatSpec(_Spec):
+    """A :class:`~streamc.rtl.branch.ChannelConcat` of ``inputs`` streams: a multiplexer and two counters."""
+
+    inputs: int
+    elems: int
+    bits: int
+    max_beats: int
+
+    @classmethod
+    def of_unit(cls, unit) -> "ConcatSpec":
+        return cls(inputs=len(unit.channels), elems=unit.in_elems, bits=unit.in_width,
+                   max_beats=max(unit.channels) // unit.in_elems)
+
+
+@dataclass(frozen=True)
+class ForkSpec(_Spec):
+    """A :class:`~streamc.rtl.branch.StreamFork` to ``outputs`` streams: a flag per output, payload wired."""
+
+    outputs: int
+    width: int
+
+    @classmethod
+    def of_unit(cls, unit) -> "ForkSpec":
+        return cls(outputs=unit.outputs, width=unit.in_elems * unit.in_width)
+
+
+@dataclass(frozen=True)
+class ChainSpec(_Spec):
+    """Kernels one hardware stage is built of, each feeding the next directly (a residual add and its
+    thresholds, a vector unit and its thresholds): their resources are the sum of theirs."""
+
+    kernels: tuple
+
+
+Spec = (MVAUSpec | LUTSpec | WindowSpec | PoolSpec | FIFOSpec | ConverterSpec | VVAUSpec | ThresholdSpec | AddSpec
+        | ConcatSpec | ForkSpec | ChainSpec)
 _SPEC_OF_KERNEL = {"mvau": MVAUSpec, "lut": LUTSpec, "window": WindowSpec, "pool": PoolSpec, "fifo": FIFOSpec,
-                   "convert": ConverterSpec}
+                   "convert": ConverterSpec, "vvau": VVAUSpec, "threshold": ThresholdSpec, "add": AddSpec,
+                   "concat": ConcatSpec, "fork": ForkSpec}
+
+
+def _lane_multiply(in_dt: DataType, w_dt: DataType) -> tuple[int, int, int, bool]:
+    """Operand widths of one lane's multiply as Yosys sees it (0, 0 without one), product width, XNOR."""
+    xnor = in_dt.bipolar and w_dt.bipolar
+    if xnor:
+        return 0, 0, 2, True
+    if in_dt.bipolar or w_dt.bipolar:
+        return 0, 0, (w_dt.bitwidth if in_dt.bipolar else in_dt.bitwidth) + 1, False
+    # Amaranth widens the unsigned operand of a mixed-sign product by one bit.
+    mul_a = in_dt.bitwidth + (1 if w_dt.signed and not in_dt.signed else 0)
+    mul_b = w_dt.bitwidth + (1 if in_dt.signed and not w_dt.signed else 0)
+    return mul_a, mul_b, in_dt.bitwidth + w_dt.bitwidth + (1 if in_dt.signed != w_dt.signed else 0), False
+
+
+def spec_of_unit(unit) -> Spec:
+    """The spec of any constructed (not elaborated) kernel streamc generates, read off its parameters."""
+    from .rtl.branch import ChannelConcat, ElementwiseAdd, StreamFork
+    from .rtl.lut import LookupTable
+    from .rtl.mvau import MatrixVectorUnit
+    from .rtl.stream import StreamFIFO, WidthConverter
+    from .rtl.threshold import ThresholdUnit
+    from .rtl.vvau import VectorVectorUnit
+    from .rtl.window import SlidingWindow, WindowReduce
+
+    if isinstance(unit, LookupTable):
+        return LUTSpec(in_bits=unit.in_width, out_bits=unit.out_width, elems=unit.in_elems)
+    if isinstance(unit, WindowReduce):
+        return PoolSpec(channels=unit._channels, window=unit._window, vectors=unit._vectors, bits=unit.in_width,
+                        simd=unit.in_elems)
+    if isinstance(unit, StreamFIFO):
+        return FIFOSpec(width=unit._width, depth=unit._depth)
+    if isinstance(unit, WidthConverter):
+        return ConverterSpec(bits=unit.elem_width, in_elems=unit.in_elems, out_elems=unit.out_elems)
+    of_unit = {MatrixVectorUnit: MVAUSpec, SlidingWindow: WindowSpec, VectorVectorUnit: VVAUSpec,
+               ThresholdUnit: ThresholdSpec, ElementwiseAdd: AddSpec, ChannelConcat: ConcatSpec, StreamFork: ForkSpec}
+    for unit_class, spec_class in of_unit.items():
+        if isinstance(unit, unit_class):
+            return spec_class.of_unit(unit)
+    raise TypeError(f"no resource model for {type(unit).__name__}")
 
 
 def spec_from_dict(kernel: str, values: dict) -> Spec:
@@ -405,6 +587,38 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
     return memories, dsps, lut, ff
 
 
+def _vvau_parts(spec: VVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str, float], dict[str, float]]:
+    memories = _Memories()
+    if not spec.constant_weights:
+        memories.add(width=spec.simd * spec.weight_bits, depth=spec.taps * spec.groups, rom=True, family=family)
+    lane_dsps = dsp_count(spec.mul_a, spec.mul_b, spec.product_bits, family, dsp=dsp)
+    soft_mult = 0 if lane_dsps or not spec.mul_a else spec.simd * spec.mul_a * spec.mul_b
+    negate = spec.simd * spec.product_bits if not spec.mul_a and not spec.xnor and not spec.constant_weights else 0
+    counters = _log2(spec.groups) + _log2(spec.taps) + (0 if spec.constant_weights else _log2(spec.taps * spec.groups))
+    lut = {"control": 1.0, "multiply": soft_mult + negate + (spec.simd if spec.xnor else 0),
+           "adders": spec.simd * spec.acc_bits + counters,
+           "logic_memory": memories.logic_rom_luts + memories.logic_rom_muxes}
+    ff = {"control": 1.0, "pipeline": spec.simd * (spec.in_bits + spec.out_bits) + counters,
+          "products": spec.simd * spec.product_bits, "partial_sums": spec.channels * spec.acc_bits,
+          "memory_registers": memories.logic_rom_regs}
+    return memories, spec.simd * lane_dsps, lut, ff
+
+
+def _threshold_parts(spec: ThresholdSpec, family: str) -> tuple[_Memories, int, dict[str, float], dict[str, float]]:
+    memories = _Memories()
+    comparators = spec.elems * spec.thresholds
+    if not spec.shared:
+        memories.add(width=comparators * spec.compare_bits, depth=spec.channels // spec.elems, rom=True,
+                     family=family)
+    lut = {"control": 1.0, "compare_rom": 0 if spec.shared else comparators * spec.compare_bits,
+           "compare_constant": comparators * spec.compare_bits if spec.shared else 0,
+           "count": spec.elems * spec.thresholds * _log2(spec.thresholds + 1) if spec.thresholds > 1 else 0,
+           "logic_memory": memories.logic_rom_luts + memories.logic_rom_muxes}
+    ff = {"control": 1.0, "pipeline": spec.elems * (spec.in_bits + spec.out_bits) + comparators,
+          "memory_registers": memories.logic_rom_regs}
+    return memories, 0, lut, ff
+
+
 def _parts(spec: Spec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str, float], dict[str, float]]:
     """Memories, DSPs, and the LUT and FF features of one kernel."""
     if isinstance(spec, MVAUSpec):
@@ -450,6 +664,28 @@ def _parts(spec: Spec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str
         slots = spec.in_elems + spec.out_elems - 1
         return (memories, 0, {"control": 1.0, "slot_muxes": slots * spec.bits * (min(spec.in_elems, slots) + 1)},
                 {"control": 1.0, "slots": slots * spec.bits + _log2(slots + 1)})
+    if isinstance(spec, VVAUSpec):
+        return _vvau_parts(spec, family, dsp)
+    if isinstance(spec, ThresholdSpec):
+        return _threshold_parts(spec, family)
+    if isinstance(spec, AddSpec):
+        dsps, adders = 0, spec.terms - 1
+        for a, b, product, weight in spec.multiplies():
+            hard = dsp_count(a, b, product, family, dsp=dsp)
+            dsps += spec.elems * hard
+            # A multiply left to logic is shift-and-add, one adder per further set bit of the weight.
+            adders -= (bin(abs(weight)).count("1") - 1) if hard else 0
+        # An ECP5 carry cell adds two bits and counts as two LUTs.
+        return (memories, dsps, {"control": 1.0, "adders": spec.elems * spec.out_bits * adders,
+                                 "carry_cells": spec.elems * 2 * -(-(spec.out_bits + 1) // 2) * adders},
+                {"control": 1.0, "registers": spec.elems * spec.out_bits})
+    if isinstance(spec, ConcatSpec):
+        counters = _log2(spec.inputs) + _log2(spec.max_beats)
+        return (memories, 0, {"control": 1.0, "select": spec.elems * spec.bits * (spec.inputs - 1),
+                              "counters": counters},
+                {"control": 1.0, "counters": counters})
+    if isinstance(spec, ForkSpec):
+        return memories, 0, {"control": 1.0, "outputs": spec.outputs}, {"control": 1.0, "outputs": spec.outputs}
     raise TypeError(f"no resource model for {type(spec).__name__}")
 
 
@@ -465,6 +701,8 @@ def features(spec: Spec, family: str, what: str) -> dict[str, float]:
 
 def estimate_kernel(spec: Spec, family: str, *, dsp: bool = True) -> ResourceEstimate:
     """Resources of one kernel on a device ``family``; ``dsp=False`` where the flow has no DSPs."""
+    if isinstance(spec, ChainSpec):
+        return sum((estimate_kernel(part, family, dsp=dsp) for part in spec.kernels), ResourceEstimate())
     memories, dsps, lut_features, ff_features = _parts(spec, family, dsp)
     coefficients = COEFFICIENTS[family][_kernel_name(spec)]
     lut = sum(coefficients["lut"].get(name, 0.0) * value for name, value in lut_features.items())
@@ -473,4 +711,4 @@ def estimate_kernel(spec: Spec, family: str, *, dsp: bool = True) -> ResourceEst
 
 
 #: Fitted by benchmarks/calibrate_resources.py (benchmarks/calibration/fit.json) on Yosys 0.70.
-COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 127.9845, "soft_multiply": 2.1235, "negate_or_xnor": 0.0933, "adders": 0.4118, "thresholds": 0.0, "requant": 2.8404, "logic_memory": 1.0916, "rom_muxes": 1.199, "counters": 0.0}, "ff": {"control": 76.3139, "operands": 0.1889, "products": 1.5651, "dsp_products": 2.2755, "accumulators": 0.0012, "requant": 1.2687, "memory_registers": 0.5597, "counters": 0.252}}, "lut": {"lut": {"control": 2.0, "logic_memory": 1.0, "rom_muxes": 1.5667}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 70.3968, "counters": 1.6393, "payload": 2.0942, "logic_memory": 0.0}, "ff": {"control": 20.4603, "counters": 0.8869, "memory_registers": 0.0, "payload": 2.3422}}, "pool": {"lut": {"control": 0.0, "compare": 0.0, "select": 1.6191, "counters": 3.5185}, "ff": {"control": 0.6, "running": 1.225, "payload": 0.0, "counters": 0.4}}, "fifo": {"lut": {"control": 4.7886, "counters": 7.1914, "logic_memory": 3.0224, "payload": 1.0263}, "ff": {"control": 0.0, "counters": 4.3735, "memory_registers": 0.9823, "payload": 2.0288}}, "convert": {"lut": {"control": 9.0501, "slot_muxes": 0.1178}, "ff": {"control": 0.4806, "slots": 0.9503}}}, "ecp5": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.0, "negate_or_xnor": 0.0, "adders": 2.0598, "thresholds": 0.3131, "requant": 1.7532, "logic_memory": 1.3576, "rom_muxes": 0.0, "counters": 6.273}, "ff": {"control": 42.1092, "operands": 0.5986, "products": 1.5705, "dsp_products": 1.4698, "accumulators": 0.2234, "requant": 1.3894, "memory_registers": 0.483, "counters": 1.0865}}, "lut": {"lut": {"control": 1.0, "logic_memory": 1.0, "rom_muxes": 0.3421}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 15.2104, "counters": 3.2264, "payload": 5.1305, "logic_memory": 0.0}, "ff": {"control": 8.5718, "counters": 1.172, "memory_registers": 0.0, "payload": 0.6344}}, "pool": {"lut": {"control": 0.0, "compare": 0.0, "select": 1.7169, "counters": 4.035}, "ff": {"control": 0.6, "running": 1.225, "payload": 0.0, "counters": 0.4}}, "fifo": {"lut": {"control": 0.0, "counters": 8.9592, "logic_memory": 0.0, "payload": 1.454}, "ff": {"control": 0.5358, "counters": 3.347, "memory_registers": 0.0, "payload": 1.485}}, "convert": {"lut": {"control": 7.6072, "slot_muxes": 0.3939}, "ff": {"control": 0.4806, "slots": 0.9503}}}}
+COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 127.9845, "soft_multiply": 2.1235, "negate_or_xnor": 0.0933, "adders": 0.4118, "thresholds": 0.0, "requant": 2.8404, "logic_memory": 1.0916, "rom_muxes": 1.199, "counters": 0.0}, "ff": {"control": 76.3139, "operands": 0.1889, "products": 1.5651, "dsp_products": 2.2755, "accumulators": 0.0012, "requant": 1.2687, "memory_registers": 0.5597, "counters": 0.252}}, "lut": {"lut": {"control": 2.0, "logic_memory": 1.0, "rom_muxes": 1.5667}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 70.3968, "counters": 1.6393, "payload": 2.0942, "logic_memory": 0.0}, "ff": {"control": 20.4603, "counters": 0.8869, "memory_registers": 0.0, "payload": 2.3422}}, "pool": {"lut": {"control": 0.0, "compare": 0.0, "select": 1.6191, "counters": 3.5185}, "ff": {"control": 0.6, "running": 1.225, "payload": 0.0, "counters": 0.4}}, "fifo": {"lut": {"control": 4.7886, "counters": 7.1914, "logic_memory": 3.0224, "payload": 1.0263}, "ff": {"control": 0.0, "counters": 4.3735, "memory_registers": 0.9823, "payload": 2.0288}}, "convert": {"lut": {"control": 9.0501, "slot_muxes": 0.1178}, "ff": {"control": 0.4806, "slots": 0.9503}}, "vvau": {"lut": {"control": 4.9889, "multiply": 1.6111, "adders": 1.8224, "logic_memory": 1.0764}, "ff": {"control": 4.9104, "pipeline": 1.0888, "products": 0.7089, "partial_sums": 0.9992, "memory_registers": 1.2738}}, "threshold": {"lut": {"control": 15.0714, "compare_rom": 0.0, "compare_constant": 0.0, "count": 0.4541, "logic_memory": 0.293}, "ff": {"control": 18.7228, "pipeline": 0.6915, "memory_registers": 0.3746}}, "add": {"lut": {"control": 3.2844, "adders": 0.9186, "carry_cells": 0.0}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 4.0}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.0, "negate_or_xnor": 0.0, "adders": 2.0598, "thresholds": 0.3131, "requant": 1.7532, "logic_memory": 1.3576, "rom_muxes": 0.0, "counters": 6.273}, "ff": {"control": 42.1092, "operands": 0.5986, "products": 1.5705, "dsp_products": 1.4698, "accumulators": 0.2234, "requant": 1.3894, "memory_registers": 0.483, "counters": 1.0865}}, "lut": {"lut": {"control": 1.0, "logic_memory": 1.0, "rom_muxes": 0.3421}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 15.2104, "counters": 3.2264, "payload": 5.1305, "logic_memory": 0.0}, "ff": {"control": 8.5718, "counters": 1.172, "memory_registers": 0.0, "payload": 0.6344}}, "pool": {"lut": {"control": 0.0, "compare": 0.0, "select": 1.7169, "counters": 4.035}, "ff": {"control": 0.6, "running": 1.225, "payload": 0.0, "counters": 0.4}}, "fifo": {"lut": {"control": 0.0, "counters": 8.9592, "logic_memory": 0.0, "payload": 1.454}, "ff": {"control": 0.5358, "counters": 3.347, "memory_registers": 0.0, "payload": 1.485}}, "convert": {"lut": {"control": 7.6072, "slot_muxes": 0.3939}, "ff": {"control": 0.4806, "slots": 0.9503}}, "vvau": {"lut": {"control": 12.8391, "multiply": 0.9816, "adders": 1.6381, "logic_memory": 0.8329}, "ff": {"control": 4.9104, "pipeline": 1.0888, "products": 0.7089, "partial_sums": 0.9992, "memory_registers": 1.2738}}, "threshold": {"lut": {"control": 5.1184, "compare_rom": 0.6738, "compare_constant": 0.0, "count": 1.5126, "logic_memory": 0.6387}, "ff": {"control": 18.7228, "pipeline": 0.6915, "memory_registers": 0.3746}}, "add": {"lut": {"control": 3.8205, "adders": 1.1315, "carry_cells": 0.0}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 3.3588}, "ff": {"control": 0.0, "outputs": 1.0}}}}

@@ -41,6 +41,14 @@ KNOWN_OFF |= {("ice40-up5k", "convert", "2", "4", "6"), ("ecp5-85f", "window", "
               ("ecp5-85f", "fifo", "8", "256")}
 
 
+# The graph kernels: thresholds against a ROM kept in logic (Yosys trims its constant bits and read registers
+# in ways the model does not follow) and the widest shared-threshold unit; one ECP5 fork of 13 LUTs.
+KNOWN_OFF |= {(device, "threshold", *params) for device in ("ice40-up5k", "ecp5-85f")
+              for params in (("16", "1", "INT8", "UINT2"), ("16", "4", "INT8", "UINT2"), ("32", "2", "INT10", "UINT4"),
+                             ("64", "8", "INT6", "UINT4", "True"))}
+KNOWN_OFF |= {("ice40-up5k", "threshold", "64", "1", "INT12", "BIPOLAR"), ("ecp5-85f", "fork", "4", "8", "3")}
+
+
 def _estimate(record):
     spec = resources.spec_from_dict(record["kernel"], record["spec"])
     return resources.estimate_kernel(spec, resources.family_of(record["device"]))
