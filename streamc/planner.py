@@ -114,6 +114,21 @@ def _over(resources: ResourceEstimate, limits: dict[str, int]) -> list[str]:
     return [key for key in LIMITED if getattr(resources, key) > limits[key]]
 
 
+#: Costs already computed, per dataflow, device and FIFO depth: the searches of one design (the
+#: planner, its baselines, each budget tried) share them. The dataflow is kept to tell a reused id.
+_COSTS: dict[tuple[int, str, int], tuple[Dataflow, tuple[dict, ...]]] = {}
+_COSTS_KEPT = 8
+
+
+def _costs_of(dataflow: Dataflow, device: Device, fifo_depth: int) -> tuple[dict, ...]:
+    key = (id(dataflow), device.name, fifo_depth)
+    if key not in _COSTS or _COSTS[key][0] is not dataflow:
+        while len(_COSTS) >= _COSTS_KEPT:
+            del _COSTS[next(iter(_COSTS))]
+        _COSTS[key] = (dataflow, tuple({} for _ in range(5)))
+    return _COSTS[key][1]
+
+
 class _Chain:
     """The design as foldable stages and the segments of other stages between them, with the cost
     of every choice of each (cached: each is computed once, by the estimate's own code).
@@ -131,7 +146,6 @@ class _Chain:
         self.dataflow, self.stages, self.device, self.fifo_depth = dataflow, dataflow.stages, device, fifo_depth
         self.chain = all(list(getattr(stage, "sources", [index - 1])) == [index - 1]
                          for index, stage in enumerate(self.stages))
-        self._whole_cache: dict = {}
         self._family, self._dsp = family_of(device.name), device.dsp > 0
         self.foldable = [index for index, stage in enumerate(self.stages) if fold_knobs(stage)]
         self.knobs = [fold_knobs(self.stages[index]) for index in self.foldable]
@@ -139,10 +153,8 @@ class _Chain:
                                             for knobs in self.knobs]
         bounds = [-1, *self.foldable, len(self.stages)]
         self.segments = [list(range(bounds[k] + 1, bounds[k + 1])) for k in range(len(bounds) - 1)]
-        self._node_cache: dict = {}
-        self._edge_cache: dict = {}
-        self._node_cycles: dict = {}
-        self._edge_cycles: dict = {}
+        (self._node_cache, self._edge_cache, self._node_cycles, self._edge_cycles,
+         self._whole_cache) = _costs_of(dataflow, device, fifo_depth)
 
     # -- keys of the sides a segment sees ------------------------------------------------------------
     def in_key(self, k: int, choice: Choice) -> Choice:
