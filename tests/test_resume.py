@@ -179,6 +179,15 @@ def test_ctrl_c_keeps_the_completed_steps(tmp_path, monkeypatch):
     assert json.loads((out / "reports" / "estimates.json").read_text())["clock_mhz"] == 31
 
 
+def test_a_folder_in_use_is_refused(tmp_path):
+    config = write_config(tmp_path, steps_list="[load]")
+    with BuildFolder(tmp_path / "out").exclusive():
+        with pytest.raises(BuildError, match=rf"^output_dir '{re.escape(str(tmp_path / 'out'))}' is in use by another "
+                                             r"streamc build; wait for it to end or give another output_dir$"):
+            build(config)
+    assert "Ran load; outputs in" in build(config)  # the folder is free again
+
+
 def test_atomic_write_keeps_the_old_file_when_interrupted(tmp_path):
     target = tmp_path / "report.json"
     target.write_text("old")

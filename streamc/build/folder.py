@@ -8,6 +8,8 @@ temporaries it may leave are removed when the folder is next opened.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import io
 import json
 import os
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import BuildError, ConfigError
 from ..ir import Graph
 
 
@@ -95,6 +97,20 @@ class BuildFolder:
         self.reports.mkdir(exist_ok=True)
         self.records = self.root / RECORD_FOLDER
         self._remove_partial_writes()
+
+    @contextlib.contextmanager
+    def exclusive(self):
+        """Hold the folder for one build: another build of it is refused until this one ends.
+
+        The lock is the kernel's (``flock`` on the marker file), so a killed build releases it.
+        """
+        with (self.root / MARKER).open("rb") as marker:
+            try:
+                fcntl.flock(marker, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise BuildError(f"output_dir '{self.root}' is in use by another streamc build; wait for it to "
+                                 "end or give another output_dir") from None
+            yield self
 
     def _remove_partial_writes(self) -> None:
         """Temporaries of writes that an interrupted build never renamed into place."""

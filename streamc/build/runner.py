@@ -60,11 +60,17 @@ def run_build(config_path: Path, *, console: Console | None = None, fresh: bool 
     ------
     StreamcError
         For a bad config or model, a failed tool run, and (as :class:`BuildError`) a build
-        interrupted with Ctrl-C; the steps completed before the interruption are kept.
+        interrupted with Ctrl-C (the steps completed before the interruption are kept) or an
+        output folder another build is using.
     """
     console = console or Console()
     config = load_config(config_path)
-    folder = BuildFolder(config.output_dir)
+    with BuildFolder(config.output_dir).exclusive() as folder:
+        return _run(config, Path(config_path), folder, console, fresh=fresh)
+
+
+def _run(config: BuildConfig, config_path: Path, folder: BuildFolder, console: Console, *, fresh: bool) -> BuildState:
+    """The build in ``folder``, which this process holds: resume point, steps, reports."""
     for name in BUILD_REPORTS:
         (folder.reports / f"{name}.json").unlink(missing_ok=True)
     inputs = input_fingerprint(config)
