@@ -424,12 +424,16 @@ def _write_tool_shims(folder: Path) -> None:
 
 
 @functools.cache
-def _prepare_solver() -> None:
-    """Run the solver once, so that the message its WebAssembly build prints on first use
-    (while it compiles into the YoWASP cache) cannot reach smtbmc, which would take it for
-    the solver's answer."""
-    subprocess.run([sys.executable, "-c", _TOOL_CODE[SOLVER], "--version"], capture_output=True,
-                   check=False, timeout=300)
+def _prepare_tools() -> None:
+    """Run Yosys and the solver once, outside sby's time limit.
+
+    On first use a YoWASP tool compiles its WebAssembly build into the YoWASP cache, which
+    takes a minute or more; the solver also prints a message then, which smtbmc would take
+    for the solver's answer.
+    """
+    for tool, flag in (("yosys", "-V"), (SOLVER, "--version")):
+        subprocess.run([sys.executable, "-c", _TOOL_CODE[tool], flag], capture_output=True,
+                       check=False, timeout=900)
 
 
 def _sby_config(mode: str, depth: int, timeout_s: float) -> str:
@@ -450,7 +454,7 @@ def _run_sby(design: str, messages: dict[str, str], workdir: Path, mode: str, de
     # each tool inside its work folder with relative paths, so a temporary folder works.
     shims = workdir / "bin"
     _write_tool_shims(shims)
-    _prepare_solver()
+    _prepare_tools()
     (workdir / "harness.il").write_text(design)
     (workdir / "check.sby").write_text(_sby_config(mode, depth, timeout_s))
     env = dict(os.environ,
