@@ -14,7 +14,9 @@ FIFOs and width converters between two foldable stages cost depends only on the 
 the one before (``pe``) and the input side of the one after (``simd``). So the cheapest folding
 is a shortest path over the chain (dynamic programming, exact for the LUT count), and every cost
 comes from the same code the estimate and the build use. Block RAM and DSP limits couple the
-layers; they are met by pricing the resource that overflows and solving again.
+layers; they are met by pricing the resource that overflows and solving again. A design that
+branches (a residual add reads two producers) is priced whole for each folding tried and improved
+one stage at a time from each stage's own cheapest folding.
 
 :func:`greedy_for_cycles` is FINN's ``SetFolding`` (divisors in ascending order, SIMD before PE,
 stop at the first that meets the target), and :func:`exhaustive_for_cycles` tries every folding:
@@ -114,19 +116,20 @@ def _over(resources: ResourceEstimate, limits: dict[str, int]) -> list[str]:
     return [key for key in LIMITED if getattr(resources, key) > limits[key]]
 
 
-#: Costs already computed, per dataflow, device and FIFO depth: the searches of one design (the
-#: planner, its baselines, each budget tried) share them. The dataflow is kept to tell a reused id.
-_COSTS: dict[tuple[int, str, int], tuple[Dataflow, tuple[dict, ...]]] = {}
-_COSTS_KEPT = 8
+#: Specs, cycles and costs already computed, per dataflow and FIFO depth: the searches of one design
+#: (the planner, its baselines, each budget and device tried) share them. Specs and cycles do not
+#: depend on the device; costs are kept per device family. The dataflow is kept to tell a reused id.
+_CACHES: dict[tuple[int, int], tuple[Dataflow, tuple[dict, ...]]] = {}
+_CACHES_KEPT = 8
 
 
-def _costs_of(dataflow: Dataflow, device: Device, fifo_depth: int) -> tuple[dict, ...]:
-    key = (id(dataflow), device.name, fifo_depth)
-    if key not in _COSTS or _COSTS[key][0] is not dataflow:
-        while len(_COSTS) >= _COSTS_KEPT:
-            del _COSTS[next(iter(_COSTS))]
-        _COSTS[key] = (dataflow, tuple({} for _ in range(5)))
-    return _COSTS[key][1]
+def _caches_of(dataflow: Dataflow, fifo_depth: int) -> tuple[dict, ...]:
+    key = (id(dataflow), fifo_depth)
+    if key not in _CACHES or _CACHES[key][0] is not dataflow:
+        while len(_CACHES) >= _CACHES_KEPT:
+            del _CACHES[next(iter(_CACHES))]
+        _CACHES[key] = (dataflow, tuple({} for _ in range(7)))
+    return _CACHES[key][1]
 
 
 class _Chain:
@@ -153,8 +156,9 @@ class _Chain:
                                             for knobs in self.knobs]
         bounds = [-1, *self.foldable, len(self.stages)]
         self.segments = [list(range(bounds[k] + 1, bounds[k + 1])) for k in range(len(bounds) - 1)]
-        (self._node_cache, self._edge_cache, self._node_cycles, self._edge_cycles,
-         self._whole_cache) = _costs_of(dataflow, device, fifo_depth)
+        (self._node_specs, self._edge_specs, self._node_cycles, self._edge_cycles, self._node_cache,
+         self._edge_cache, self._whole_cache) = _caches_of(dataflow, fifo_depth)
+        self._priced_as = (self._family, self._dsp)
 
     # -- keys of the sides a segment sees ------------------------------------------------------------
     def in_key(self, k: int, choice: Choice) -> Choice:
@@ -183,11 +187,13 @@ class _Chain:
 
     def node(self, k: int, choice: Choice) -> ResourceEstimate:
         key = (k, choice)
-        if key not in self._node_cache:
+        if key not in self._node_specs:
             self._set(k, choice)
-            spec = self._stage_spec(self.stages[self.foldable[k]])
-            self._node_cache[key] = estimate_kernel(spec, self._family, dsp=self._dsp)
-        return self._node_cache[key]
+            self._node_specs[key] = self._stage_spec(self.stages[self.foldable[k]])
+        priced = (*key, self._priced_as)
+        if priced not in self._node_cache:
+            self._node_cache[priced] = estimate_kernel(self._node_specs[key], self._family, dsp=self._dsp)
+        return self._node_cache[priced]
 
     def _segment(self, s: int, out_key: Choice, in_key: Choice) -> list[Stage]:
         """Segment ``s`` with its neighbours set to the given sides and its own lanes derived."""
@@ -210,15 +216,16 @@ class _Chain:
 
     def edge(self, s: int, out_key: Choice, in_key: Choice) -> ResourceEstimate:
         key = (s, out_key, in_key)
-        if key not in self._edge_cache:
+        if key not in self._edge_specs:
             part = self._segment(s, out_key, in_key)
             ends = {self.stages[self.foldable[k]].name for k in (s - 1, s) if 0 <= k < len(self.foldable)}
-            total = ResourceEstimate()
-            for row, spec in self._kernel_rows(part, self.fifo_depth):
-                if row.name not in ends:
-                    total += estimate_kernel(spec, self._family, dsp=self._dsp)
-            self._edge_cache[key] = total
-        return self._edge_cache[key]
+            self._edge_specs[key] = [spec for row, spec in self._kernel_rows(part, self.fifo_depth)
+                                     if row.name not in ends]
+        priced = (*key, self._priced_as)
+        if priced not in self._edge_cache:
+            self._edge_cache[priced] = sum((estimate_kernel(spec, self._family, dsp=self._dsp)
+                                            for spec in self._edge_specs[key]), ResourceEstimate())
+        return self._edge_cache[priced]
 
     def sides(self, s: int, assignment: list[Choice]) -> tuple[Choice, Choice]:
         out_key = self.out_key(s - 1, assignment[s - 1]) if s > 0 else ()
@@ -240,7 +247,7 @@ class _Chain:
         return total, cycles
 
     def _whole(self, assignment: list[Choice]) -> tuple[ResourceEstimate, int]:
-        key = tuple(assignment)
+        key = (tuple(assignment), self._priced_as)
         if key not in self._whole_cache:
             self.apply(assignment)
             total = ResourceEstimate()
@@ -328,11 +335,16 @@ class _Chain:
                         reachable[key] = (cost, choice)
             else:
                 reachable[()] = (0.0, None)
+            # Cheapest predecessors first: a segment costs at least nothing, so once the cost so far
+            # reaches the best found, no later predecessor can win (and its segment is never priced).
+            ordered = sorted(reachable.items(), key=lambda item: item[1][0])
             for choice in self.options[k]:
                 if self.node_cycles(k, choice) > cycles:
                     continue
                 in_key, entry = self.in_key(k, choice), (inf, None)
-                for out_key, (cost, previous) in reachable.items():
+                for out_key, (cost, previous) in ordered:
+                    if cost >= entry[0]:
+                        break
                     if self.edge_cycles(k, out_key, in_key) > cycles:
                         continue
                     total = cost + price(self.edge(k, out_key, in_key))
