@@ -326,7 +326,9 @@ def _simulation_tools() -> SimpleNamespace:
     )
 
 
-def _build(runner, tools: SimpleNamespace, *, verilog: Path, top: str, build_dir: Path, timeout_s: float | None) -> None:
+def _build(
+    runner, tools: SimpleNamespace, *, verilog: Path, top: str, build_dir: Path, timeout_s: float | None
+) -> None:
     """Build with Verilator unless ``build_dir`` holds a build of the same inputs."""
     key = hashlib.sha256(
         json.dumps(

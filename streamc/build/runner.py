@@ -321,5 +321,6 @@ def _record_step(folder: BuildFolder, name: str, seconds: float, before: dict[st
         entry["outputs"] = {path: value for path, value in entry["outputs"].items() if path not in written}
     state_bytes = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
     write_atomically(_state_path(folder, name), state_bytes)
-    outputs = {path: {"sha256": _hash_file(folder.root / path), "stamp": stamp} for path, stamp in sorted(written.items())}
+    outputs = {path: {"sha256": _hash_file(folder.root / path), "stamp": stamp}
+               for path, stamp in sorted(written.items())}
     return {"name": name, "seconds": seconds, "outputs": outputs, "state_sha256": _hash_bytes(state_bytes)}
