@@ -34,9 +34,12 @@ def verification_failure(rtlsim: dict | None) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="streamc", description="Quantized ONNX to streaming Verilog accelerators")
+    parser.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="compile, simulate and synthesize as a build config says")
     build.add_argument("config", type=Path, help="the build configuration (YAML)")
+    build.add_argument("--fresh", action="store_true",
+                       help="run every step, even those a previous build in output_dir completed from the same inputs")
     estimate = commands.add_parser("estimate", help="fold and estimate cycles and resources per stage, without RTL")
     estimate.add_argument("config", type=Path, help="the build configuration (YAML)")
     estimate.add_argument("--device", action="append", dest="devices", metavar="DEVICE",
@@ -52,8 +55,16 @@ def main(argv: list[str] | None = None) -> int:
     from .build.runner import run_build
 
     try:
-        state = run_build(args.config, console=console)
+        state = run_build(args.config, console=console, fresh=args.fresh)
     except StreamcError as exc:
+        if args.debug:
+            raise
+        errors.print(f"[red]error:[/red] {escape(str(exc))}")
+        return EXIT_ERROR
+    except OSError as exc:
+        # A full disk, a folder without write permission: the system's message names the file.
+        if args.debug:
+            raise
         errors.print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_ERROR
     failure = verification_failure(state.rtlsim)

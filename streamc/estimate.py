@@ -159,7 +159,7 @@ def run_estimate(config_path: Path, *, device_names: list[str] | None = None) ->
     folder = state.folder
     folder.write_report("estimate", report)
     charts = _charts(report, folder.reports)
-    (folder.reports / "estimate.md").write_text(_markdown(report, charts))
+    folder.write_text("reports", "estimate.md", text=_markdown(report, charts))
     return report
 
 

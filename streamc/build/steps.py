@@ -227,9 +227,8 @@ def rtl_step(state: BuildState) -> None:
         last_of[index] = len(components) - 1
     top = StreamAccelerator(stages=components, sources=sources, fifo_depths=depths)
     state.verilog = to_verilog(top, name=TOP)
-    verilog = state.folder.path("verilog", f"{TOP}.v")
-    verilog.write_text(state.verilog)
-    state.folder.path("verilog", "filelist.f").write_text(f"{TOP}.v\n")
+    state.folder.write_text("verilog", f"{TOP}.v", text=state.verilog)
+    state.folder.write_text("verilog", "filelist.f", text=f"{TOP}.v\n")
 
 
 def _load_npy(path, key: str) -> np.ndarray:
@@ -336,7 +335,7 @@ def sim_step(state: BuildState) -> None:
                       timeout_cycles=_timeout_cycles(dataflow, n, verify))
     hw = last.out_dtype.from_hw(result.outputs)
     outputs = execute(dataflow.tail, {dataflow.hw_output: dataflow.from_stream_order(hw).astype(np.float32)})[out_name]
-    np.save(folder.path("reports", "rtlsim_outputs.npy"), outputs)
+    folder.save_array("reports", "rtlsim_outputs.npy", array=outputs)
 
     report = dict(frames=n, mismatches=int(result.mismatches),
                   first_mismatch=result.first_mismatch._asdict() if result.first_mismatch else None,

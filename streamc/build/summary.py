@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from ..hw import MVAULayer
+from ..hw import MVAULayer, VVAULayer
 from ..synth import CAPACITY
 from .steps import BuildState
 
@@ -16,8 +16,9 @@ def summary_data(state: BuildState, timings: dict[str, float]) -> dict:
         df = state.dataflow
         data["stages"] = [dict(name=st.name, cycles=st.cycles(), in_dtype=st.in_dtype.name, out_dtype=st.out_dtype.name,
                                output_stage=st.output_stage,
+                               sources=st.sources,
                                **(dict(shape=[st.mh, st.mw], pe=st.pe, simd=st.simd, weight_dtype=st.weight_dtype.name)
-                                  if isinstance(st, MVAULayer) else dict(elems=st.elems, kind=type(st).__name__)))
+                                  if isinstance(st, MVAULayer) else dict(elems=st.in_elems, kind=type(st).__name__)))
                           for st in df.stages]
         data["host_head_ops"] = [n.op_type for n in df.head.nodes]
         data["host_tail_ops"] = [n.op_type for n in df.tail.nodes]
@@ -40,9 +41,12 @@ def print_summary(state: BuildState, timings: dict[str, float], console: Console
         if isinstance(st, MVAULayer):
             layers.add_row(st.name, f"{st.mh} x {st.mw}", st.in_dtype.name, st.weight_dtype.name, st.out_dtype.name,
                            st.output_stage, str(st.pe), str(st.simd), str(st.cycles()))
+        elif isinstance(st, VVAULayer):
+            layers.add_row(st.name, f"{st.channels} x {st.taps}", st.in_dtype.name, st.weight_dtype.name,
+                           st.out_dtype.name, st.output_stage, "", str(st.simd), str(st.cycles()))
         else:
             layers.add_row(st.name, f"{st.out_count} elements", st.in_dtype.name, "", st.out_dtype.name,
-                           st.output_stage, str(st.elems), "", str(st.cycles()))
+                           st.output_stage, str(st.in_elems), "", str(st.cycles()))
     console.print(layers)
     console.print(f"Host head: {' -> '.join(n.op_type for n in df.head.nodes) or '(none)'}   "
                   f"Host float tail: {' -> '.join(n.op_type for n in df.tail.nodes) or '(none)'}")

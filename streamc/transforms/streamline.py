@@ -979,7 +979,9 @@ def _lower_last_layer(graph, node, codes, following, stages) -> tuple[list[Node]
     """The last layer's accumulator leaves the hardware; the host rescales it. Returns hardware and host nodes."""
     linear = _linear(graph, node, codes)
     lo, hi = _acc_range(linear.weights, codes.lo, codes.hi)
-    acc_dtype = smallest_datatype(lo.min(), hi.max())
+    # The unit's accumulator holds whatever its input type allows, codes the model cannot reach included.
+    wide_lo, wide_hi = _acc_range(linear.weights, codes.dtype.min, codes.dtype.max)
+    acc_dtype = smallest_datatype(wide_lo.min(), wide_hi.max())
     mm_nodes, acc = _add_matmul(graph, node, codes, linear, linear.weights, lo, hi)
     stages.append(dict(kind="vvau" if linear.depthwise else "mvau", name=node.name, inputs=[codes.tensor], output=acc,
                        weights=linear.weights, in_dtype=codes.dtype,
