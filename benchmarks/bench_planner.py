@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import sys
 import time
 from pathlib import Path
 
@@ -89,6 +90,7 @@ def main() -> None:
     parser.add_argument("--clock-mhz", type=float, default=100.0)
     parser.add_argument("--models", default="*", help="file name pattern, e.g. 'tfc*'")
     args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)     # rows as they come: the CNV rows take a while
 
     print(f"LUTs at equal throughput (cycles/frame T), and cycles/frame within {args.budget:.0%} of the device's "
           f"LUTs (frames/s at {args.clock_mhz:g} MHz); planner / greedy / exhaustive")

@@ -44,8 +44,9 @@ _FF_WEIGHT = 1e-6
 _START_PRICE, _PRICE_ROUNDS, _BISECTIONS = 8.0, 16, 6
 #: Rounds of one-stage-at-a-time improvement for a branching design.
 _DESCENT_ROUNDS = 4
-#: Largest number of foldings :func:`exhaustive_for_cycles` will try.
-EXHAUSTIVE_LIMIT = 100_000_000
+#: Largest number of foldings :func:`exhaustive_for_cycles` will try: on a chain (branch and bound
+#: visits few of them), and on a branching design (each one priced whole, a tenth of a second).
+EXHAUSTIVE_LIMIT, EXHAUSTIVE_LIMIT_BRANCHING = 100_000_000, 1_000
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,12 @@ def _caches_of(dataflow: Dataflow, fifo_depth: int) -> tuple[dict, ...]:
     return _CACHES[key][1]
 
 
+def _is_chain(dataflow: Dataflow) -> bool:
+    """Whether every stage reads the one before it, and only it."""
+    return all(list(getattr(stage, "sources", [index - 1])) == [index - 1]
+               for index, stage in enumerate(dataflow.stages))
+
+
 class _Chain:
     """The design as foldable stages and the segments of other stages between them, with the cost
     of every choice of each (cached: each is computed once, by the estimate's own code).
@@ -147,8 +154,7 @@ class _Chain:
 
         self._kernel_rows, self._stage_spec, self._fold_followers = kernel_rows, stage_spec, _fold_streaming_stages
         self.dataflow, self.stages, self.device, self.fifo_depth = dataflow, dataflow.stages, device, fifo_depth
-        self.chain = all(list(getattr(stage, "sources", [index - 1])) == [index - 1]
-                         for index, stage in enumerate(self.stages))
+        self.chain = _is_chain(dataflow)
         self._family, self._dsp = family_of(device.name), device.dsp > 0
         self.foldable = [index for index, stage in enumerate(self.stages) if fold_knobs(stage)]
         self.knobs = [fold_knobs(self.stages[index]) for index in self.foldable]
@@ -672,8 +678,9 @@ def _exhaustive(chain: _Chain, cycles: int, limits: dict[str, int] | None) -> li
 
 def _check_size(dataflow: Dataflow, cycles: int | None) -> None:
     size = exhaustive_size(dataflow, cycles=cycles)
-    if size > EXHAUSTIVE_LIMIT:
-        raise ValueError(f"{size} foldings to try, more than {EXHAUSTIVE_LIMIT}")
+    limit = EXHAUSTIVE_LIMIT if _is_chain(dataflow) else EXHAUSTIVE_LIMIT_BRANCHING
+    if size > limit:
+        raise ValueError(f"{size} foldings to try, more than {limit}")
 
 
 def exhaustive_for_cycles(dataflow: Dataflow, *, cycles: int, device: Device, fifo_depth: int = 2,
@@ -684,7 +691,8 @@ def exhaustive_for_cycles(dataflow: Dataflow, *, cycles: int, device: Device, fi
     Raises
     ------
     ValueError
-        If there are more than :data:`EXHAUSTIVE_LIMIT` foldings to try.
+        If there are more foldings to try than :data:`EXHAUSTIVE_LIMIT` (a chain) or
+        :data:`EXHAUSTIVE_LIMIT_BRANCHING` (a branching design).
     """
     _check_size(dataflow, cycles)
     chain = _Chain(dataflow, device, fifo_depth)
@@ -698,7 +706,7 @@ def exhaustive_for_budget(dataflow: Dataflow, *, device: Device, budget: float, 
     Raises
     ------
     ValueError
-        If there are more than :data:`EXHAUSTIVE_LIMIT` foldings in all.
+        If there are more foldings in all than :func:`exhaustive_for_cycles` takes.
     """
     _check_size(dataflow, None)
     chain = _Chain(dataflow, device, fifo_depth)
