@@ -1,0 +1,144 @@
+"""The boards streamc builds bitstreams for: device, package, oscillator and the pins of the shell.
+
+Pin assignments are those of amaranth-boards 0.0.21 (PyPI), ``amaranth_boards/icebreaker.py``
+(``ICEBreakerPlatform``) and ``amaranth_boards/ulx3s.py`` (``_ULX3SPlatform`` and its 25F/45F/85F
+subclasses); ``tests/test_pnr.py`` checks them against the installed package. UART directions are the
+FPGA's: ``uart_rx`` is the pin the FPGA receives on (the USB bridge's TX).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import ConfigError
+
+AMARANTH_BOARDS = "amaranth-boards 0.0.21"
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One FPGA pin: its site (package ball or pin number) and I/O standard.
+
+    Attributes
+    ----------
+    site : str
+        iCE40: the package pin number (``"35"``); ECP5: the ball (``"G2"``).
+    io_standard : str
+        iCE40: ``SB_LVCMOS`` or ``SB_LVTTL`` (a PCF comment only; the pin's bank voltage decides);
+        ECP5: the LPF ``IO_TYPE``.
+    inverted : bool
+        True where the pin is active low (the iCEBreaker's LEDs).
+    pullup : bool
+        True where the pin needs its pull-up (an idle-high UART receive line).
+    """
+
+    site: str
+    io_standard: str
+    inverted: bool = False
+    pullup: bool = False
+
+
+@dataclass(frozen=True)
+class Board:
+    """A development board with a UART to a host.
+
+    Attributes
+    ----------
+    name : str
+        streamc's name for it, as build configs give it (``board: icebreaker``).
+    family : str
+        ``"ice40"`` or ``"ecp5"``: which nextpnr, packer and PLL apply.
+    device : str
+        streamc's device name (:mod:`streamc.devices`), for the synthesis flow and capacities.
+    part : str
+        The vendor's part name, e.g. ``"iCE40UP5K-SG48"`` or ``"LFE5U-85F-6BG381C"``.
+    nextpnr_device, nextpnr_package : str
+        nextpnr's ``--up5k``/``--85k`` style device option (without dashes) and ``--package``.
+    speed_grade : int or None
+        ECP5 speed grade (nextpnr ``--speed``); None on iCE40.
+    oscillator_mhz : float
+        The board's clock oscillator, the PLL's input.
+    pins : dict of str to Pin
+        ``clk`` (the oscillator), ``uart_rx``, ``uart_tx`` and ``led`` (the heartbeat).
+    source : str
+        Where the pins come from.
+    """
+
+    name: str
+    family: str
+    device: str
+    part: str
+    nextpnr_device: str
+    nextpnr_package: str
+    speed_grade: int | None
+    oscillator_mhz: float
+    pins: dict[str, Pin]
+    source: str
+
+
+_ICEBREAKER = Board(
+    name="icebreaker", family="ice40", device="ice40-up5k", part="iCE40UP5K-SG48", nextpnr_device="up5k",
+    nextpnr_package="sg48", speed_grade=None, oscillator_mhz=12.0,
+    pins={"clk": Pin("35", "SB_LVCMOS"), "uart_rx": Pin("6", "SB_LVTTL", pullup=True),
+          "uart_tx": Pin("9", "SB_LVTTL"), "led": Pin("37", "SB_LVCMOS", inverted=True)},
+    source=f"{AMARANTH_BOARDS}, amaranth_boards/icebreaker.py: clk12 pin 35, uart rx 6 / tx 9, led_g 37 (active low)")
+
+
+def _ulx3s(size: str, dsp_device: str) -> Board:
+    return Board(
+        name=f"ulx3s-{size}f", family="ecp5", device=dsp_device, part=f"LFE5U-{size.upper()}F-6BG381C",
+        nextpnr_device=f"{size}k", nextpnr_package="CABGA381", speed_grade=6, oscillator_mhz=25.0,
+        pins={"clk": Pin("G2", "LVCMOS33"), "uart_rx": Pin("M1", "LVCMOS33", pullup=True),
+              "uart_tx": Pin("L4", "LVCMOS33"), "led": Pin("B2", "LVCMOS33")},
+        source=f"{AMARANTH_BOARDS}, amaranth_boards/ulx3s.py: clk25 G2, FTDI uart rx M1 / tx L4, led 0 B2")
+
+
+BOARDS: dict[str, Board] = {
+    "icebreaker": _ICEBREAKER,
+    "ulx3s-85f": _ulx3s("85", "ecp5-85f"),
+    "ulx3s-45f": _ulx3s("45", "ecp5-45f"),
+    "ulx3s-25f": _ulx3s("25", "ecp5-25f"),
+}
+
+
+def get_board(name: str) -> Board:
+    """The board called ``name``.
+
+    Raises
+    ------
+    ConfigError
+        If streamc does not know the board; the message lists those it knows.
+    """
+    try:
+        return BOARDS[name]
+    except KeyError:
+        valid = ", ".join(sorted(BOARDS))
+        raise ConfigError(f"board must be one of {valid}, not {name!r}") from None
+
+
+def constraints(board: Board, ports: dict[str, str]) -> str:
+    """The pin constraints file (iCE40 PCF or ECP5 LPF) for the top module's ``ports``.
+
+    Parameters
+    ----------
+    board
+        The board.
+    ports
+        Top-module port name for each of the board's pin roles used (``{"clk": "clk_pad", ...}``).
+    """
+    lines = []
+    for role, port in ports.items():
+        pin = board.pins[role]
+        if board.family == "ice40":
+            pullup = " -pullup yes" if pin.pullup else ""
+            lines.append(f"set_io -nowarn{pullup} {port} {pin.site}")
+        else:
+            pullmode = " PULLMODE=UP" if pin.pullup else ""
+            lines += [f'LOCATE COMP "{port}" SITE "{pin.site}";',
+                      f'IOBUF PORT "{port}" IO_TYPE={pin.io_standard}{pullmode};']
+    # The oscillator's frequency lets nextpnr derive the PLL output's from the PLL's dividers.
+    if board.family == "ice40":
+        lines.append(f"set_frequency {ports['clk']} {board.oscillator_mhz:g}")
+    else:
+        lines.append(f'FREQUENCY PORT "{ports["clk"]}" {board.oscillator_mhz:g} MHZ;')
+    return "\n".join(lines) + "\n"

