@@ -1,0 +1,375 @@
+"""The host side of a board: the framing protocol, transports to a board, and the driver around them.
+
+The protocol (``docs/board_protocol.md``): the host sends each frame as :data:`START_BYTE` and the
+frame's input beats, each beat's bits in whole bytes, least significant byte first; the board answers
+each frame with :data:`RESULT_BYTE` and the frame's output beats, packed the same way. Frame and
+result sizes are fixed by the compiled model (:class:`FrameFormat`).
+
+A transport moves bytes: :class:`SerialTransport` to a board on a serial port (``pyserial``, imported
+when opened), :class:`SimTransport` to the board shell and the accelerator in Verilator. A
+:class:`Board` runs frames through a transport, with the model's head (float input to integer codes)
+and tail (hardware integers to the model's output) on the host.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from .errors import BuildError, ConfigError, StreamcError
+from .execute import execute
+
+__all__ = ["DEFAULT_BAUD", "RESULT_BYTE", "SIM_BIT_CYCLES", "SIM_CLOCK_HZ", "START_BYTE", "Board", "BoardError",
+           "FrameFormat", "SerialTransport", "SimRun", "SimTransport", "Transport"]
+
+START_BYTE = 0xA5
+RESULT_BYTE = 0x5A
+DEFAULT_BAUD = 115_200
+#: The simulated board: a 100 MHz clock (the testbench's 10 ns period) and 4 cycles per UART bit, to
+#: keep simulations short; the divider at real rates is tested on its own.
+SIM_CLOCK_HZ = 100e6
+SIM_BIT_CYCLES = 4
+
+
+class BoardError(StreamcError):
+    """A board (or its simulation) did not answer as the protocol says."""
+
+
+@dataclass(frozen=True)
+class FrameFormat:
+    """The stream geometry of an accelerator, which fixes the sizes of protocol frames.
+
+    Attributes
+    ----------
+    in_elems, in_width, in_beats : int
+        Elements per input beat, bits per element, beats per frame.
+    out_elems, out_width, out_beats : int
+        The same for the output.
+    """
+
+    in_elems: int
+    in_width: int
+    in_beats: int
+    out_elems: int
+    out_width: int
+    out_beats: int
+
+    def __post_init__(self):
+        for name in ("in_elems", "in_width", "in_beats", "out_elems", "out_width", "out_beats"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ConfigError(f"frame format: {name} must be a positive integer, not {value!r}")
+
+    @classmethod
+    def from_dataflow(cls, dataflow) -> FrameFormat:
+        """The format of a folded :class:`~streamc.hw.Dataflow` (after the ``fold`` step)."""
+        first, last = dataflow.stages[0], dataflow.stages[-1]
+        return cls(in_elems=first.in_elems, in_width=first.in_dtype.bitwidth,
+                   in_beats=first.in_count // first.in_elems, out_elems=last.out_elems,
+                   out_width=last.out_dtype.bitwidth, out_beats=last.out_count // last.out_elems)
+
+    in_beat_bits = property(lambda self: self.in_elems * self.in_width, doc="Bits of one input beat.")
+    out_beat_bits = property(lambda self: self.out_elems * self.out_width, doc="Bits of one output beat.")
+    in_beat_bytes = property(lambda self: math.ceil(self.in_beat_bits / 8), doc="Bytes of one input beat.")
+    out_beat_bytes = property(lambda self: math.ceil(self.out_beat_bits / 8), doc="Bytes of one output beat.")
+    n_in = property(lambda self: self.in_elems * self.in_beats, doc="Input elements per frame.")
+    n_out = property(lambda self: self.out_elems * self.out_beats, doc="Output elements per frame.")
+    frame_bytes = property(lambda self: 1 + self.in_beats * self.in_beat_bytes,
+                           doc="Bytes of one frame on the wire, start byte included.")
+    result_bytes = property(lambda self: 1 + self.out_beats * self.out_beat_bytes,
+                            doc="Bytes of one result on the wire, result byte included.")
+
+    def encode(self, bits: np.ndarray) -> bytes:
+        """Frames of raw input bit patterns ``(N, n_in)`` (``DataType.to_hw``) as protocol bytes."""
+        bits = np.asarray(bits)
+        if bits.ndim != 2 or bits.shape[1] != self.n_in:
+            raise ConfigError(f"frames to encode must have shape (N, {self.n_in}), not {bits.shape}")
+        if bits.size and (bits.min() < 0 or int(bits.max()) >> self.in_width):
+            raise ConfigError(f"frames to encode must hold {self.in_width}-bit patterns, not values in "
+                              f"[{bits.min()}, {bits.max()}]")
+        out = bytearray()
+        for frame in bits.astype(np.uint64).reshape(len(bits), self.in_beats, self.in_elems).tolist():
+            out.append(START_BYTE)
+            for beat in frame:
+                value = sum(element << (j * self.in_width) for j, element in enumerate(beat))
+                out += value.to_bytes(self.in_beat_bytes, "little")
+        return bytes(out)
+
+    def decode(self, data: bytes, frames: int) -> np.ndarray:
+        """``frames`` results from protocol bytes, as raw output bit patterns ``(frames, n_out)`` (uint64).
+
+        Raises
+        ------
+        BoardError
+            If the byte count is wrong or a result does not start with :data:`RESULT_BYTE`.
+        """
+        if len(data) != frames * self.result_bytes:
+            raise BoardError(f"expected {frames} results of {self.result_bytes} bytes ({frames * self.result_bytes} "
+                             f"bytes), got {len(data)} bytes")
+        mask = (1 << self.out_width) - 1
+        outputs = np.empty((frames, self.out_beats, self.out_elems), dtype=np.uint64)
+        for k in range(frames):
+            result = data[k * self.result_bytes:(k + 1) * self.result_bytes]
+            if result[0] != RESULT_BYTE:
+                raise BoardError(f"result {k} starts with byte 0x{result[0]:02x}, not 0x{RESULT_BYTE:02x}: "
+                                 "the board and the host disagree on the frame format (was the bitstream "
+                                 "built from the same config?)")
+            for b in range(self.out_beats):
+                start = 1 + b * self.out_beat_bytes
+                value = int.from_bytes(result[start:start + self.out_beat_bytes], "little")
+                outputs[k, b] = [(value >> (j * self.out_width)) & mask for j in range(self.out_elems)]
+        return outputs.reshape(frames, self.n_out)
+
+    def resync_bytes(self) -> bytes:
+        """Bytes that bring the board's frame assembler back to idle from any state.
+
+        ``frame_bytes`` zero bytes: idle, the board ignores them; part-way through a frame they
+        complete it (the host then discards the one result that comes back).
+        """
+        return bytes(self.frame_bytes)
+
+    def to_dict(self) -> dict:
+        return {name: getattr(self, name) for name in
+                ("in_elems", "in_width", "in_beats", "out_elems", "out_width", "out_beats")}
+
+
+class Transport(Protocol):
+    """What :class:`Board` needs of a connection: bytes out, an exact number of bytes in."""
+
+    def write(self, data: bytes) -> None: ...
+
+    def read(self, size: int) -> bytes:
+        """Exactly ``size`` bytes; raises :class:`BoardError` when they do not come."""
+
+    def close(self) -> None: ...
+
+
+class SerialTransport:
+    """A board on a serial port, 8N1 at ``baud``.
+
+    Parameters
+    ----------
+    port : str
+        The port, e.g. ``/dev/ttyUSB1`` or ``COM3``.
+    baud : int
+        The rate the bitstream's UART runs at.
+    timeout_s : float
+        How long a read waits for its bytes.
+
+    Raises
+    ------
+    BoardError
+        If ``pyserial`` is missing or the port cannot be opened.
+    """
+
+    def __init__(self, *, port: str, baud: int = DEFAULT_BAUD, timeout_s: float = 2.0):
+        try:
+            import serial
+        except ImportError:
+            raise BoardError("talking to a board needs the Python package 'pyserial', which is not installed; "
+                             "install it with: pip install pyserial") from None
+        try:
+            self._serial = serial.Serial(port, baudrate=baud, timeout=timeout_s)
+        except serial.SerialException as exc:
+            raise BoardError(f"cannot open serial port {port!r}: {exc}") from None
+        self._port, self._timeout_s = port, timeout_s
+
+    def write(self, data: bytes) -> None:
+        self._serial.write(data)
+        self._serial.flush()
+
+    def read(self, size: int) -> bytes:
+        data = self._serial.read(size)
+        if len(data) != size:
+            raise BoardError(f"{self._port}: {len(data)} of {size} bytes arrived within {self._timeout_s:g} s "
+                             "(is the board programmed with this model's bitstream, at this baud rate?)")
+        return data
+
+    def drain(self) -> bytes:
+        """Whatever the board sent that nobody read (after a resync)."""
+        time.sleep(self._timeout_s / 4)
+        return self._serial.read(self._serial.in_waiting)
+
+    def close(self) -> None:
+        self._serial.close()
+
+
+@dataclass
+class SimRun:
+    """What one simulation of :class:`SimTransport` measured.
+
+    Attributes
+    ----------
+    sent, received : int
+        Bytes sent to the shell and received from it.
+    cycles : int
+        Clock cycles simulated after reset.
+    seconds : float
+        Wall-clock time of the simulation, Verilator build excluded.
+    """
+
+    sent: int
+    received: int
+    cycles: int
+    seconds: float
+
+
+class SimTransport:
+    """The board shell and the accelerator in Verilator, behind a cocotb UART model.
+
+    The shell runs at :data:`SIM_CLOCK_HZ` with ``bit_cycles`` clock cycles per UART bit. Bytes
+    written are kept until the next :meth:`read`, which simulates the board from reset: it sends
+    them all, back to back, and returns the first ``size`` bytes the board sends back. (A real
+    board keeps its state between reads; a frame-aligned exchange cannot tell the difference.)
+
+    Parameters
+    ----------
+    accelerator_verilog : Path
+        The accelerator's Verilog (``verilog/streamc_top.v`` of a build).
+    frame_format : FrameFormat
+        Its stream geometry.
+    build_dir : Path
+        Folder of the Verilator build (reused while the Verilog is unchanged) and of the run files.
+    bit_cycles : int
+        Clock cycles per UART bit.
+    frame_cycles : int
+        The accelerator's cycles per frame, for the cycle budget of a simulation.
+
+    Attributes
+    ----------
+    runs : list of SimRun
+        One per :meth:`read`.
+    """
+
+    TOP = "streamc_board"
+    TEST_MODULE = "streamc.sim.uart_tb"
+
+    def __init__(self, *, accelerator_verilog: Path, frame_format: FrameFormat, build_dir: Path,
+                 bit_cycles: int = SIM_BIT_CYCLES, frame_cycles: int = 0):
+        from .rtl.shell import shell_verilog
+
+        self._format, self._frame_cycles, self._bit_cycles = frame_format, frame_cycles, bit_cycles
+        self._build_dir = Path(build_dir).resolve()
+        self._build_dir.mkdir(parents=True, exist_ok=True)
+        shell = shell_verilog(frame_format=frame_format, clock_hz=SIM_CLOCK_HZ, baud=SIM_CLOCK_HZ / bit_cycles,
+                              name=self.TOP)
+        # One file: the runner's build cache keys on one Verilog file's contents.
+        self._verilog = self._build_dir / "board_sim.v"
+        text = shell + "\n" + Path(accelerator_verilog).read_text()
+        if not self._verilog.exists() or self._verilog.read_text() != text:
+            self._verilog.write_text(text)
+        self._pending = bytearray()
+        self.runs: list[SimRun] = []
+
+    def write(self, data: bytes) -> None:
+        self._pending += data
+
+    def read(self, size: int) -> bytes:
+        from .sim import runner
+
+        sent, self._pending = bytes(self._pending), bytearray()
+        tools = runner._simulation_tools()
+        sim = tools.get_runner("verilator")
+        runner._build(sim, tools, verilog=self._verilog, top=self.TOP, build_dir=self._build_dir,
+                      timeout_s=runner.BUILD_TIMEOUT_S)
+        run_dir = self._build_dir / "uart_run"
+        run_dir.mkdir(exist_ok=True)
+        files = {"rx_file": "rx.bin", "tx_file": "tx.bin", "result_file": "result.json"}
+        for name in files.values():
+            (run_dir / name).unlink(missing_ok=True)
+        (run_dir / files["rx_file"]).write_bytes(sent)
+        frames = len(sent) // self._format.frame_bytes + 1
+        wire_cycles = 10 * self._bit_cycles * (len(sent) + size)
+        config = {**files, "bit_cycles": self._bit_cycles, "expect_bytes": size,
+                  "timeout_cycles": 20_000 + 2 * (wire_cycles + frames * self._frame_cycles)}
+        config_path = run_dir / "config.json"
+        config_path.write_text(json.dumps(config, indent=1))
+        log_path = run_dir / "sim.log"
+        started = time.perf_counter()
+        from .sim.uart_tb import CONFIG_ENV
+
+        with runner._verilator_environment(tools.verilator):
+            try:
+                sim.test(test_module=self.TEST_MODULE, hdl_toplevel=self.TOP, hdl_toplevel_lang="verilog",
+                         build_dir=self._build_dir, test_dir=run_dir, results_xml=str(run_dir / "results.xml"),
+                         extra_env={CONFIG_ENV: str(config_path)}, log_file=log_path)
+            except (SystemExit, RuntimeError):
+                pass  # the result file decides (runner.test exits on a failed test under pytest only)
+        seconds = time.perf_counter() - started
+        result_path = run_dir / files["result_file"]
+        if not result_path.exists():
+            raise BuildError(f"simulation of the board shell ended without a result: {runner._last_line(log_path)}; "
+                             f"see {log_path}")
+        result = json.loads(result_path.read_text())
+        received = (run_dir / files["tx_file"]).read_bytes()
+        self.runs.append(SimRun(sent=len(sent), received=len(received), cycles=result["cycles"], seconds=seconds))
+        if len(received) < size:
+            raise BoardError(f"the simulated board sent {len(received)} of {size} bytes within "
+                             f"{result['cycles']} cycles (framing errors: {result['framing_errors']}, "
+                             f"receive overrun: {bool(result['overrun'])}); see {log_path}")
+        return received[:size]
+
+    def close(self) -> None:
+        self._pending.clear()
+
+
+class Board:
+    """Runs frames of a compiled model on a board (or its simulation) through a transport.
+
+    Parameters
+    ----------
+    dataflow : Dataflow
+        The folded dataflow the board's bitstream was built from.
+    transport : Transport
+        The connection to the board.
+
+    Attributes
+    ----------
+    frame_format : FrameFormat
+    frames_in_flight : int or None
+        Frames sent before their results are read: all of them (None) when a result is no longer
+        than a frame, so the board's transmitter keeps up with its receiver; else one, so that the
+        board never receives faster than it can answer.
+    """
+
+    def __init__(self, *, dataflow, transport: Transport):
+        self._dataflow, self._transport = dataflow, transport
+        self.frame_format = FrameFormat.from_dataflow(dataflow)
+        fmt = self.frame_format
+        self.frames_in_flight = None if fmt.result_bytes <= fmt.frame_bytes else 1
+
+    def run_codes(self, codes: np.ndarray) -> np.ndarray:
+        """Hardware input integers ``(N, n_in)`` in stream order to hardware output integers ``(N, n_out)``."""
+        stages = self._dataflow.stages
+        in_dtype, out_dtype = stages[0].in_dtype, stages[-1].out_dtype
+        codes = np.asarray(codes)
+        if len(codes) == 0:
+            return np.empty((0, self.frame_format.n_out), dtype=np.int64)
+        if codes.min() < in_dtype.min or codes.max() > in_dtype.max:
+            raise ConfigError(f"input codes must be {in_dtype} values in [{in_dtype.min}, {in_dtype.max}], "
+                              f"not values in [{codes.min()}, {codes.max()}]")
+        bits = in_dtype.to_hw(codes)
+        step = self.frames_in_flight or len(bits)
+        results = []
+        for start in range(0, len(bits), step):
+            chunk = bits[start:start + step]
+            self._transport.write(self.frame_format.encode(chunk))
+            data = self._transport.read(len(chunk) * self.frame_format.result_bytes)
+            results.append(self.frame_format.decode(data, len(chunk)))
+        return out_dtype.from_hw(np.concatenate(results))
+
+    def run(self, frames: np.ndarray) -> np.ndarray:
+        """Model inputs (float, the model's input shape after the batch axis) to model outputs: the head
+        on the host, the stages on the board, the tail on the host."""
+        dataflow = self._dataflow
+        name = dataflow.head.inputs[0].name
+        codes = execute(dataflow.head, {name: frames})[dataflow.hw_input]
+        hw = self.run_codes(dataflow.to_stream_order(np.rint(codes).astype(np.int64)))
+        tail_input = dataflow.from_stream_order(hw).astype(np.float32)
+        return execute(dataflow.tail, {dataflow.hw_output: tail_input})[dataflow.tail.outputs[0].name]
