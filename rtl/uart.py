@@ -37,13 +37,13 @@ def baud_divisor(*, clock_hz: float, baud: float) -> int:
         raise ConfigError(f"clock and baud rate must be positive, not clock {clock_hz!r} Hz, baud {baud!r}")
     divisor = round(clock_hz / baud)
     if divisor < MIN_DIVISOR:
-        raise ConfigError(f"a {clock_hz / 1e6:g} MHz clock cannot run a UART at {baud:g} baud: that is "
+        raise ConfigError(f"a {clock_hz / 1e6:g} MHz clock cannot run a UART at {baud:.0f} baud: that is "
                           f"{clock_hz / baud:.2f} cycles per bit, and the UART needs at least {MIN_DIVISOR} "
-                          f"(at most {clock_hz / MIN_DIVISOR:g} baud)")
+                          f"(at most {clock_hz / MIN_DIVISOR:.0f} baud)")
     error = abs(clock_hz / divisor - baud) / baud
     if error > MAX_BAUD_ERROR:
         raise ConfigError(f"a {clock_hz / 1e6:g} MHz clock divided by {divisor} makes {clock_hz / divisor:.0f} "
-                          f"baud, {error:.1%} off {baud:g} baud; at most {MAX_BAUD_ERROR:.0%} works: choose "
+                          f"baud, {error:.1%} off {baud:.0f} baud; at most {MAX_BAUD_ERROR:.0%} works: choose "
                           "a baud rate or clock that divide more evenly")
     return divisor
 

@@ -373,3 +373,72 @@ class Board:
         hw = self.run_codes(dataflow.to_stream_order(np.rint(codes).astype(np.int64)))
         tail_input = dataflow.from_stream_order(hw).astype(np.float32)
         return execute(dataflow.tail, {dataflow.hw_output: tail_input})[dataflow.tail.outputs[0].name]
+
+
+#: The build steps that make the folded dataflow a bitstream was built from.
+DESIGN_STEPS = ("load", "tidy", "streamline", "to_hw", "fold")
+
+
+def compile_design(config_path: Path, work_dir: Path, *, verilog: bool = False):
+    """The folded :class:`~streamc.hw.Dataflow` of a build config, and the path of its accelerator Verilog.
+
+    Runs the build's own steps up to ``fold`` (and ``rtl`` when ``verilog`` is true, else the path is
+    None) in ``work_dir``, so that the build's output folder and its resume record stay untouched. The
+    folding is a function of the config and the model, so the design is the one the config's bitstream
+    holds.
+    """
+    from .build.config import load_config
+    from .build.folder import BuildFolder
+    from .build.steps import STEP_FUNCTIONS, TOP, BuildState
+
+    config = load_config(config_path)
+    steps = [*DESIGN_STEPS, "rtl"] if verilog else list(DESIGN_STEPS)
+    config = config.model_copy(update={"steps": steps, "output_dir": Path(work_dir)})
+    folder = BuildFolder(config.output_dir)
+    state = BuildState(config=config, folder=folder, config_path=str(config_path))
+    for name in steps:
+        STEP_FUNCTIONS[name](state)
+    return state.dataflow, folder.path("verilog", f"{TOP}.v") if verilog else None
+
+
+def load_frames(path: Path, dataflow) -> np.ndarray:
+    """Model inputs from an ``.npy`` file, shaped ``(N, *input shape without the batch axis)``."""
+    given = dataflow.head.inputs[0]
+    shape = tuple(given.shape[1:])
+    try:
+        frames = np.load(path)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read frames from '{path}' as .npy: {exc}") from None
+    size = int(np.prod(shape))
+    if frames.ndim == 0 or frames.size % size or frames.size == 0 or (frames.ndim > 1 and frames[0].size != size):
+        raise ConfigError(f"'{path}' holds an array of shape {frames.shape}; the model input {given.name!r} "
+                          f"takes frames of shape {shape}: give an array of shape (N, {', '.join(map(str, shape))})")
+    return frames.reshape(-1, *shape).astype(np.float32)
+
+
+def run_frames(config_path: Path, frames_path: Path, *, port: str | None = None, sim: bool = False,
+               baud: int = DEFAULT_BAUD, work_dir: Path) -> tuple[np.ndarray, Board]:
+    """Run the frames of ``frames_path`` through the board of ``config_path``: on ``port``, or in Verilator.
+
+    Returns the model outputs and the :class:`Board` (whose transport's ``runs`` hold the simulation's
+    figures). ``work_dir`` holds the scratch build and, with ``sim``, the Verilator build, reused from
+    one run to the next while the design is unchanged.
+    """
+    if sim == (port is not None):
+        raise ConfigError("give either a serial port (--port) or --sim, not both or neither")
+    work_dir = Path(work_dir)
+    dataflow, accelerator = compile_design(config_path, work_dir / "design", verilog=sim)
+    frames = load_frames(frames_path, dataflow)
+    fmt = FrameFormat.from_dataflow(dataflow)
+    if sim:
+        transport = SimTransport(accelerator_verilog=accelerator, frame_format=fmt, build_dir=work_dir / "verilator",
+                                 frame_cycles=dataflow.cycles_per_frame())
+    else:
+        transport = SerialTransport(port=port, baud=baud)
+        transport.write(fmt.resync_bytes())
+        transport.drain()
+    try:
+        board = Board(dataflow=dataflow, transport=transport)
+        return board.run(frames), board
+    finally:
+        transport.close()
