@@ -8,7 +8,7 @@ where only timing and resources matter.
 from __future__ import annotations
 
 from amaranth.back import verilog
-from amaranth.hdl import ClockSignal, Elaboratable, Instance, Module, ResetSignal, Signal
+from amaranth.hdl import ClockDomain, ClockSignal, Elaboratable, Instance, Module, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -88,6 +88,7 @@ class BoardTop(Elaboratable):
 
     def elaborate(self, platform) -> Module:
         m = Module()
+        m.domains.sync = ClockDomain("sync")
         m.submodules.pll = PLL(settings=self._pll, pad=self.clk_pad)
         m.submodules.core = core = self._core
         m.d.comb += [core.uart_rx.eq(self.uart_rx), self.uart_tx.eq(core.uart_tx),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth.hdl import ClockDomain, ClockSignal, Elaboratable, Instance, Module, Signal
+from amaranth.hdl import ClockSignal, Elaboratable, Instance, Module, Signal
 from amaranth.lib.cdc import ResetSynchronizer
 
 from ..errors import ConfigError
@@ -117,7 +117,8 @@ def ecp5_pll_settings(*, input_mhz: float, requested_mhz: float) -> ECP5PLLSetti
 
 
 class PLL(Elaboratable):
-    """Drives the ``sync`` domain from a PLL fed by the oscillator pad; reset is held until the PLL locks.
+    """Clocks the ``sync`` domain (which its parent defines) from a PLL fed by the oscillator pad; reset is
+    held until the PLL locks.
 
     Parameters
     ----------
@@ -140,7 +141,6 @@ class PLL(Elaboratable):
 
     def elaborate(self, platform) -> Module:
         m = Module()
-        m.domains.sync = ClockDomain("sync")
         m.submodules.pll = self._instance(ClockSignal("sync"))
         # Reset is released synchronously to the new clock, a few cycles after lock.
         m.submodules.reset_sync = ResetSynchronizer(~self.locked, domain="sync")

