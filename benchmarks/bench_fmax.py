@@ -3,10 +3,9 @@
 Run: python benchmarks/bench_fmax.py [--boards icebreaker ulx3s-85f] [--designs digits tfc-w1a1] [--out DIR]
 
 Each design is compiled to Verilog by the build steps (load .. rtl) with the folding the planner picks
-for ``target_fps`` at the board's target clock, then placed and routed inside the board top (PLL and
-a core on the UART pins) by :func:`streamc.pnr.place_and_route`. The core is the board shell when
-``streamc.rtl.shell`` is present, else :class:`~streamc.rtl.board_top.PinHarness`. The table gives
-nextpnr's fmax against the target (issue targets: 36 MHz on the UP5K, 100 MHz on the ECP5-85F), the
+for ``target_fps`` at the board's target clock, then placed and routed inside the board top (PLL, board
+shell with its UART at 115200 baud) by :func:`streamc.pnr.build_board`, as ``streamc build`` does. The
+table gives nextpnr's fmax against the target (issue targets: 36 MHz on the UP5K, 100 MHz on the ECP5-85F), the
 logic used and the critical path's ends.
 """
 
@@ -24,7 +23,8 @@ from streamc.boards import get_board
 from streamc.build.config import load_config
 from streamc.build.folder import BuildFolder
 from streamc.build.steps import STEP_FUNCTIONS, BuildState
-from streamc.pnr import place_and_route
+from streamc.host import FrameFormat
+from streamc.pnr import build_board
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_MHZ = {"icebreaker": 36.0, "ulx3s-85f": 100.0, "ulx3s-45f": 100.0, "ulx3s-25f": 100.0}
@@ -52,21 +52,6 @@ def accelerator_verilog(design: str, board: str, out: Path) -> tuple[Path, Build
     return state.folder.path("verilog", "streamc_top.v"), state
 
 
-def make_core_factory(state: BuildState):
-    """The board shell around the accelerator where it exists, else the pin harness."""
-    first, last = state.dataflow.stages[0], state.dataflow.stages[-1]
-    try:
-        from streamc.host import FrameFormat
-        from streamc.rtl.shell import BoardShell
-    except ImportError:
-        from streamc.rtl.board_top import PinHarness
-
-        return "pin harness", lambda clock_hz: PinHarness(in_bits=first.in_elems * first.in_dtype.bitwidth,
-                                                          out_bits=last.out_elems * last.out_dtype.bitwidth)
-    frame_format = FrameFormat.from_dataflow(state.dataflow)
-    return "board shell", lambda clock_hz: BoardShell(frame_format=frame_format, clock_hz=clock_hz, baud=115200)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--boards", nargs="+", default=["icebreaker", "ulx3s-85f"], choices=sorted(TARGET_MHZ))
@@ -76,17 +61,17 @@ def main() -> None:
     args = parser.parse_args()
 
     table = Table(title="fmax after place and route (nextpnr)", title_justify="left")
-    for column in ("design", "board", "core", "cycles/frame", "target MHz", "fmax MHz", "met", "logic", "BRAM",
+    for column in ("design", "board", "cycles/frame", "target MHz", "fmax MHz", "met", "logic", "BRAM",
                    "DSP", "critical path", "P&R s"):
         table.add_column(column)
-    console = Console()
+    console = Console(width=240)
     for design in args.designs:
         for board in args.boards:
             verilog, state = accelerator_verilog(design, board, args.out)
-            core_name, make_core = make_core_factory(state)
             started = time.perf_counter()
-            result = place_and_route(accelerator_verilog=verilog, board=board, clock_mhz=TARGET_MHZ[board],
-                                     make_core=make_core, workdir=args.out / f"{design}_{board}" / "pnr")
+            result = build_board(accelerator_verilog=verilog, frame_format=FrameFormat.from_dataflow(state.dataflow),
+                                 board=board, clock_mhz=TARGET_MHZ[board],
+                                 workdir=args.out / f"{design}_{board}" / "pnr")
             family = get_board(board).family
             used = result.utilization
             logic = used[LOGIC_CELL[family]]
@@ -94,7 +79,7 @@ def main() -> None:
             dsp = used.get("ICESTORM_DSP" if family == "ice40" else "MULT18X18D", {"used": 0})["used"]
             path = result.critical_path
             ends = f"{path[0].from_cell} -> {path[-1].to_cell} ({result.critical_path_ns:.1f} ns)" if path else ""
-            row = (design, board, core_name, str(state.dataflow.cycles_per_frame()), f"{TARGET_MHZ[board]:g}",
+            row = (design, board, str(state.dataflow.cycles_per_frame()), f"{TARGET_MHZ[board]:g}",
                    f"{result.fmax_mhz:.1f}", "yes" if result.timing_met else "NO",
                    f"{logic['used']}/{logic['available']}", str(bram), str(dsp), ends,
                    f"{time.perf_counter() - started:.0f}")

@@ -127,7 +127,7 @@ def place_and_route(*, accelerator_verilog: Path, board: str, clock_mhz: float,
     make_core
         Called with the PLL's real output frequency in Hz; returns the core (a component with
         ``uart_rx``, ``uart_tx`` and ``led`` in the ``sync`` domain that instantiates ``streamc_top``),
-        e.g. the board shell, or :class:`~streamc.rtl.board_top.PinHarness`.
+        e.g. the board shell (:func:`build_board`).
     workdir
         Folder for every intermediate file and log.
     seed
@@ -211,6 +211,52 @@ def place_and_route(*, accelerator_verilog: Path, board: str, clock_mhz: float,
                      critical_path_ns=round(sum(step.delay_ns for step in steps), 3),
                      utilization=_utilization(report, target), bitstream=bitstream, report=workdir / "report.json",
                      log=workdir / "nextpnr.log", seconds={k: round(v, 2) for k, v in seconds.items()})
+
+
+def build_board(*, accelerator_verilog: Path, frame_format, board: str, clock_mhz: float, workdir: Path,
+                baud: int | None = None, seed: int = SEED, timeout_s: float = TIMEOUT_S) -> PnrResult:
+    """Place and route the accelerator inside the board shell (UART, heartbeat LED): what ``streamc build``
+    with a ``board`` runs.
+
+    Parameters
+    ----------
+    frame_format : streamc.host.FrameFormat
+        The accelerator's stream geometry (``FrameFormat.from_dataflow``).
+    baud
+        The shell's UART rate; :data:`streamc.host.DEFAULT_BAUD` if None.
+    accelerator_verilog, board, clock_mhz, workdir, seed, timeout_s
+        As for :func:`place_and_route`.
+
+    Raises
+    ------
+    ConfigError
+        As :func:`place_and_route`, and if the PLL's clock cannot make ``baud``
+        (:func:`streamc.rtl.uart.baud_divisor`).
+    BuildError
+        As :func:`place_and_route`.
+    """
+    from .host import DEFAULT_BAUD
+    from .rtl.shell import BoardShell
+
+    rate = DEFAULT_BAUD if baud is None else baud
+    return place_and_route(accelerator_verilog=accelerator_verilog, board=board, clock_mhz=clock_mhz,
+                           make_core=lambda clock_hz: BoardShell(frame_format=frame_format, clock_hz=clock_hz,
+                                                                 baud=rate),
+                           workdir=workdir, seed=seed, timeout_s=timeout_s)
+
+
+def timing_report(result: PnrResult) -> str:
+    """The timing of a board build as text: clocks, fmax, verdict and the critical path step by step."""
+    verdict = "met" if result.timing_met else "NOT MET"
+    lines = [f"board {result.board}: clock_mhz {result.requested_mhz:g}, PLL makes {result.pll_mhz:.3f} MHz",
+             f"fmax {result.fmax_mhz:.2f} MHz: timing {verdict} "
+             f"(slack {1000 / result.pll_mhz - 1000 / result.fmax_mhz:+.2f} ns per cycle)",
+             f"critical path: {result.critical_path_ns:.2f} ns", ""]
+    lines.append(f"{'delay ns':>9}  {'kind':<9} {'from':<60} to")
+    for step in result.critical_path:
+        target = step.net if step.kind == "routing" else step.to_cell
+        lines.append(f"{step.delay_ns:9.3f}  {step.kind:<9} {step.from_cell:<60} {target}")
+    return "\n".join(lines) + "\n"
 
 
 def require_timing(result: PnrResult) -> None:

@@ -9,8 +9,9 @@ from amaranth.back import verilog
 from stream_designs import AddOnePipeline
 from streamc.boards import BOARDS, constraints, get_board
 from streamc.errors import BuildError, ConfigError
-from streamc.pnr import place_and_route, require_timing
-from streamc.rtl.board_top import PORTS, PinHarness
+from streamc.host import FrameFormat
+from streamc.pnr import build_board, require_timing, timing_report
+from streamc.rtl.board_top import PORTS
 from streamc.rtl.pll import ecp5_pll_settings, ice40_pll_settings
 
 ELEMS, WIDTH = 2, 8
@@ -95,13 +96,12 @@ def add_one_verilog(tmp_path_factory):
     return path
 
 
-def _harness(clock_hz):
-    return PinHarness(in_bits=ELEMS * WIDTH, out_bits=ELEMS * WIDTH)
+FORMAT = FrameFormat(in_elems=ELEMS, in_width=WIDTH, in_beats=3, out_elems=ELEMS, out_width=WIDTH, out_beats=3)
 
 
 def test_icebreaker_bitstream(add_one_verilog, tmp_path):
-    result = place_and_route(accelerator_verilog=add_one_verilog, board="icebreaker", clock_mhz=36,
-                             make_core=_harness, workdir=tmp_path)
+    result = build_board(accelerator_verilog=add_one_verilog, frame_format=FORMAT, board="icebreaker", clock_mhz=36,
+                         workdir=tmp_path)
     require_timing(result)
     assert result.timing_met and result.fmax_mhz > result.pll_mhz == 36.0
     # An iCE40 bitstream: a comment block, the 0x7EAA997E preamble, then at least the UP5K's configuration.
@@ -114,11 +114,15 @@ def test_icebreaker_bitstream(add_one_verilog, tmp_path):
     assert path[0].kind == "clk-to-q" and path[-1].kind == "setup"
     assert result.critical_path_ns == pytest.approx(sum(step.delay_ns for step in path), abs=1e-2)
     assert 1000 / result.critical_path_ns == pytest.approx(result.fmax_mhz, rel=0.05)
+    text = timing_report(result)
+    assert text.startswith(f"board icebreaker: clock_mhz 36, PLL makes 36.000 MHz\nfmax {result.fmax_mhz:.2f} MHz: "
+                           "timing met (slack +")
+    assert path[-1].to_cell in text.splitlines()[-1]
 
 
 def test_missed_timing_is_an_error_that_says_by_how_much(add_one_verilog, tmp_path):
-    result = place_and_route(accelerator_verilog=add_one_verilog, board="icebreaker", clock_mhz=250,
-                             make_core=_harness, workdir=tmp_path)
+    result = build_board(accelerator_verilog=add_one_verilog, frame_format=FORMAT, board="icebreaker", clock_mhz=250,
+                         workdir=tmp_path)
     assert not result.timing_met and result.bitstream is None
     with pytest.raises(BuildError, match=rf"^timing not met on icebreaker: the design reaches {result.fmax_mhz:.2f} "
                                          rf"MHz but the clock is 249\.00 MHz \(clock_mhz 250\), [\d.]+ MHz \(\d+ %\) "
@@ -129,5 +133,5 @@ def test_missed_timing_is_an_error_that_says_by_how_much(add_one_verilog, tmp_pa
 
 def test_missing_verilog_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match=r"^Verilog file .*nowhere\.v does not exist$"):
-        place_and_route(accelerator_verilog=tmp_path / "nowhere.v", board="icebreaker", clock_mhz=36,
-                        make_core=_harness, workdir=tmp_path)
+        build_board(accelerator_verilog=tmp_path / "nowhere.v", frame_format=FORMAT, board="icebreaker",
+                    clock_mhz=36, workdir=tmp_path)
