@@ -331,6 +331,7 @@ class Board:
 
     Attributes
     ----------
+    transport : Transport
     frame_format : FrameFormat
     frames_in_flight : int or None
         Frames sent before their results are read: all of them (None) when a result is no longer
@@ -339,7 +340,7 @@ class Board:
     """
 
     def __init__(self, *, dataflow, transport: Transport):
-        self._dataflow, self._transport = dataflow, transport
+        self._dataflow, self.transport = dataflow, transport
         self.frame_format = FrameFormat.from_dataflow(dataflow)
         fmt = self.frame_format
         self.frames_in_flight = None if fmt.result_bytes <= fmt.frame_bytes else 1
@@ -359,8 +360,8 @@ class Board:
         results = []
         for start in range(0, len(bits), step):
             chunk = bits[start:start + step]
-            self._transport.write(self.frame_format.encode(chunk))
-            data = self._transport.read(len(chunk) * self.frame_format.result_bytes)
+            self.transport.write(self.frame_format.encode(chunk))
+            data = self.transport.read(len(chunk) * self.frame_format.result_bytes)
             results.append(self.frame_format.decode(data, len(chunk)))
         return out_dtype.from_hw(np.concatenate(results))
 
@@ -417,15 +418,22 @@ def load_frames(path: Path, dataflow) -> np.ndarray:
 
 
 def run_frames(config_path: Path, frames_path: Path, *, port: str | None = None, sim: bool = False,
-               baud: int = DEFAULT_BAUD, work_dir: Path) -> tuple[np.ndarray, Board]:
+               baud: int = DEFAULT_BAUD, board: str | None = None, work_dir: Path) -> tuple[np.ndarray, Board]:
     """Run the frames of ``frames_path`` through the board of ``config_path``: on ``port``, or in Verilator.
 
     Returns the model outputs and the :class:`Board` (whose transport's ``runs`` hold the simulation's
-    figures). ``work_dir`` holds the scratch build and, with ``sim``, the Verilator build, reused from
-    one run to the next while the design is unchanged.
+    figures). ``board``, if given, must be the config's ``board`` (where the config names one).
+    ``work_dir`` holds the scratch build and, with ``sim``, the Verilator build, reused from one run to
+    the next while the design is unchanged.
     """
     if sim == (port is not None):
         raise ConfigError("give either a serial port (--port) or --sim, not both or neither")
+    if board is not None:
+        from .build.config import load_config
+
+        configured = getattr(load_config(config_path), "board", None)
+        if configured is not None and configured != board:
+            raise ConfigError(f"--board {board} differs from the board {configured!r} that {config_path} builds for")
     work_dir = Path(work_dir)
     dataflow, accelerator = compile_design(config_path, work_dir / "design", verilog=sim)
     frames = load_frames(frames_path, dataflow)

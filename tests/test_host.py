@@ -239,4 +239,4 @@ def test_run_frames_in_simulation_classifies_digits(digits_design, tmp_path):
     np.save(tmp_path / "frames.npy", frames)
     outputs, board = run_frames(config, tmp_path / "frames.npy", sim=True, work_dir=tmp_path / "work")
     assert np.allclose(outputs, digits_reference(frames), rtol=1e-5, atol=1e-5)
-    assert board._transport.runs[0].sent == 5 * board.frame_format.frame_bytes
+    assert board.transport.runs[0].sent == 5 * board.frame_format.frame_bytes
