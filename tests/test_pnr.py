@@ -135,3 +135,12 @@ def test_missing_verilog_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match=r"^Verilog file .*nowhere\.v does not exist$"):
         build_board(accelerator_verilog=tmp_path / "nowhere.v", frame_format=FORMAT, board="icebreaker",
                     clock_mhz=36, workdir=tmp_path)
+
+
+def test_a_tool_failure_quotes_its_first_error(tmp_path):
+    broken = tmp_path / "streamc_top.v"
+    broken.write_text("module streamc_top(input clk);\n  this is not verilog;\nendmodule\n")
+    with pytest.raises(BuildError, match=r"^Yosys synthesis of streamc_top\.v, streamc_board_top\.v for icebreaker "
+                                         r"failed \(exit code 1\): streamc_top\.v:2: ERROR: syntax error.*; see .*synth\.log$"):
+        build_board(accelerator_verilog=broken, frame_format=FORMAT, board="icebreaker", clock_mhz=36,
+                    workdir=tmp_path)
