@@ -48,26 +48,6 @@ def target_cycles(*, target_fps: float, clock_mhz: float) -> int:
     return budget
 
 
-def fold_for_target(layers: list[MVAULayer], *, target_fps: float, clock_mhz: float) -> None:
-    """Give each layer the fewest parallel lanes (PE*SIMD) whose cycles per frame fit the budget.
-
-    Among foldings with equal lanes, the one with fewer PEs wins: each PE costs an accumulator
-    and a threshold comparator, a SIMD lane only a multiplier and an adder input. The build's
-    planner (:func:`streamc.planner.plan_folding`) prices foldings on the resource models instead.
-
-    Raises
-    ------
-    FoldingError
-        If the target leaves less than one cycle per frame (no folding can meet it).
-    """
-    budget = target_cycles(target_fps=target_fps, clock_mhz=clock_mhz)
-    for layer in layers:
-        # Fully parallel (pe=MH, simd=MW) takes one cycle, so with budget >= 1 there is always an option.
-        options = [(pe * simd, pe, simd) for pe in divisors(layer.mh) for simd in divisors(layer.mw)
-                   if layer.cycles(pe, simd) <= budget]
-        _, layer.pe, layer.simd = min(options)
-
-
 def apply_folding(layers: list[MVAULayer], folding: dict[str, dict[str, int]], *, source: str) -> None:
     """Take an explicit per-layer folding (``{layer: {pe: .., simd: ..}}``); every layer must be named.
 

@@ -5,7 +5,7 @@ import pytest
 
 from streamc.datatypes import BIPOLAR, INT
 from streamc.errors import FoldingError
-from streamc.folding import apply_folding, cycle_budget, divisors, fold_for_target
+from streamc.folding import apply_folding, cycle_budget, divisors, target_cycles
 from streamc.hw import MVAULayer
 
 SOURCE = "cfg.yaml"
@@ -85,43 +85,11 @@ def test_cycle_budget_is_exact_on_decimal_values(clock_mhz, target_fps, budget):
     assert cycle_budget(target_fps=target_fps, clock_mhz=clock_mhz) == budget
 
 
-def brute_force(mh: int, mw: int, budget: int) -> tuple[int, int]:
-    """Fewest lanes, then fewest PEs, by trying every (pe, simd) pair."""
-    best = None
-    for pe in range(1, mh + 1):
-        for simd in range(1, mw + 1):
-            if mh % pe == 0 and mw % simd == 0 and (mh // pe) * (mw // simd) <= budget:
-                if best is None or (pe * simd, pe) < (best[0] * best[1], best[0]):
-                    best = (pe, simd)
-    return best
-
-
-def test_fold_for_target_matches_brute_force_on_random_layers():
-    rng = np.random.default_rng(2024)
-    for _ in range(300):
-        mh, mw = (int(v) for v in rng.integers(1, 97, size=2))
-        budget = int(rng.integers(1, mh * mw + 2))
-        target = layer("l", mh, mw)
-        fold_for_target([target], target_fps=1e6, clock_mhz=budget)  # budget cycles per frame
-        assert (target.pe, target.simd) == brute_force(mh, mw, budget), (mh, mw, budget)
-        assert target.cycles() <= budget
-
-
-def test_fold_for_target_folds_each_layer_for_itself(layers):
-    fold_for_target(layers, target_fps=1e6, clock_mhz=100)  # 100 cycles per frame
-    assert [(l.pe, l.simd, l.cycles()) for l in layers] == [(32, 16, 98), (1, 8, 80)]
-
-
-def test_fold_for_target_with_a_generous_budget_uses_one_lane(layers):
-    fold_for_target(layers, target_fps=1, clock_mhz=100)
-    assert [(l.pe, l.simd) for l in layers] == [(1, 1), (1, 1)]
-
-
 def test_impossible_target(layers):
     with pytest.raises(FoldingError, match=r"^target_fps=2e\+08 at clock_mhz=100 leaves less than one cycle per "
                                            r"frame; the fastest streamc pipeline takes 1 cycle per frame, so at most "
                                            r"1e\+08 frames/s at 100 MHz$"):
-        fold_for_target(layers, target_fps=2e8, clock_mhz=100)
+        target_cycles(target_fps=2e8, clock_mhz=100)
 
 
 @pytest.mark.parametrize(("key", "kwargs"), [("target_fps", dict(target_fps=0, clock_mhz=100)),
@@ -129,4 +97,4 @@ def test_impossible_target(layers):
 def test_non_positive_or_infinite_rates(key, kwargs, layers):
     value = kwargs[key]
     with pytest.raises(FoldingError, match=rf"^{key} must be a positive finite number, not {value!r}$"):
-        fold_for_target(layers, **kwargs)
+        target_cycles(**kwargs)

@@ -16,11 +16,10 @@ from onnx import helper
 from ..devices import get_device
 from ..errors import BuildError, ConfigError
 from ..execute import execute
-from ..folding import apply_folding, fold_for_target
+from ..fifo_sizing import fifo_depths
+from ..folding import apply_folding, divisors
 from ..frontend.load import load_onnx
 from ..resources import ResourceEstimate
-from ..fifo_sizing import fifo_depths
-from ..folding import divisors
 from ..hw import AddStage, ConcatStage, Dataflow, LUTStage, MVAULayer, PoolStage, Stage, VVAULayer, WindowStage, to_hw
 from ..ir import Graph
 from ..transforms.streamline import streamline
@@ -91,16 +90,17 @@ def to_hw_step(state: BuildState) -> None:
 
 @step("fold")
 def fold_step(state: BuildState) -> None:
-    from ..estimate import estimate_design  # streamc.estimate runs these steps itself
+    # streamc.estimate and streamc.planner use these steps themselves
+    from ..estimate import estimate_design
+    from ..planner import plan_folding
 
     config, dataflow = state.config, state.dataflow
     layers = dataflow.layers
     if config.folding is not None:
         apply_folding(layers, {k: v.model_dump() for k, v in config.folding.items()}, source=state.config_path)
+        _fold_vector_units(dataflow.stages, max(layer.cycles() for layer in layers) if layers else 0)
     else:
-        fold_for_target(layers, target_fps=config.target_fps, clock_mhz=config.clock_mhz)
-    _fold_vector_units(dataflow.stages, max(layer.cycles() for layer in layers) if layers else 0,
-                       config.clock_mhz * 1e6 / config.target_fps if config.target_fps else 0)
+        plan_folding(dataflow, config)
     _fold_streaming_stages(dataflow)
     state.folder.write_report("folding", {layer.name: {"pe": layer.pe, "simd": layer.simd} for layer in layers})
     cycles = dataflow.cycles_per_frame()
@@ -116,13 +116,12 @@ def fold_step(state: BuildState) -> None:
     })
 
 
-def _fold_vector_units(stages: list[Stage], bottleneck: int, budget: float) -> None:
-    """The fewest channels per cycle that keep each vector unit within the slower of the MVAU bottleneck
-    and the target's cycle budget: no faster than the pipeline needs."""
+def _fold_vector_units(stages: list[Stage], bottleneck: int) -> None:
+    """With an explicit MVAU folding: the fewest channels per cycle that keep each vector unit within the
+    MVAU bottleneck, no faster than the pipeline needs."""
     for stage in stages:
         if isinstance(stage, VVAULayer):
-            allowed = max(bottleneck, budget)
-            stage.simd = next((d for d in divisors(stage.channels) if stage.cycles(d) <= allowed), stage.channels)
+            stage.simd = next((d for d in divisors(stage.channels) if stage.cycles(d) <= bottleneck), stage.channels)
 
 
 def _fold_streaming_stages(dataflow: Dataflow) -> None:

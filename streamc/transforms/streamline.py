@@ -170,6 +170,9 @@ class _Lowering:
                 raise LoweringError(f"{node.describe()} reads {missing[0]!r}, which is not the output of an activation "
                                     "quantizer; streamc needs quantized activations between hardware layers")
             if node.op_type in LINEAR_OPS | AVERAGING_OPS:
+                if len(dynamic) > 1:
+                    raise LoweringError(f"{node.describe()}: its weight {dynamic[1]!r} is computed by the network; "
+                                        "streamc needs constant weights (initializers, possibly quantized)")
                 self._lower_segment(node, [self.available[dynamic[0]]])
             elif node.op_type == "Add" and len(dynamic) == 2:
                 self._lower_segment(node, [self.available[t] for t in dynamic])
