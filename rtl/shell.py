@@ -2,7 +2,8 @@
 
 ::
 
-    uart_rx -> UARTReceiver -> byte FIFO -> FrameAssembler -> accelerator -> ResultSerializer -> UARTTransmitter -> uart_tx
+    uart_rx -> UARTReceiver -> byte FIFO -> FrameAssembler -> accelerator
+    accelerator -> ResultSerializer -> UARTTransmitter -> uart_tx
 
 The accelerator is instantiated from its Verilog, as a black box named ``streamc_top`` (what ``streamc
 build`` writes to ``verilog/streamc_top.v``): the shell's Verilog needs that file beside it in synthesis and

@@ -68,7 +68,6 @@ class BoardModel:
     def __init__(self, fmt: FrameFormat, compute):
         self._fmt, self._compute = fmt, compute
         self._frame: bytearray | None = None
-        self.frames_before_read: list[int] = []
         self.unanswered = 0
 
     def feed(self, data: bytes) -> bytes:
@@ -86,8 +85,8 @@ class BoardModel:
                         for beat in beats for j in range(fmt.in_elems)]
                 out = self._compute(np.array(bits, dtype=np.uint64))
                 reply.append(RESULT_BYTE)
-                for b in range(fmt.out_beats):
-                    beat = sum(int(v) << (j * fmt.out_width) for j, v in enumerate(out[b * fmt.out_elems:][:fmt.out_elems]))
+                for beat_values in np.reshape(out, (fmt.out_beats, fmt.out_elems)).tolist():
+                    beat = sum(int(v) << (j * fmt.out_width) for j, v in enumerate(beat_values))
                     reply += beat.to_bytes(fmt.out_beat_bytes, "little")
                 self._frame = None
                 self.unanswered += 1
