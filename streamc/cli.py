@@ -44,6 +44,18 @@ def main(argv: list[str] | None = None) -> int:
     estimate.add_argument("config", type=Path, help="the build configuration (YAML)")
     estimate.add_argument("--device", action="append", dest="devices", metavar="DEVICE",
                           help="a device to estimate for (repeatable; default: the config's devices)")
+    run = commands.add_parser("run", help="classify frames on a board, or on its simulation with --sim")
+    run.add_argument("config", type=Path, help="the build configuration (YAML) the board's bitstream was built from")
+    run.add_argument("frames", type=Path, help="model inputs (.npy), shape (N, *the model's input shape)")
+    where = run.add_mutually_exclusive_group(required=True)
+    where.add_argument("--port", help="the board's serial port, e.g. /dev/ttyUSB1")
+    where.add_argument("--sim", action="store_true",
+                       help="talk to the board shell and accelerator in Verilator instead of a board")
+    run.add_argument("--board", help="the board the bitstream is for (checked against the config's board)")
+    run.add_argument("--baud", type=int, default=115_200, help="the UART rate of the bitstream (default 115200)")
+    run.add_argument("--output", type=Path, help="save the model outputs to this .npy file")
+    run.add_argument("--work-dir", type=Path,
+                     help="scratch folder for the design and the Verilator build (default: OUTPUT_DIR/board_run)")
     args = parser.parse_args(argv)
 
     # Off a terminal (CI logs, pipes) rich assumes 80 columns and would cut the layer names.
@@ -52,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     errors = Console(stderr=True, soft_wrap=True, highlight=False)
     if args.command == "estimate":
         return _estimate(args, console, errors)
+    if args.command == "run":
+        return _run(args, console, errors)
     from .build.runner import run_build
 
     try:
@@ -90,6 +104,33 @@ def _estimate(args, console: Console, errors: Console) -> int:
         used = ", ".join(f"{key.upper()} {total[key]}/{budget[key]}" for key in ("lut", "ff", "bram", "dsp"))
         verdict = "fits" if device["fits"] else f"does not fit ({', '.join(device['over_budget'])})"
         console.print(f"{escape(name)}: {used}: {verdict}")
+    return EXIT_OK
+
+
+def _run(args, console: Console, errors: Console) -> int:
+    import numpy as np
+
+    from .build.config import load_config
+    from .host import run_frames
+
+    try:
+        work_dir = args.work_dir or load_config(args.config).output_dir / "board_run"
+        outputs, board = run_frames(args.config, args.frames, port=args.port, sim=args.sim, baud=args.baud,
+                                    board=args.board, work_dir=work_dir)
+    except (StreamcError, OSError) as exc:
+        if args.debug:
+            raise
+        errors.print(f"[red]error:[/red] {escape(str(exc))}")
+        return EXIT_ERROR
+    flat = outputs.reshape(len(outputs), -1)
+    for index, row in enumerate(flat):
+        console.print(f"frame {index}: class {int(np.argmax(row))}" if row.size > 1 else f"frame {index}: {row[0]:g}")
+    if args.sim:
+        for simulated in board.transport.runs:
+            console.print(f"simulated {simulated.cycles:,} cycles in {simulated.seconds:.1f} s: sent "
+                          f"{simulated.sent} bytes, received {simulated.received}")
+    if args.output is not None:
+        np.save(args.output, outputs)
     return EXIT_OK
 
 

@@ -178,3 +178,20 @@ def test_no_command_is_a_usage_error(capsys):
         main([])
     assert info.value.code == 2
     assert "usage: streamc" in capsys.readouterr().err
+
+
+def test_run_sim_classifies_frames_over_the_simulated_uart(tmp_path, capsys):
+    from streamc.execute import execute
+    from streamc.frontend.load import load_onnx
+
+    config = write_config(tmp_path, "target_fps: 50000\nclock_mhz: 30\n")
+    frames = np.load(ROOT / "build_configs" / "models" / "digits_frames.npy")[:3]
+    np.save(tmp_path / "frames.npy", frames)
+    code, out, err = run(["run", str(config), str(tmp_path / "frames.npy"), "--sim",
+                          "--output", str(tmp_path / "outputs.npy"), "--work-dir", str(tmp_path / "work")], capsys)
+    assert (code, err) == (0, "")
+    graph = load_onnx(DIGITS)
+    reference = execute(graph, {graph.inputs[0].name: frames})[graph.outputs[0].name]
+    outputs = np.load(tmp_path / "outputs.npy")
+    assert np.array_equal(outputs.argmax(axis=1), reference.argmax(axis=1))
+    assert [f"frame {i}: class {c}" in out for i, c in enumerate(reference.argmax(axis=1))] == [True] * 3
