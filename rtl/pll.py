@@ -20,10 +20,11 @@ __all__ = ["ICE40PLLSettings", "ECP5PLLSettings", "ice40_pll_settings", "ecp5_pl
 _ICE40_PFD_MHZ = (10.0, 133.0)
 _ICE40_VCO_MHZ = (533.0, 1066.0)
 _ICE40_OUT_MHZ = (16.0, 275.0)
-# ECP5 EHXPLLL limits (ECP5 and ECP5-5G sysCLOCK PLL/DLL Design and Usage Guide, FPGA-TN-02200; as in ecppll).
+# ECP5 EHXPLLL limits (ECP5 and ECP5-5G sysCLOCK PLL/DLL Design and Usage Guide, FPGA-TN-02200; as in ecppll,
+# which allows outputs from 10 MHz where the data sheet says 3.125).
 _ECP5_PFD_MHZ = (3.125, 400.0)
 _ECP5_VCO_MHZ = (400.0, 800.0)
-_ECP5_OUT_MHZ = (3.125, 400.0)
+_ECP5_OUT_MHZ = (10.0, 400.0)
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ def ecp5_pll_settings(*, input_mhz: float, requested_mhz: float) -> ECP5PLLSetti
     Raises
     ------
     ConfigError
-        If ``requested_mhz`` is outside the PLL's output range (3.125 to 400 MHz).
+        If ``requested_mhz`` is outside the PLL's output range (10 to 400 MHz).
     """
     _check_request("ECP5", requested_mhz, _ECP5_OUT_MHZ)
     best = None
