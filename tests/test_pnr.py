@@ -11,10 +11,12 @@ from streamc.boards import BOARDS, constraints, get_board
 from streamc.errors import BuildError, ConfigError
 from streamc.host import FrameFormat
 from streamc.pnr import build_board, require_timing, timing_report
-from streamc.rtl.board_top import PORTS
+from streamc.rtl.board_top import PORTS, BoardTop, board_top_verilog
+from streamc.rtl.shell import BoardShell
 from streamc.rtl.pll import ecp5_pll_settings, ice40_pll_settings
 
 ELEMS, WIDTH = 2, 8
+FORMAT = FrameFormat(in_elems=ELEMS, in_width=WIDTH, in_beats=3, out_elems=ELEMS, out_width=WIDTH, out_beats=3)
 
 
 def _tool_output(package: str, function: str, arguments: list[str], capfd) -> str:
@@ -89,14 +91,27 @@ def test_constraint_files():
     assert lpf.endswith('FREQUENCY PORT "clk_pad" 25 MHZ;\n')
 
 
+@pytest.mark.parametrize("board, clock_mhz, expected", [
+    ("icebreaker", 36.0, [r"SB_PLL40_PAD #\(", r"\.DIVF\(32'd47\)", r"\.DIVQ\(32'd4\)", r"\.PACKAGEPIN\(clk_pad\)"]),
+    ("ulx3s-85f", 100.0, [r"EHXPLLL #\(", r"\.CLKFB_DIV\(32'd4\)", r"\.CLKOP_DIV\(32'd6\)", r"\.CLKI\(clk_pad\)",
+                          r"\(\* FREQUENCY_PIN_CLKOP = \"100\" \*\)"]),
+])
+def test_board_top_instantiates_the_pll_on_the_oscillator_pad(board, clock_mhz, expected):
+    target = get_board(board)
+    settings = (ice40_pll_settings if target.family == "ice40" else ecp5_pll_settings)(
+        input_mhz=target.oscillator_mhz, requested_mhz=clock_mhz)
+    shell = BoardShell(frame_format=FORMAT, clock_hz=clock_mhz * 1e6, baud=115200)
+    text = board_top_verilog(BoardTop(pll=settings, core=shell))
+    for pattern in expected:
+        assert re.search(pattern, text), pattern
+    assert re.search(r"module streamc_board_top\(uart_rx, uart_tx, led, clk_pad\);", text)
+
+
 @pytest.fixture(scope="module")
 def add_one_verilog(tmp_path_factory):
     path = tmp_path_factory.mktemp("add_one") / "streamc_top.v"
     path.write_text(verilog.convert(AddOnePipeline(elems=ELEMS, width=WIDTH), name="streamc_top", emit_src=False))
     return path
-
-
-FORMAT = FrameFormat(in_elems=ELEMS, in_width=WIDTH, in_beats=3, out_elems=ELEMS, out_width=WIDTH, out_beats=3)
 
 
 def test_icebreaker_bitstream(add_one_verilog, tmp_path):
@@ -140,7 +155,8 @@ def test_missing_verilog_is_a_config_error(tmp_path):
 def test_a_tool_failure_quotes_its_first_error(tmp_path):
     broken = tmp_path / "streamc_top.v"
     broken.write_text("module streamc_top(input clk);\n  this is not verilog;\nendmodule\n")
-    with pytest.raises(BuildError, match=r"^Yosys synthesis of streamc_top\.v, streamc_board_top\.v for icebreaker "
-                                         r"failed \(exit code 1\): streamc_top\.v:2: ERROR: syntax error.*; see .*synth\.log$"):
+    with pytest.raises(BuildError, match=r"^Yosys synthesis of streamc_top\.v, streamc_board_top\.v for "
+                                         r"icebreaker failed \(exit code 1\): streamc_top\.v:2: ERROR: syntax error.*; "
+                                         r"see .*synth\.log$"):
         build_board(accelerator_verilog=broken, frame_format=FORMAT, board="icebreaker", clock_mhz=36,
                     workdir=tmp_path)
