@@ -242,24 +242,16 @@ class MatrixVectorUnit(wiring.Component):
     def _weight_rom_rows(self) -> list[int]:
         """ROM row ``nf * SF + sf``: weights of rows ``nf*pe + j``, columns ``sf*simd + k``,
         element ``(j, k)`` at bit ``(j*simd + k) * weight bits``."""
-        pe, simd, wb = self._pe, self._simd, self._weight_dtype.bitwidth
-        bits = self._weight_dtype.to_hw(self._weights).astype(object)
-        rows = []
-        for nf in range(self._nf):
-            for sf in range(self._sf):
-                block = bits[nf * pe:(nf + 1) * pe, sf * simd:(sf + 1) * simd].reshape(-1)
-                rows.append(sum(int(v) << (n * wb) for n, v in enumerate(block)))
-        return rows
+        pe, simd = self._pe, self._simd
+        bits = self._weight_dtype.to_hw(self._weights)
+        blocks = bits.reshape(self._nf, pe, self._sf, simd).transpose(0, 2, 1, 3)
+        return _packed_rows(blocks.reshape(self._nf * self._sf, pe * simd), self._weight_dtype.bitwidth)
 
     def _threshold_rom_rows(self) -> list[int]:
         """ROM row ``nf``: thresholds ``l`` of channels ``nf*pe + j`` at bit ``(j*L + l) * width``."""
         width = self.acc_shape.width
-        mask = (1 << width) - 1
-        rows = []
-        for nf in range(self._nf):
-            block = self._thresholds[nf * self._pe:(nf + 1) * self._pe].reshape(-1)
-            rows.append(sum((int(t) & mask) << (n * width) for n, t in enumerate(block)))
-        return rows
+        fields = self._thresholds & ((1 << width) - 1)
+        return _packed_rows(fields.reshape(self._nf, -1), width)
 
     def _product(self, x_bits, w_bits):
         """Signed product of one input element and one weight, both as stored bits."""
@@ -406,7 +398,9 @@ class MatrixVectorUnit(wiring.Component):
                 buffer_write.en.eq(issue & first_fold),
                 buffer_read.addr.eq(sf), buffer_read.en.eq(advance),
             ]
-            x1 = Mux(from_input1, x_in1, buffer_read.data)
+            # A signal, not an expression: each slice of an expression would copy the multiplexer.
+            x1 = Signal(simd * iw)
+            m.d.comb += x1.eq(Mux(from_input1, x_in1, buffer_read.data))
         else:
             x1 = x_in1
         w1 = weight_read.data
@@ -462,6 +456,26 @@ def _adder_tree(values):
         pairs = [level[n] + level[n + 1] for n in range(0, len(level) - 1, 2)]
         level = pairs + ([level[-1]] if len(level) % 2 else [])
     return level[0]
+
+
+def _packed_rows(fields: np.ndarray, width: int) -> list[int]:
+    """Each row of ``fields`` (integers in ``[0, 2**width)``) as one integer, field ``n`` at bit
+    ``n * width``. Built with numpy: ROMs run to hundreds of thousands of rows."""
+    fields = np.asarray(fields, dtype=np.uint64)
+    shifts = np.arange(width, dtype=np.uint64)
+    rows = []
+    # In slices, so that the one byte per bit in between stays small.
+    step = max(1, (1 << 22) // max(1, fields.shape[1] * width))
+    for start in range(0, len(fields), step):
+        bits = ((fields[start:start + step, :, None] >> shifts) & np.uint64(1)).astype(np.uint8)
+        packed = np.packbits(bits.reshape(len(bits), -1), axis=1, bitorder="little")
+        if packed.shape[1] <= 8:
+            words = np.zeros((len(packed), 8), np.uint8)
+            words[:, :packed.shape[1]] = packed
+            rows += words.view("<u8")[:, 0].tolist()
+        else:
+            rows += [int.from_bytes(row.tobytes(), "little") for row in packed]
+    return rows
 
 
 def _channel_rom_rows(values, pe: int, shape: Shape) -> list[int]:

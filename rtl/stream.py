@@ -7,7 +7,7 @@ payload (struct payloads trip Yosys' ABC9 mapping, Yosys issue 4349). A payload 
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -134,13 +134,18 @@ class WidthConverter(wiring.Component):
         ]
         m.d.sync += count.eq(kept + Mux(take_in, n_in, 0))
 
-        in_elems = [self.i.payload[k * w:(k + 1) * w] for k in range(n_in)]
+        # Input element k lands in slot kept + k. One shifter per bit of an element moves the
+        # whole beat into place, and a shifted mask marks the slots it covers: a comparison and
+        # a multiplexer per slot and input element would grow as cap * n_in.
+        # Signals, not expressions: Amaranth would build a shifter for every use of an expression.
+        planes = [Signal(n_in + cap, name=f"landed_bit{b}") for b in range(w)]
+        landing = Signal(n_in + cap)
+        m.d.comb += [plane.eq(Cat(self.i.payload[k * w + b] for k in range(n_in)) << kept)
+                     for b, plane in enumerate(planes)]
+        m.d.comb += landing.eq(Const((1 << n_in) - 1, n_in) << kept)
         for p in range(cap):
             shifted = slots[p + n_out] if p + n_out < cap else slots[p]
-            nxt = Mux(take_out, shifted, slots[p])
-            # Input element k lands in slot kept + k.
-            for k in range(min(n_in, p + 1)):
-                nxt = Mux(take_in & (kept == p - k), in_elems[k], nxt)
-            m.d.sync += slots[p].eq(nxt)
+            arriving = Cat(plane[p] for plane in planes)
+            m.d.sync += slots[p].eq(Mux(take_in & landing[p], arriving, Mux(take_out, shifted, slots[p])))
         return m
 

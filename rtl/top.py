@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from amaranth.back import verilog
-from amaranth.hdl import Module, unsigned
+import gc
+from contextlib import contextmanager
+
+from amaranth.back import rtlil, verilog
+from amaranth.hdl import Module, Shape, unsigned
+from amaranth.hdl._mem import MemoryData
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -194,4 +198,74 @@ def to_verilog(top: StreamAccelerator, *, name: str = "streamc_top") -> str:
     Source-location attributes are left out so that the text does not depend on where
     streamc is installed.
     """
-    return verilog.convert(top, name=name, emit_src=False)
+    # Amaranth's netlist is millions of small objects; the cyclic garbage collector would scan
+    # them again and again while they are built (a third of the conversion time of a CNV).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        with _memory_contents_as_text(), _memory_rows_as_given():
+            return verilog.convert(top, name=name, emit_src=False)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+@contextmanager
+def _memory_contents_as_text():
+    """Has Amaranth write each memory's initial contents into RTLIL as one constant string.
+
+    Amaranth 0.5 builds that constant one bit at a time, a netlist object per bit: seconds
+    for the weight ROMs of a convolutional network, most of its conversion time. The text
+    written here is the same, character for character.
+    """
+    original = rtlil.ModuleEmitter.emit_memory
+
+    def emit_memory(emitter, cell_idx, cell):
+        width, rows = cell.width, cell.init
+        if width * len(rows) == 0:
+            return original(emitter, cell_idx, cell)
+        mask = (1 << width) - 1
+        # RTLIL constants are written most significant bit first: the last row leads.
+        bits = "".join(format(row & mask, f"0{width}b") for row in reversed(rows))
+        emitter.builder.cell("$meminit_v2", ports={
+            "ADDR": emitter.sigspec(),
+            "DATA": f"{len(bits)}'{bits}",
+            "EN": f"{width}'{'1' * width}",
+        }, parameters={
+            "MEMID": emitter.memories[cell_idx].memid,
+            "ABITS": 0,
+            "WIDTH": width,
+            "WORDS": cell.depth,
+            "PRIORITY": 0,
+        }, src_loc=cell.src_loc)
+
+    rtlil.ModuleEmitter.emit_memory = emit_memory
+    try:
+        yield
+    finally:
+        rtlil.ModuleEmitter.emit_memory = original
+
+
+@contextmanager
+def _memory_rows_as_given():
+    """Has Amaranth take a memory's initial rows as they are when they are plain integers that
+    fit its shape, instead of checking each row as a constant expression (a few microseconds a
+    row, seconds for the hundreds of thousands of rows of a folded CNV). Anything else, and every
+    error message, still goes through Amaranth's own checks."""
+    original = MemoryData.Init.__init__
+
+    def init(self, elems, *, shape, depth):
+        if type(shape) is Shape and type(elems) is list and elems and all(type(e) is int for e in elems):
+            lo, hi = ((-1 << shape.width - 1, (1 << shape.width - 1) - 1) if shape.signed
+                      else (0, (1 << shape.width) - 1))
+            if lo <= min(elems) and max(elems) <= hi and isinstance(depth, int) and len(elems) <= depth:
+                original(self, [], shape=shape, depth=depth)
+                self._elems[:len(elems)] = elems
+                return
+        original(self, elems, shape=shape, depth=depth)
+
+    MemoryData.Init.__init__ = init
+    try:
+        yield
+    finally:
+        MemoryData.Init.__init__ = original
