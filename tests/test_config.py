@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from streamc.build.config import STEPS, load_config
+from streamc.build.config import DEFAULT_STEPS, STEPS, load_config
 from streamc.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,7 +35,7 @@ def test_digits_demo_config_loads():
     config = load_config(ROOT / "build_configs" / "digits.yaml")
     assert config.model == ROOT / "build_configs" / "models" / "digits_mlp.onnx"
     assert (config.target_fps is None) != (config.folding is None)
-    assert config.steps == list(STEPS)
+    assert config.steps == list(DEFAULT_STEPS)
     assert config.verify.inputs.is_file() and config.verify.labels.is_file()
 
 
@@ -84,7 +84,7 @@ def test_unknown_keys_are_named(text, message, tmp_path):
     ("target_fps: 1\nverify: 3\n", "verify: must be a mapping of keys to values, not 3"),
     ("target_fps: 1\nsteps: load\n", "steps: must be a list, not 'load'"),
     ("target_fps: 1\nsteps: [load, tidi]\n",
-     "steps.1: Input should be 'load', 'tidy', 'streamline', 'to_hw', 'fold', 'rtl', 'sim' or 'synth', not 'tidi'"),
+     "steps.1: Input should be 'load', 'tidy', 'streamline', 'to_hw', 'fold', 'rtl', 'sim', 'synth' or 'pnr', not 'tidi'"),
     ("target_fps: 1\ndevices: [ice40]\n", "devices.0: Input should be 'ice40-up5k' or 'ecp5-85f', not 'ice40'"),
     ("target_fps: 1\nverify: {input_gap_prob: 1.0}\n", "verify.input_gap_prob: Input should be less than 1, not 1.0"),
     ("target_fps: 1\nverify: {frames: -1}\n", "verify.frames: Input should be greater than 0, not -1"),
@@ -144,13 +144,20 @@ def test_budget_needs_a_device(tmp_path):
 def test_steps_must_be_a_prefix(steps, tmp_path):
     assert_config_error(write(tmp_path, BASE + f"target_fps: 1\nsteps: {steps}\n"),
                         ": steps must be a non-empty prefix of the pipeline "
-                        f"[load, tidy, streamline, to_hw, fold, rtl, sim, synth], not {steps}")
+                        f"[load, tidy, streamline, to_hw, fold, rtl, sim, synth, pnr], not {steps}")
 
 
-@pytest.mark.parametrize("steps", [["load"], list(STEPS[:5]), list(STEPS)])
+@pytest.mark.parametrize("steps", [["load"], list(STEPS[:5]), list(DEFAULT_STEPS)])
 def test_prefixes_are_accepted(steps, tmp_path):
     config = load_config(write(tmp_path, BASE + f"target_fps: 1\nsteps: [{', '.join(steps)}]\n"))
     assert config.steps == steps
+
+
+def test_a_board_adds_the_pnr_step_and_pnr_needs_a_board(tmp_path):
+    assert load_config(write(tmp_path, BASE + "target_fps: 1\nboard: icebreaker\n")).steps == list(STEPS)
+    assert_config_error(write(tmp_path, BASE + f"target_fps: 1\nsteps: [{', '.join(STEPS)}]\n"),
+                        ": steps include pnr but no board is given; give board: one of icebreaker, ulx3s-85f, "
+                        "ulx3s-45f, ulx3s-25f")
 
 
 def test_synth_needs_a_device(tmp_path):

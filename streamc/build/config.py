@@ -16,7 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..errors import ConfigError
 
-STEPS = ("load", "tidy", "streamline", "to_hw", "fold", "rtl", "sim", "synth")
+STEPS = ("load", "tidy", "streamline", "to_hw", "fold", "rtl", "sim", "synth", "pnr")
+#: What runs when a config names no steps: a bitstream (pnr) only where it names a board.
+DEFAULT_STEPS = STEPS[:-1]
+BOARDS = ("icebreaker", "ulx3s-85f", "ulx3s-45f", "ulx3s-25f")
 DEVICES = ("ice40-up5k", "ecp5-85f")
 
 # YAML gives paths as strings; everything else must already have the right type.
@@ -74,9 +77,19 @@ class BuildConfig(_Strict):
     target_fps: PositiveFinite | None = None
     budget: DeviceFraction | None = None
     folding: dict[str, LayerFolding] | None = None
-    steps: list[Literal[STEPS]] = list(STEPS)
+    steps: list[Literal[STEPS]] = list(DEFAULT_STEPS)
+    board: Literal[BOARDS] | None = None
+    """A board to build a bitstream for (the pnr step), with a PLL from its oscillator to clock_mhz."""
     verify: VerifyConfig = VerifyConfig()
     fifo_depth: PositiveInt = 2
+
+    @model_validator(mode="before")
+    @classmethod
+    def _board_steps(cls, data):
+        # A board asks for its bitstream: without explicit steps, the pipeline then runs through pnr.
+        if isinstance(data, dict) and data.get("board") is not None and "steps" not in data:
+            return {**data, "steps": list(STEPS)}
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> "BuildConfig":
@@ -92,6 +105,8 @@ class BuildConfig(_Strict):
         if not self.steps or list(self.steps) != list(STEPS[:len(self.steps)]):
             raise ValueError(f"steps must be a non-empty prefix of the pipeline [{', '.join(STEPS)}], "
                              f"not [{', '.join(self.steps)}]")
+        if "pnr" in self.steps and self.board is None:
+            raise ValueError(f"steps include pnr but no board is given; give board: one of {', '.join(BOARDS)}")
         if "synth" in self.steps and not self.devices:
             raise ValueError(f"devices is empty but steps include synth; give at least one of {', '.join(DEVICES)}")
         return self

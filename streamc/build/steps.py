@@ -42,6 +42,7 @@ class BuildState:
     fifo_depths: list[list[int]] = field(default_factory=list)
     rtlsim: dict | None = None
     synth: dict[str, dict] = field(default_factory=dict)
+    pnr: dict | None = None
     resources: dict[str, dict] = field(default_factory=dict)
     frames: np.ndarray | None = None
     expected: np.ndarray | None = None
@@ -363,3 +364,22 @@ def synth_step(state: BuildState) -> None:
                             workdir=state.folder.path("synth", device, "x").parent)
         state.synth[device] = asdict(result)
         state.folder.write_report(f"synth_{device}", state.synth[device])
+
+
+@step("pnr")
+def pnr_step(state: BuildState) -> None:
+    from ..host import FrameFormat
+    from ..pnr import build_board, require_timing, timing_report
+
+    config, folder = state.config, state.folder
+    result = build_board(accelerator_verilog=folder.path("verilog", f"{TOP}.v"),
+                         frame_format=FrameFormat.from_dataflow(state.dataflow), board=config.board,
+                         clock_mhz=config.clock_mhz, workdir=folder.path("pnr", config.board, "x").parent)
+    state.pnr = asdict(result)
+    if result.timing_met:
+        state.pnr["bitstream"] = folder.write_bytes("bitstream", f"{config.board}{result.bitstream.suffix}",
+                                                    data=result.bitstream.read_bytes())
+    folder.write_report(f"pnr_{config.board}", state.pnr)
+    folder.write_text("reports", f"timing_{config.board}.txt", text=timing_report(result))
+    # The reports come first: a build that misses timing still says where the time goes.
+    require_timing(result)

@@ -26,6 +26,9 @@ def summary_data(state: BuildState, timings: dict[str, float]) -> dict:
         data["rtlsim"] = state.rtlsim
     if state.synth:
         data["synth"] = {d: {k: r[k] for k in ("lut", "ff", "bram", "dsp")} for d, r in state.synth.items()}
+    if state.pnr is not None:
+        data["pnr"] = {k: state.pnr[k] for k in ("board", "requested_mhz", "pll_mhz", "fmax_mhz", "timing_met",
+                                                 "critical_path_ns", "utilization", "bitstream")}
     return data
 
 
@@ -75,5 +78,16 @@ def print_summary(state: BuildState, timings: dict[str, float], console: Console
                                     if have[k] else f"{r[k]} (est. {estimated.get(k, '?')})"
                                     for k in ("lut", "ff", "bram", "dsp")))
         console.print(table)
+    if state.pnr is not None:
+        p = state.pnr
+        verdict = "[green]met[/green]" if p["timing_met"] else "[red]NOT MET[/red]"
+        used = ", ".join(f"{cell} {u['used']}/{u['available']} ({100 * u['used'] / u['available']:.0f}%)"
+                         for cell, u in p["utilization"].items() if u["used"])
+        console.print(f"Place and route (nextpnr, {p['board']}): fmax {p['fmax_mhz']:.1f} MHz for a "
+                      f"{p['pll_mhz']:.2f} MHz clock (clock_mhz {p['requested_mhz']:g}): timing {verdict}; critical "
+                      f"path {p['critical_path_ns']:.1f} ns (reports/timing_{p['board']}.txt)")
+        console.print(f"  used: {used}")
+        if p["bitstream"]:
+            console.print(f"  bitstream: {p['bitstream']}")
     console.print(f"Outputs: {state.config.output_dir.resolve()} (steps: " +
                   ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()) + ")")
