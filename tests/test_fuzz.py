@@ -70,9 +70,9 @@ def test_benchmark_seeds_compile_and_rarely_refuse():
 
 
 def test_verilator_matches_reference(tmp_path):
-    # The stall pattern the benchmark gives this case (its seed): with other patterns, the last frame's
-    # output can complete before the input rows its strided window skips are taken, which the testbench
-    # reports as a failure (benchmark seed 9).
+    # The stall pattern the benchmark gives this case (its seed), as `bench_fuzz.py --replay 103` runs it.
+    # Strided windows skip input rows; with some stall patterns the last frame's output completes before
+    # those rows are taken, which the testbench reports as a failure (benchmark seed 9).
     network = fuzz.build_network(fuzz.spec_from_seed(VERILATOR_SEED))
     report = fuzz.check_verilator(network, tmp_path, seed=VERILATOR_SEED)
     assert report["mismatches"] == 0 and report["frames"] == fuzz.SIM_FRAMES
