@@ -117,6 +117,7 @@ class MatrixVectorUnit(wiring.Component):
         self._nf, self._sf = mh // pe, mw // simd
         self._xnor = in_dtype.bipolar and weight_dtype.bipolar
 
+        self._bounds = self._row_bounds()
         acc_lo, acc_hi = self._accumulator_range()
         full_lo, full_hi = self._output_sum_range()
         self._thresholds = None
@@ -208,9 +209,7 @@ class MatrixVectorUnit(wiring.Component):
             m = 2 * m
         self._requant_multiplier, self._requant_offset = m, o
 
-        lo, hi = self._term_ranges()
-        sum_lo = lo.sum(axis=1).astype(object)
-        sum_hi = hi.sum(axis=1).astype(object)
+        sum_lo, sum_hi = (bound.astype(object) for bound in self._bounds[:2])
         p_lo = np.minimum(sum_lo * m, sum_hi * m)
         p_hi = np.maximum(sum_lo * m, sum_hi * m)
         total_lo, total_hi = int((p_lo + o).min()), int((p_hi + o).max())
@@ -220,24 +219,35 @@ class MatrixVectorUnit(wiring.Component):
         self.sum_shape = _shape_of_range(total_lo, total_hi)
         self._quotient_range = (total_lo >> rq.shift, total_hi >> rq.shift)
 
-    def _term_ranges(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per weight, the least and greatest value of its product with an input element."""
+    def _row_bounds(self) -> tuple[np.ndarray, ...]:
+        """Per output channel: the least and greatest complete dot product (in the popcount
+        domain for XNOR), and the least and greatest partial sum.
+
+        A weight ``w >= 0`` times an input in ``[x_lo, x_hi]`` lies in ``[w x_lo, w x_hi]``, a
+        negative one in ``[w x_hi, w x_lo]``: every bound is a combination of the row sums of
+        the positive and of the negative weights (two passes over the matrix, which the folding
+        planner pays for every candidate folding).
+        """
         if self._xnor:
-            return np.zeros_like(self._weights), np.ones_like(self._weights)
-        w = self._weights
+            mh, mw = self._weights.shape
+            zeros, full = np.zeros(mh, np.int64), np.full(mh, mw, np.int64)
+            return zeros, full, zeros, full
+        positive = np.clip(self._weights, 0, None).sum(axis=1)
+        negative = np.clip(self._weights, None, 0).sum(axis=1)
         x_lo, x_hi = self._in_dtype.min, self._in_dtype.max
-        return np.minimum(w * x_lo, w * x_hi), np.maximum(w * x_lo, w * x_hi)
+        return (x_lo * positive + x_hi * negative, x_hi * positive + x_lo * negative,
+                min(x_lo, 0) * positive + max(x_hi, 0) * negative,
+                max(x_hi, 0) * positive + min(x_lo, 0) * negative)
 
     def _accumulator_range(self) -> tuple[int, int]:
         """Bounds of every partial sum the accumulator can hold, over all channels."""
-        lo, hi = self._term_ranges()
-        return (int(np.minimum(lo, 0).sum(axis=1).min()),
-                int(np.maximum(hi, 0).sum(axis=1).max()))
+        _, _, partial_lo, partial_hi = self._bounds
+        return int(partial_lo.min()), int(partial_hi.max())
 
     def _output_sum_range(self) -> tuple[int, int]:
         """Bounds of a complete dot product (in the popcount domain for XNOR), over all channels."""
-        lo, hi = self._term_ranges()
-        return int(lo.sum(axis=1).min()), int(hi.sum(axis=1).max())
+        sum_lo, sum_hi, _, _ = self._bounds
+        return int(sum_lo.min()), int(sum_hi.max())
 
     def _weight_rom_rows(self) -> list[int]:
         """ROM row ``nf * SF + sf``: weights of rows ``nf*pe + j``, columns ``sf*simd + k``,
