@@ -62,9 +62,7 @@ ROUNDING_MODES = dialect_factory.ROUNDING_MODES
 #: Dialect makers the ``dialect`` family draws from (fp16 and int8 tanh need onnxruntime-specific references).
 DIALECTS = ("qonnx", "qcdq", "qdq", "qoperator", "intop")
 #: How a convolution's bias is written: the Conv's third input, or an Add of a (C, 1, ...) constant after it.
-#: streamc drops a Conv's bias input (test_fuzz.py::test_conv_bias_input_is_kept, an expected failure until it is
-#: fixed): "input" joins the strategy once that test passes.
-CONV_BIAS_SPELLINGS = ("none", "add")
+CONV_BIAS_SPELLINGS = ("none", "add", "input")
 #: Frames streamed through Verilator per network: enough for random stalls to matter, few for speed.
 SIM_FRAMES = 12
 #: Frames run through qonnx's executor, which runs one frame at a time, node by node.
@@ -112,7 +110,7 @@ class ConvLayer:
     pads: tuple[int, ...]                 # ONNX order: every axis' begin, then every axis' end
     weights: Weights
     act: Quantizer
-    bias: str = "none"                    # one of CONV_BIAS_SPELLINGS (or "input")
+    bias: str = "none"                    # one of CONV_BIAS_SPELLINGS
     batchnorm: bool = False
     relu: bool = False
     pool: tuple[tuple[int, ...], tuple[int, ...]] | None = None   # (kernel, strides) of a MaxPool

@@ -118,8 +118,9 @@ def test_benchmark_seeds_cover_the_features():
     assert len({pick for s in specs for pick in s.folding}) > 100
 
 
-#: The smallest network hypothesis found that loses a convolution's bias: a 1-D convolution (kernel 1)
-#: with the bias as the Conv's third input, into a bipolar quantizer, then a dense layer.
+#: The smallest network hypothesis found that lost a convolution's bias (streamline rebuilt the Conv from its
+#: codes and weights only): a 1-D convolution (kernel 1) with the bias as the Conv's third input, into a bipolar
+#: quantizer, then a dense layer.
 CONV_BIAS_INPUT = NetworkSpec(family="cnn", cnn=CnnSpec(
     in_shape=(1, 3), input=Quantizer(bits=3, signed=False),
     convs=(ConvLayer(channels=1, kernel=(1,), strides=(1,), pads=(0, 0), weights=Weights(bits=1),
@@ -127,8 +128,6 @@ CONV_BIAS_INPUT = NetworkSpec(family="cnn", cnn=CnnSpec(
     dense=(DenseLayer(features=1, weights=Weights(bits=1), act=None),)))
 
 
-@pytest.mark.xfail(strict=True, raises=fuzz.FuzzFailure,
-                   reason="streamline rebuilds a Conv from its codes and weights only: the bias input is dropped")
 def test_conv_bias_input_is_kept():
     fuzz.check_emulation(fuzz.build_network(CONV_BIAS_INPUT))
 

@@ -627,12 +627,15 @@ class _Linear:
     spatial: int = 0         # a Conv's number of spatial dimensions
     depthwise: bool = False  # weights are (C, K): channel c's taps over its own input channel
     divisor: int = 0         # an average: the sum of float32 values, divided by the window size
+    bias: np.ndarray | None = None   # a Conv's bias input, per output channel
 
     def output(self, node: Node, acc: np.ndarray) -> np.ndarray:
         """What the model's linear node outputs for accumulator values ``acc`` (N, MH), in its layout."""
         if node.op_type == "MatMulInteger":
             return (acc - self.offset).astype(np.int32)
-        if self.divisor:  # as the reference averages: in float64, rounded once to float32
+        if self.bias is not None:  # as the reference convolves: in float64, bias added, rounded once
+            value = ((acc - self.offset) * self.scale + self.bias).astype(np.float32)
+        elif self.divisor:  # as the reference averages: in float64, rounded once to float32
             value = ((acc - self.offset) * self.scale.astype(np.float32).astype(np.float64) / self.divisor)
             value = value.astype(np.float32)
         else:
@@ -676,6 +679,11 @@ def _conv_linear(graph: Graph, node: Node, codes: _Codes) -> _Linear:
     if in_zero and any(node.attrs.get("pads", [])):
         raise LoweringError(f"{node.describe()}: a padded convolution of inputs with a zero point ({in_zero:g}) "
                             "is not supported yet")
+    if codes.dtype == BIPOLAR and any(node.attrs.get("pads", [])):
+        raise LoweringError(f"{node.describe()}: a padded convolution of bipolar inputs pads with 0, which is not a "
+                            "bipolar value; streamc supports unpadded convolutions of bipolar inputs")
+    bias = _constant(graph, node.inputs[2], node, "bias") if len(node.inputs) > 2 and node.inputs[2] else None
+    bias = None if bias is None else bias.astype(np.float64).reshape(channels)
     integer = q.codes.astype(np.float64) - q.zero_point
     if not np.all(integer == np.rint(integer)):
         raise LoweringError(f"{node.describe()}: weight zero point is not an integer")
@@ -686,12 +694,12 @@ def _conv_linear(graph: Graph, node: Node, codes: _Codes) -> _Linear:
         # Depthwise: each channel its own taps, for a vector-vector unit.
         weights = kernel.reshape(channels, -1)
         return _Linear(weights, datatype_of_values(weights), in_scale * scale[:, 0], in_zero * weights.sum(axis=1),
-                       spatial=q.codes.ndim - 2, depthwise=True)
+                       spatial=q.codes.ndim - 2, depthwise=True, bias=bias)
     kernel = _dense_kernel(kernel, group)
     # (OC, C, *K) -> (OC, *K, C): the sliding window emits patches channel-fastest.
     weights = np.moveaxis(kernel, 1, -1).reshape(channels, -1)
     return _Linear(weights, datatype_of_values(weights), in_scale * scale[:, 0], in_zero * weights.sum(axis=1),
-                   spatial=q.codes.ndim - 2)
+                   spatial=q.codes.ndim - 2, bias=bias)
 
 
 def _pool_window(graph: Graph, node: Node) -> dict:
@@ -1007,10 +1015,16 @@ def _lower_last_layer(graph, node, codes, following, stages) -> tuple[list[Node]
         scale = np.ones(linear.weights.shape[0])
     else:
         scale = np.float32(linear.scale)
+        scaled = node.outputs[0] if linear.bias is None else graph.fresh_name(f"{node.outputs[0]}_scaled")
         nodes.append(Node("Mul", graph.fresh_name(f"{node.name}_rescale"),
                           [acc, graph.add_constant(f"{node.name}_scale", scale.reshape(linear.channel_shape()))],
-                          [node.outputs[0]]))
-    graph.meta["boundary"] = dict(tensor=node.outputs[0], scale=np.asarray(scale, np.float64), offset=linear.offset)
+                          [scaled]))
+        if linear.bias is not None:
+            bias = linear.bias.astype(np.float32).reshape(linear.channel_shape())
+            nodes.append(Node("Add", graph.fresh_name(f"{node.name}_bias"),
+                              [scaled, graph.add_constant(f"{node.name}_bias", bias)], [node.outputs[0]]))
+    boundary = node.outputs[0] if linear.bias is None or node.op_type == "MatMulInteger" else scaled
+    graph.meta["boundary"] = dict(tensor=boundary, scale=np.asarray(scale, np.float64), offset=linear.offset)
     return mm_nodes, nodes + list(following)
 
 
