@@ -15,6 +15,9 @@ from .requant import Requant
 
 __all__ = ["MatrixVectorUnit", "Requant"]
 
+#: Amaranth builds no memory with wider words than this.
+MAX_MEMORY_WIDTH = 65536
+
 
 class MatrixVectorUnit(wiring.Component):
     """Computes ``y = f(W x)`` for each input vector ``x``, folded in time like FINN's MVAU.
@@ -257,11 +260,12 @@ class MatrixVectorUnit(wiring.Component):
         blocks = bits.reshape(self._nf, pe, self._sf, simd).transpose(0, 2, 1, 3)
         return _packed_rows(blocks.reshape(self._nf * self._sf, pe * simd), self._weight_dtype.bitwidth)
 
-    def _threshold_rom_rows(self) -> list[int]:
-        """ROM row ``nf``: thresholds ``l`` of channels ``nf*pe + j`` at bit ``(j*L + l) * width``."""
+    def _threshold_rom_rows(self, first: int, lanes: int) -> list[int]:
+        """ROM row ``nf`` of lanes ``first`` to ``first + lanes``: thresholds ``l`` of channel
+        ``nf*pe + first + j`` at bit ``(j*L + l) * width``."""
         width = self.acc_shape.width
-        fields = self._thresholds & ((1 << width) - 1)
-        return _packed_rows(fields.reshape(self._nf, -1), width)
+        fields = (self._thresholds & ((1 << width) - 1)).reshape(self._nf, self._pe, -1)
+        return _packed_rows(fields[:, first:first + lanes].reshape(self._nf, -1), width)
 
     def _product(self, x_bits, w_bits):
         """Signed product of one input element and one weight, both as stored bits."""
@@ -278,20 +282,27 @@ class MatrixVectorUnit(wiring.Component):
     def _compare_thresholds(self, m, advance, valid3, nf2, acc3):
         """Stage 4: threshold compares. Returns the output beat's valid and values."""
         pe, n_thr, cw = self._pe, self._thresholds.shape[1], self.acc_shape.width
-        m.submodules.threshold_rom = threshold_rom = Memory(
-            shape=unsigned(pe * n_thr * cw), depth=self._nf, init=self._threshold_rom_rows())
-        threshold_read = threshold_rom.read_port(domain="sync")
-        # Read alongside the accumulator's last step, so the row arrives with the sum.
-        m.d.comb += [threshold_read.addr.eq(nf2), threshold_read.en.eq(advance)]
+        # One ROM for all lanes, or, past the widest memory Amaranth builds, one per group of lanes.
+        per_rom = max(1, min(pe, MAX_MEMORY_WIDTH // (n_thr * cw)))
+        lane_reads = []
+        for first in range(0, pe, per_rom):
+            lanes = min(per_rom, pe - first)
+            rom = Memory(shape=unsigned(lanes * n_thr * cw), depth=self._nf,
+                         init=self._threshold_rom_rows(first, lanes))
+            m.submodules["threshold_rom" if per_rom == pe else f"threshold_rom_{first}"] = rom
+            read = rom.read_port(domain="sync")
+            # Read alongside the accumulator's last step, so the row arrives with the sum.
+            m.d.comb += [read.addr.eq(nf2), read.en.eq(advance)]
+            lane_reads += [(read, lane) for lane in range(lanes)]
 
         # Registered to keep the compares off the adder's path.
         valid4 = Signal()
         reached4 = [Signal(n_thr, name=f"reached_{j}") for j in range(pe)]
         with m.If(advance):
             m.d.sync += valid4.eq(valid3)
-            for j in range(pe):
+            for j, (read, lane) in enumerate(lane_reads):
                 for l in range(n_thr):
-                    raw = threshold_read.data[(j * n_thr + l) * cw:(j * n_thr + l + 1) * cw]
+                    raw = read.data[(lane * n_thr + l) * cw:(lane * n_thr + l + 1) * cw]
                     threshold = raw.as_signed() if self.acc_shape.signed else raw
                     m.d.sync += reached4[j][l].eq(acc3[j] >= threshold)
         if self._out_dtype.bipolar:

@@ -112,6 +112,19 @@ def test_frames_flow_back_to_back_without_bubbles(case, pe, simd):
     assert run.cycles[0] == (MW // simd - 1) + dut.latency
 
 
+def test_thresholds_wider_than_one_memory_are_split_over_several(monkeypatch):
+    import streamc.rtl.mvau as mvau
+
+    # 8 lanes of 15 thresholds of 9 bits need 1080-bit rows; with 300-bit memories that is 4 ROMs of 2 lanes.
+    monkeypatch.setattr(mvau, "MAX_MEMORY_WIDTH", 300)
+    dut, weights, thresholds, rng = build("uint2_x_int2_int4_out", 8, 3)
+    vectors = random_values(rng, UINT(2), (3, MW))
+    run = run_stream(dut, pack(vectors, UINT(2), 3), 3 * MH // 8, in_gap=0.2, out_stall=0.2)
+    got = unpack(run.beats, INT(4), 8).reshape(3, MH)
+    np.testing.assert_array_equal(got, reference(weights, thresholds, INT(4), -8, vectors))
+    assert dut.acc_shape.width * 15 * 2 <= 300 < dut.acc_shape.width * 15 * 3
+
+
 def test_attributes_describe_the_streams():
     dut, *_ = build("int2_x_int3_thr", 2, 3)
     assert (dut.in_elems, dut.in_width, dut.out_elems, dut.out_width) == (3, 2, 2, 2)
