@@ -552,6 +552,23 @@ def _log2(n: int) -> int:
     return max(1, math.ceil(math.log2(max(n, 2))))
 
 
+def _range_bits(n: int) -> int:
+    """Width of an Amaranth ``Signal(range(n))``."""
+    return max(1, (n - 1).bit_length())
+
+
+def _window_counter_bits(spec: WindowSpec) -> int:
+    """Bits of the sliding window's counters and addresses (write side, read side, row and column
+    positions with padding, ring addresses), each one adder and compare in logic."""
+    h, w, cf, ring = spec.height, spec.width, spec.channels // spec.simd, spec.ring_words
+    write = _range_bits(spec.buffer_rows + h + 1) + _range_bits(h * w) + 1 + _range_bits(cf) + _range_bits(w)
+    read = (_range_bits(cf) + _range_bits(spec.kernel_w) + _range_bits(spec.kernel_h) + _range_bits(spec.out_w)
+            + _range_bits(spec.out_h))
+    positions = (2 * (_range_bits(h) + 1) + 2 * (_range_bits(w) + 1) + _range_bits(h * w) + 1
+                 + 2 * (_range_bits(w * cf) + 1))
+    return write + read + positions + 4 * _range_bits(ring)
+
+
 def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str, float], dict[str, float]]:
     lanes = spec.pe * spec.simd
     memories = _Memories()
@@ -568,11 +585,16 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
         rq_dsps = dsp_count(spec.rq_acc_bits, spec.rq_multiplier_bits, spec.rq_product_bits, family, dsp=dsp)
     dsps = lanes * lane_dsps + spec.pe * rq_dsps
     soft_mult = 0 if lane_dsps or not spec.mul_a else lanes * spec.mul_a * spec.mul_b
+    # Yosys' soft signed multipliers grow faster than their partial products (4 x 4: about 55 LUTs, 3 x 2: 8).
+    soft_mult_wide = soft_mult * spec.mul_a * spec.mul_b / 16
     negate = lanes * spec.product_bits if not spec.mul_a and not spec.xnor else 0
     tree = spec.pe * ((spec.simd - 1) * (spec.product_bits + _log2(spec.simd) / 2) + spec.acc_bits)
+    # XNOR products are single bits: the popcount tree costs differently per lane from a sum of products.
+    popcount, tree = (tree, 0) if spec.xnor else (0, tree)
     rq_soft = 0 if rq_dsps or not spec.rq_multiplier_bits else spec.pe * spec.rq_acc_bits * spec.rq_multiplier_bits
-    lut = {"control": 1.0, "soft_multiply": soft_mult, "negate_or_xnor": negate + (lanes if spec.xnor else 0),
-           "adders": tree, "thresholds": spec.pe * spec.thresholds * spec.acc_bits,
+    lut = {"control": 1.0, "soft_multiply": soft_mult, "soft_multiply_wide": soft_mult_wide,
+           "negate_or_xnor": negate + (lanes if spec.xnor else 0), "adders": tree, "popcount": popcount,
+           "thresholds": spec.pe * spec.thresholds * spec.acc_bits,
            "requant": spec.pe * spec.rq_sum_bits + rq_soft,
            "logic_memory": memories.logic_rom_luts + memories.ff_ram_mux,
            "rom_muxes": memories.logic_rom_muxes,
@@ -596,6 +618,7 @@ def _vvau_parts(spec: VVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
     negate = spec.simd * spec.product_bits if not spec.mul_a and not spec.xnor and not spec.constant_weights else 0
     counters = _log2(spec.groups) + _log2(spec.taps) + (0 if spec.constant_weights else _log2(spec.taps * spec.groups))
     lut = {"control": 1.0, "multiply": soft_mult + negate + (spec.simd if spec.xnor else 0),
+           "multiply_wide": soft_mult * spec.mul_a * spec.mul_b / 16,
            "adders": spec.simd * spec.acc_bits + counters,
            "logic_memory": memories.logic_rom_luts + memories.logic_rom_muxes}
     ff = {"control": 1.0, "pipeline": spec.simd * (spec.in_bits + spec.out_bits) + counters,
@@ -633,12 +656,15 @@ def _parts(spec: Spec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str
     if isinstance(spec, WindowSpec):
         beat = spec.simd * spec.bits
         memories.add(width=beat, depth=spec.ring_words, rom=False, family=family)
-        counters = (_log2(spec.ring_words) * 6 + _log2(spec.height * spec.width) * 3
-                    + 2 * (_log2(spec.height) + _log2(spec.width)))
-        return (memories, 0, {"control": 1.0, "counters": counters, "payload": beat,
+        counters = _window_counter_bits(spec)
+        # A window over several rows selects among them (beat-wide); a one-dimensional one never does.
+        rows_payload = beat if spec.kernel_h > 1 else 0
+        dims = _range_bits(spec.height) + _range_bits(spec.width)
+        return (memories, 0, {"control": 1.0, "counters": counters, "payload": beat, "rows_payload": rows_payload,
+                              "dims": dims, "channel_fold": _range_bits(spec.channels // spec.simd),
                               "logic_memory": memories.ff_ram_mux},
                 {"control": 1.0, "counters": counters, "memory_registers": memories.sync_regs + memories.ff_ram_bits,
-                 "payload": beat})
+                 "payload": beat, "rows_payload": rows_payload, "image": _range_bits(spec.height * spec.width)})
     if isinstance(spec, PoolSpec):
         value_bits = spec.bits + 1
         groups = spec.channels // spec.simd
@@ -662,7 +688,13 @@ def _parts(spec: Spec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str
                  "payload": spec.width if spec.depth >= 16 else 0})
     if isinstance(spec, ConverterSpec):
         slots = spec.in_elems + spec.out_elems - 1
-        return (memories, 0, {"control": 1.0, "slot_muxes": slots * spec.bits * (min(spec.in_elems, slots) + 1)},
+        # An input beat lands behind what stays: a barrel shifter per element bit, whose stage s
+        # moves at most in_elems + 2**(s+1) - 1 live bits (the rest are constant zero), into slots.
+        shift_bits = _log2(slots + 1)
+        barrel = sum(min(spec.in_elems + 2 ** (s + 1) - 1, slots) for s in range(shift_bits))
+        # Each slot decodes the fill count it lands at, once for all bits of an element.
+        return (memories, 0, {"control": 1.0, "slot_muxes": slots * spec.bits, "shifter": spec.bits * barrel,
+                              "decode": slots * shift_bits, "counters": shift_bits},
                 {"control": 1.0, "slots": slots * spec.bits + _log2(slots + 1)})
     if isinstance(spec, VVAUSpec):
         return _vvau_parts(spec, family, dsp)
@@ -711,4 +743,4 @@ def estimate_kernel(spec: Spec, family: str, *, dsp: bool = True) -> ResourceEst
 
 
 #: Fitted by benchmarks/calibrate_resources.py (benchmarks/calibration/fit.json) on Yosys 0.70.
-COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 127.9845, "soft_multiply": 2.1235, "negate_or_xnor": 0.0933, "adders": 0.4118, "thresholds": 0.0, "requant": 2.8404, "logic_memory": 1.0916, "rom_muxes": 1.199, "counters": 0.0}, "ff": {"control": 76.3139, "operands": 0.1889, "products": 1.5651, "dsp_products": 2.2755, "accumulators": 0.0012, "requant": 1.2687, "memory_registers": 0.5597, "counters": 0.252}}, "lut": {"lut": {"control": 2.0, "logic_memory": 1.0, "rom_muxes": 1.5667}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 70.3968, "counters": 1.6393, "payload": 2.0942, "logic_memory": 0.0}, "ff": {"control": 20.4603, "counters": 0.8869, "memory_registers": 0.0, "payload": 2.3422}}, "pool": {"lut": {"control": 0.0, "compare": 0.0, "select": 1.6191, "counters": 3.5185}, "ff": {"control": 0.6, "running": 1.225, "payload": 0.0, "counters": 0.4}}, "fifo": {"lut": {"control": 4.7886, "counters": 7.1914, "logic_memory": 3.0224, "payload": 1.0263}, "ff": {"control": 0.0, "counters": 4.3735, "memory_registers": 0.9823, "payload": 2.0288}}, "convert": {"lut": {"control": 9.0501, "slot_muxes": 0.1178}, "ff": {"control": 0.4806, "slots": 0.9503}}, "vvau": {"lut": {"control": 4.9889, "multiply": 1.6111, "adders": 1.8224, "logic_memory": 1.0764}, "ff": {"control": 4.9104, "pipeline": 1.0888, "products": 0.7089, "partial_sums": 0.9992, "memory_registers": 1.2738}}, "threshold": {"lut": {"control": 15.0714, "compare_rom": 0.0, "compare_constant": 0.0, "count": 0.4541, "logic_memory": 0.293}, "ff": {"control": 18.7228, "pipeline": 0.6915, "memory_registers": 0.3746}}, "add": {"lut": {"control": 3.2844, "adders": 0.9186, "carry_cells": 0.0}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 4.0}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.0, "negate_or_xnor": 0.0, "adders": 2.0598, "thresholds": 0.3131, "requant": 1.7532, "logic_memory": 1.3576, "rom_muxes": 0.0, "counters": 6.273}, "ff": {"control": 42.1092, "operands": 0.5986, "products": 1.5705, "dsp_products": 1.4698, "accumulators": 0.2234, "requant": 1.3894, "memory_registers": 0.483, "counters": 1.0865}}, "lut": {"lut": {"control": 1.0, "logic_memory": 1.0, "rom_muxes": 0.3421}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 15.2104, "counters": 3.2264, "payload": 5.1305, "logic_memory": 0.0}, "ff": {"control": 8.5718, "counters": 1.172, "memory_registers": 0.0, "payload": 0.6344}}, "pool": {"lut": {"control": 0.0, "compare": 0.0, "select": 1.7169, "counters": 4.035}, "ff": {"control": 0.6, "running": 1.225, "payload": 0.0, "counters": 0.4}}, "fifo": {"lut": {"control": 0.0, "counters": 8.9592, "logic_memory": 0.0, "payload": 1.454}, "ff": {"control": 0.5358, "counters": 3.347, "memory_registers": 0.0, "payload": 1.485}}, "convert": {"lut": {"control": 7.6072, "slot_muxes": 0.3939}, "ff": {"control": 0.4806, "slots": 0.9503}}, "vvau": {"lut": {"control": 12.8391, "multiply": 0.9816, "adders": 1.6381, "logic_memory": 0.8329}, "ff": {"control": 4.9104, "pipeline": 1.0888, "products": 0.7089, "partial_sums": 0.9992, "memory_registers": 1.2738}}, "threshold": {"lut": {"control": 5.1184, "compare_rom": 0.6738, "compare_constant": 0.0, "count": 1.5126, "logic_memory": 0.6387}, "ff": {"control": 18.7228, "pipeline": 0.6915, "memory_registers": 0.3746}}, "add": {"lut": {"control": 3.8205, "adders": 1.1315, "carry_cells": 0.0}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 3.3588}, "ff": {"control": 0.0, "outputs": 1.0}}}}
+COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.3433, "soft_multiply_wide": 0.997, "negate_or_xnor": 0.2191, "adders": 2.5725, "popcount": 0.6809, "thresholds": 0.0, "requant": 2.0965, "logic_memory": 1.2628, "rom_muxes": 0.7778, "counters": 6.5763}, "ff": {"control": 22.2166, "operands": 1.4902, "products": 1.5305, "dsp_products": 1.9566, "accumulators": 0.228, "requant": 1.2881, "memory_registers": 0.6049, "counters": 3.699}}, "lut": {"lut": {"control": 2.0, "logic_memory": 1.0, "rom_muxes": 1.5667}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 4.4173, "counters": 0.8383, "payload": 0.0, "rows_payload": 3.4836, "dims": 12.7813, "channel_fold": 0.0, "logic_memory": 0.0}, "ff": {"control": 16.4362, "counters": 0.4413, "memory_registers": 0.0, "payload": 0.8681, "rows_payload": 1.4219, "image": 4.3461}}, "pool": {"lut": {"control": 0.0, "compare": 1.3296, "select": 1.0643, "counters": 4.9284}, "ff": {"control": 1.0, "running": 1.0, "payload": 1.0, "counters": 1.0}}, "fifo": {"lut": {"control": 4.7886, "counters": 7.1914, "logic_memory": 3.0224, "payload": 1.0263}, "ff": {"control": 0.0, "counters": 4.3735, "memory_registers": 0.9823, "payload": 2.0288}}, "convert": {"lut": {"control": 0.0, "slot_muxes": 0.7735, "shifter": 0.0605, "decode": 0.2257, "counters": 0.8431}, "ff": {"control": 0.3322, "slots": 0.967}}, "vvau": {"lut": {"control": 4.5953, "multiply": 1.5828, "multiply_wide": 0.0346, "adders": 1.8313, "logic_memory": 1.084}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 20.5504, "compare_rom": 0.0, "compare_constant": 0.0, "count": 0.3605, "logic_memory": 0.1396}, "ff": {"control": 24.0232, "pipeline": 0.7041, "memory_registers": 0.0825}}, "add": {"lut": {"control": 3.2844, "adders": 0.9186, "carry_cells": 0.0}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 4.0}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.0, "soft_multiply_wide": 0.0, "negate_or_xnor": 2.6656, "adders": 2.6595, "popcount": 0.6838, "thresholds": 0.4479, "requant": 1.4809, "logic_memory": 1.1916, "rom_muxes": 0.157, "counters": 4.4734}, "ff": {"control": 27.9443, "operands": 0.7787, "products": 1.5591, "dsp_products": 1.4905, "accumulators": 0.2865, "requant": 1.3774, "memory_registers": 0.5102, "counters": 1.7815}}, "lut": {"lut": {"control": 1.0, "logic_memory": 1.0, "rom_muxes": 0.3421}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 28.2726, "counters": 0.5755, "payload": 0.0, "rows_payload": 5.6522, "dims": 23.214, "channel_fold": 6.2864, "logic_memory": 0.0}, "ff": {"control": 0.0, "counters": 0.708, "memory_registers": 0.0, "payload": 0.0, "rows_payload": 1.5408, "image": 3.2351}}, "pool": {"lut": {"control": 0.0, "compare": 0.0, "select": 1.9481, "counters": 3.1477}, "ff": {"control": 1.0, "running": 1.0, "payload": 1.0, "counters": 1.0}}, "fifo": {"lut": {"control": 0.0, "counters": 8.9592, "logic_memory": 0.0, "payload": 1.454}, "ff": {"control": 0.5358, "counters": 3.347, "memory_registers": 0.0, "payload": 1.485}}, "convert": {"lut": {"control": 0.0, "slot_muxes": 0.3128, "shifter": 0.4304, "decode": 0.0175, "counters": 2.0739}, "ff": {"control": 0.3322, "slots": 0.967}}, "vvau": {"lut": {"control": 7.1646, "multiply": 0.8573, "multiply_wide": 0.0, "adders": 1.7961, "logic_memory": 0.8124}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 7.8395, "compare_rom": 0.5664, "compare_constant": 0.0, "count": 1.4385, "logic_memory": 0.6241}, "ff": {"control": 24.0232, "pipeline": 0.7041, "memory_registers": 0.0825}}, "add": {"lut": {"control": 3.8205, "adders": 1.1315, "carry_cells": 0.0}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 3.3588}, "ff": {"control": 0.0, "outputs": 1.0}}}}
