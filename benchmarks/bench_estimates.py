@@ -14,6 +14,9 @@ it (a model that fits nowhere in the budget gets the whole device), and synthesi
 - flattened, as the build synthesizes (:func:`streamc.synth.synthesize`): optimisation across
   kernels changes the totals a little, so the summary shows both totals.
 
+Half an ECP5-85F is some 40,000 LUTs: the designs get large and slow to synthesize there, so
+``--devices ecp5-85f --budget 0.1`` is the quicker comparison on that family.
+
 A row is "within" when LUT and FF are within 15 % (or 2 cells) and block RAM and DSP are exact.
 Yosys results are kept in ``--workdir`` by a hash of the Verilog, so a second run only reprints.
 """
