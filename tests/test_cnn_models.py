@@ -28,6 +28,7 @@ FRAMES_OF = {
     "depthwise_block": "depthwise_block_frames", "depthwise_block_legacy": "depthwise_block_frames",
     "residual_block": "residual_block_frames", "residual_block_legacy": "residual_block_frames",
     "conv1d_kws": "conv1d_kws_frames", "conv1d_kws_legacy": "conv1d_kws_frames",
+    "concat_block": "concat_block_frames", "concat_block_legacy": "concat_block_frames",
 }
 
 
