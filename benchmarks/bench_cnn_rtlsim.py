@@ -25,11 +25,11 @@ MODELS = {
     "cnv_w1a1": ("cnv_frames.npy", 100),
     "cnv_w1a2": ("cnv_frames.npy", 100),
     "cnv_w2a2": ("cnv_frames.npy", 100),
-    "digits_cnn": ("digits_cnn_frames.npy", 200_000),
-    "depthwise_block": ("depthwise_block_frames.npy", 200_000),
-    "residual_block": ("residual_block_frames.npy", 200_000),
-    "concat_block": ("concat_block_frames.npy", 200_000),
-    "conv1d_kws": ("conv1d_kws_frames.npy", 200_000),
+    "digits_cnn": ("digits_cnn_frames.npy", 150_000),
+    "depthwise_block": ("depthwise_block_frames.npy", 150_000),
+    "residual_block": ("residual_block_frames.npy", 150_000),
+    "concat_block": ("concat_block_frames.npy", 150_000),
+    "conv1d_kws": ("conv1d_kws_frames.npy", 150_000),
 }
 
 

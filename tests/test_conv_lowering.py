@@ -91,7 +91,7 @@ def test_cnn_is_bit_exact_in_verilator(tmp_path, name, verify):
 
     config = tmp_path / "build.yaml"
     config.write_text(yaml.safe_dump({
-        "model": str(CNN / f"{name}.onnx"), "output_dir": str(tmp_path / "out"), "target_fps": 200_000,
+        "model": str(CNN / f"{name}.onnx"), "output_dir": str(tmp_path / "out"), "target_fps": 150_000,
         "steps": ["load", "tidy", "streamline", "to_hw", "fold", "rtl", "sim"],
         "verify": {k: v if k == "frames" else str(CNN / v) for k, v in verify.items()}}))
     report = run_build(config).rtlsim
