@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 from .build.config import load_config
 from .build.folder import BuildFolder
-from .build.steps import STEP_FUNCTIONS, BuildState, stage_components
+from .build.steps import STEP_FUNCTIONS, BuildState, stage_components, stitch
 from .devices import Device, get_device
 from .fifo_sizing import INPUT, fifo_depths
 from .folding import cycle_budget
@@ -69,23 +69,12 @@ def kernel_rows(stages: list[Stage], fifo_depth: int) -> list[tuple[EstimateRow,
     ``stages`` is a dataflow's whole stage list, or a run of consecutive stages of a chain (the
     planner prices one segment so): a source before the run counts as the hardware input.
     """
-    from .rtl.top import StreamAccelerator
-
     stages = _renumbered(stages)
     depths = fifo_depths(SimpleNamespace(stages=stages), fifo_depth)
-    # The rtl step's layout: a stage's kernels follow each other directly, its links end at the first.
-    components, sources, component_depths, last_of, first_of = [], [], [], {INPUT: INPUT}, {}
     kernels_of = [_unused(stage_components(stage)) for stage in stages]
-    for index, (stage, kernels) in enumerate(zip(stages, kernels_of)):
-        sources.append([last_of[s] for s in stage.sources])
-        component_depths.append(depths[index])
-        sources += [[len(components) + k] for k in range(len(kernels) - 1)]
-        component_depths += [[0]] * (len(kernels) - 1)
-        first_of[id(kernels[0])] = index
-        components += kernels
-        last_of[index] = len(components) - 1
-    top = StreamAccelerator(stages=components, sources=sources, fifo_depths=component_depths)
-    parts = {id(unit) for unit in components}
+    top = stitch(stages, kernels_of, depths)
+    first_of = {id(kernels[0]): index for index, kernels in enumerate(kernels_of)}
+    parts = {id(unit) for kernels in kernels_of for unit in kernels}
     rows = []
     for name, unit in top._components:
         _unused([unit])

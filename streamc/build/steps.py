@@ -209,23 +209,29 @@ def _thresholds(unit_class, stage, in_dtype, channels: int, elems: int):
                       name=f"{stage.name}_thresholds")
 
 
+def stitch(stages: list[Stage], kernels_of: list[list], depths: list[list[int]]):
+    """The accelerator of ``stages``: each stage's kernels (``kernels_of``) follow each other directly, and
+    the stage's links, with the FIFO ``depths`` of its input ports, end at its first kernel."""
+    from ..rtl.top import StreamAccelerator
+
+    components, sources, component_depths, last_of = [], [], [], {-1: -1}
+    for index, (stage, kernels, stage_depths) in enumerate(zip(stages, kernels_of, depths)):
+        sources.append([last_of[s] for s in stage.sources])
+        component_depths.append(stage_depths)
+        sources += [[len(components) + k] for k in range(len(kernels) - 1)]
+        component_depths += [[0]] * (len(kernels) - 1)
+        components += kernels
+        last_of[index] = len(components) - 1
+    return StreamAccelerator(stages=components, sources=sources, fifo_depths=component_depths)
+
+
 @step("rtl")
 def rtl_step(state: BuildState) -> None:
-    from ..rtl.top import StreamAccelerator, to_verilog
+    from ..rtl.top import to_verilog
 
     stages = state.dataflow.stages
     state.fifo_depths = fifo_depths(state.dataflow, state.config.fifo_depth)
-    components, sources, depths, last_of = [], [], [], {-1: -1}
-    for index, stage in enumerate(stages):
-        kernels = stage_components(stage)
-        sources.append([last_of[s] for s in stage.sources])
-        depths.append(state.fifo_depths[index])
-        # the kernels of one stage follow each other directly
-        sources += [[len(components) + k] for k in range(len(kernels) - 1)]
-        depths += [[0]] * (len(kernels) - 1)
-        components += kernels
-        last_of[index] = len(components) - 1
-    top = StreamAccelerator(stages=components, sources=sources, fifo_depths=depths)
+    top = stitch(stages, [stage_components(stage) for stage in stages], state.fifo_depths)
     state.verilog = to_verilog(top, name=TOP)
     state.folder.write_text("verilog", f"{TOP}.v", text=state.verilog)
     state.folder.write_text("verilog", "filelist.f", text=f"{TOP}.v\n")
