@@ -11,6 +11,7 @@ from amaranth.lib.wiring import In, Out
 from streamc.datatypes import DataType
 from streamc.errors import FoldingError
 
+from .placement import rom_attrs
 from .requant import Requant
 
 __all__ = ["MatrixVectorUnit", "Requant"]
@@ -66,6 +67,9 @@ class MatrixVectorUnit(wiring.Component):
         Added to the threshold count; must be 0 with ``requant``.
     requant : Requant or None
         Requantization of the accumulator, for ``MH`` channels; only without ``thresholds``.
+    ram_style, ram_style_thresholds : str
+        Where the weight ROM and the threshold ROM go: ``"auto"`` (Yosys decides),
+        ``"distributed"`` (LUTs) or ``"block"`` (block RAM); see :mod:`streamc.rtl.placement`.
     name : str
         Node name, used in error messages.
 
@@ -99,7 +103,8 @@ class MatrixVectorUnit(wiring.Component):
 
     def __init__(self, *, weights: np.ndarray, in_dtype: DataType, weight_dtype: DataType,
                  pe: int, simd: int, thresholds: np.ndarray | None, out_dtype: DataType,
-                 out_bias: int = 0, requant: Requant | None = None, name: str = "mvau"):
+                 out_bias: int = 0, requant: Requant | None = None, ram_style: str = "auto",
+                 ram_style_thresholds: str = "auto", name: str = "mvau"):
         weights = np.asarray(weights)
         if weights.ndim != 2 or not np.issubdtype(weights.dtype, np.integer):
             raise ValueError(f"node {name!r}: weights must be a 2-D integer array, "
@@ -111,6 +116,9 @@ class MatrixVectorUnit(wiring.Component):
             raise ValueError(f"node {name!r}: weights must be {weight_dtype} values, found "
                              f"values in [{weights.min()}, {weights.max()}]")
         self.name = name
+        self._weight_attrs = rom_attrs(ram_style, name=name, what="ram_style")
+        self._threshold_attrs = rom_attrs(ram_style_thresholds, name=name, what="ram_style_thresholds")
+        self.ram_style, self.ram_style_thresholds = ram_style, ram_style_thresholds
         self._weights = weights.astype(np.int64)
         self._in_dtype = in_dtype
         self._weight_dtype = weight_dtype
@@ -288,7 +296,7 @@ class MatrixVectorUnit(wiring.Component):
         for first in range(0, pe, per_rom):
             lanes = min(per_rom, pe - first)
             rom = Memory(shape=unsigned(lanes * n_thr * cw), depth=self._nf,
-                         init=self._threshold_rom_rows(first, lanes))
+                         init=self._threshold_rom_rows(first, lanes), attrs=self._threshold_attrs)
             m.submodules["threshold_rom" if per_rom == pe else f"threshold_rom_{first}"] = rom
             read = rom.read_port(domain="sync")
             # Read alongside the accumulator's last step, so the row arrives with the sum.
@@ -393,7 +401,8 @@ class MatrixVectorUnit(wiring.Component):
                 m.d.sync += nf.eq(Mux(nf == nf_count - 1, 0, nf + 1))
 
         m.submodules.weight_rom = weight_rom = Memory(
-            shape=unsigned(pe * simd * wb), depth=nf_count * sf_count, init=self._weight_rom_rows())
+            shape=unsigned(pe * simd * wb), depth=nf_count * sf_count, init=self._weight_rom_rows(),
+            attrs=self._weight_attrs)
         weight_read = weight_rom.read_port(domain="sync")
         m.d.comb += [weight_read.addr.eq(waddr), weight_read.en.eq(advance)]
 

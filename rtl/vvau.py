@@ -11,6 +11,7 @@ from amaranth.lib.wiring import In, Out
 from streamc.datatypes import DataType, smallest_datatype
 
 from .mvau import _shape_of_range
+from .placement import rom_attrs
 from .window import _check_fold
 
 __all__ = ["VectorVectorUnit", "vector_vector_reference"]
@@ -71,6 +72,9 @@ class VectorVectorUnit(wiring.Component):
         Channels per beat in and out; must divide ``C``.
     vectors : int or None
         Vectors (output pixels) per frame, for :attr:`cycles_per_frame`; ``None`` counts one.
+    ram_style : str
+        Where the weight ROM goes: ``"auto"`` (Yosys decides), ``"distributed"`` (LUTs) or
+        ``"block"`` (block RAM); see :mod:`streamc.rtl.placement`. Unused when every row is the same.
     name : str
         Node name, used in error messages.
 
@@ -101,7 +105,7 @@ class VectorVectorUnit(wiring.Component):
     """
 
     def __init__(self, *, weights: np.ndarray, in_dtype: DataType, weight_dtype: DataType,
-                 simd: int, vectors: int | None = None, name: str = "vvau"):
+                 simd: int, vectors: int | None = None, ram_style: str = "auto", name: str = "vvau"):
         weights = np.asarray(weights)
         if weights.ndim != 2 or 0 in weights.shape or not np.issubdtype(weights.dtype,
                                                                           np.integer):
@@ -116,6 +120,8 @@ class VectorVectorUnit(wiring.Component):
             raise ValueError(f"node {name!r}: weights must be {weight_dtype} values, found "
                              f"values in [{weights.min()}, {weights.max()}]")
         self.name = name
+        self._weight_attrs = rom_attrs(ram_style, name=name, what="ram_style")
+        self.ram_style = ram_style
         self._weights = weights.astype(np.int64)
         self._in_dtype, self._weight_dtype = in_dtype, weight_dtype
         self._simd, self._taps, self._groups = simd, taps, channels // simd
@@ -188,7 +194,7 @@ class VectorVectorUnit(wiring.Component):
             w1 = Const(rows[0], unsigned(simd * wb))
         else:
             m.submodules.weight_rom = weight_rom = Memory(
-                shape=unsigned(simd * wb), depth=len(rows), init=rows)
+                shape=unsigned(simd * wb), depth=len(rows), init=rows, attrs=self._weight_attrs)
             weight_read = weight_rom.read_port(domain="sync")
             row = Signal(range(len(rows)))
             with m.If(take):

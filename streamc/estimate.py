@@ -51,9 +51,10 @@ def _spec_of_kernels(kernels: list) -> Spec:
 
 def _folding(stage: Stage) -> dict:
     if isinstance(stage, MVAULayer):
-        return {"pe": stage.pe, "simd": stage.simd}
+        return {"pe": stage.pe, "simd": stage.simd, "ram_style": stage.ram_style,
+                "ram_style_thresholds": stage.ram_style_thresholds}
     if isinstance(stage, VVAULayer):
-        return {"simd": stage.simd}
+        return {"simd": stage.simd, "ram_style": stage.ram_style}
     return {"elems": stage.in_elems}
 
 

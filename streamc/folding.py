@@ -8,6 +8,7 @@ from fractions import Fraction
 
 from .errors import FoldingError
 from .hw import MVAULayer
+from .rtl.placement import RAM_STYLES
 
 
 def divisors(n: int) -> list[int]:
@@ -48,14 +49,16 @@ def target_cycles(*, target_fps: float, clock_mhz: float) -> int:
     return budget
 
 
-def apply_folding(layers: list[MVAULayer], folding: dict[str, dict[str, int]], *, source: str) -> None:
-    """Take an explicit per-layer folding (``{layer: {pe: .., simd: ..}}``); every layer must be named.
+def apply_folding(layers: list[MVAULayer], folding: dict[str, dict], *, source: str) -> None:
+    """Take an explicit per-layer folding (``{layer: {pe: .., simd: .., ram_style: ..,
+    ram_style_thresholds: ..}}``, the placements optional); every layer must be named.
 
     Raises
     ------
     FoldingError
-        If the folding names a layer the model does not have, misses one, or gives a pe (simd)
-        that is not a positive divisor of the layer's MH (MW); the message lists the valid values.
+        If the folding names a layer the model does not have, misses one, gives a pe (simd)
+        that is not a positive divisor of the layer's MH (MW), or a placement that is not one of
+        :data:`~streamc.rtl.placement.RAM_STYLES`; the message lists the valid values.
     """
     names = [layer.name for layer in layers]
     unknown = [name for name in folding if name not in names]
@@ -81,6 +84,13 @@ def apply_folding(layers: list[MVAULayer], folding: dict[str, dict[str, int]], *
                 continue
             raise FoldingError(f"{layer.describe()}: {key}={value!r} {problem}; valid {key}: {valid} "
                                f"(set folding.{layer.name}.{key} in {source})")
+        for key in ("ram_style", "ram_style_thresholds"):
+            if entry.get(key, "auto") not in RAM_STYLES:
+                raise FoldingError(f"{layer.describe()}: {key}={entry[key]!r} is not a memory placement; valid "
+                                   f"{key}: {', '.join(RAM_STYLES)} (set folding.{layer.name}.{key} in {source})")
     # Only once every entry is valid: a refused folding leaves the layers as they were.
     for layer in layers:
-        layer.pe, layer.simd = int(folding[layer.name]["pe"]), int(folding[layer.name]["simd"])
+        entry = folding[layer.name]
+        layer.pe, layer.simd = int(entry["pe"]), int(entry["simd"])
+        layer.ram_style = entry.get("ram_style", "auto")
+        layer.ram_style_thresholds = entry.get("ram_style_thresholds", "auto")

@@ -38,6 +38,9 @@ class MVAULayer:
     vectors: int = 1          # input vectors per frame: output pixels of a convolution
     pe: int = 1
     simd: int = 1
+    # Where the weight and threshold ROMs go (streamc.rtl.placement.RAM_STYLES).
+    ram_style: str = "auto"
+    ram_style_thresholds: str = "auto"
 
     @property
     def mh(self) -> int:
@@ -111,6 +114,7 @@ class VVAULayer:
     acc_hi: np.ndarray
     vectors: int = 1          # output pixels per frame
     simd: int = 1
+    ram_style: str = "auto"   # where the weight ROM goes (streamc.rtl.placement.RAM_STYLES)
     sources: list[int] = field(default_factory=lambda: [-1])
 
     in_elems = out_elems = property(lambda self: self.simd)

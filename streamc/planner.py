@@ -30,11 +30,13 @@ import math
 from dataclasses import dataclass, fields
 from typing import Literal
 
+import numpy as np
+
 from .devices import Device, get_device
 from .errors import FoldingError
 from .folding import divisors, target_cycles
 from .hw import Dataflow, MVAULayer, Stage, VVAULayer
-from .resources import ResourceEstimate, estimate_kernel, family_of
+from .resources import ResourceEstimate, estimate_kernel, family_of, with_placement
 
 LIMITED = ("lut", "ff", "bram", "dsp", "spram")
 #: The flip-flop count only breaks ties between foldings with equal LUTs.
@@ -51,28 +53,45 @@ EXHAUSTIVE_LIMIT, EXHAUSTIVE_LIMIT_BRANCHING = 100_000_000, 1_000
 
 @dataclass(frozen=True)
 class Knob:
-    """One folding parameter of a stage: attribute ``name`` must divide ``size``.
+    """One choice a stage makes: attribute ``name`` takes one of ``values``.
 
     ``side`` says which stream it shapes: ``"in"`` (lanes the stage takes per beat), ``"out"``
-    (lanes it gives) or ``"both"``. The stages between two foldable ones depend only on those.
+    (lanes it gives) or ``"both"``; the stages between two foldable ones depend only on those.
+    ``"none"``: a choice that changes only the stage's own resources (where a ROM goes).
     """
 
     name: str
-    size: int
-    side: Literal["in", "out", "both"]
+    values: tuple
+    side: Literal["in", "out", "both", "none"]
+
+    @property
+    def folds(self) -> bool:
+        return self.side != "none"
 
 
-def fold_knobs(stage: Stage) -> tuple[Knob, ...]:
-    """What ``stage`` can fold, in the order FINN's greedy pass raises them; ``()`` if nothing.
+#: Where the planner may put a ROM (:mod:`streamc.rtl.placement`): Yosys' own choice ("auto") is
+#: always one of them, so weighing both finds at least as good a design.
+PLACEMENTS = ("distributed", "block")
+
+
+def fold_knobs(stage: Stage, *, placement: bool = True) -> tuple[Knob, ...]:
+    """What ``stage`` can choose: its folding, in the order FINN's greedy pass raises it, then where
+    each of its ROMs goes (without ``placement``: where Yosys puts it, ``"auto"``); ``()`` if nothing.
 
     The one place that knows which stage kinds fold. Stages without knobs keep the cycles they
     have, or take their lanes from their neighbours (``streamc.build.steps._fold_streaming_stages``).
     """
     if isinstance(stage, MVAULayer):
-        return (Knob("simd", stage.mw, "in"), Knob("pe", stage.mh, "out"))
-    if isinstance(stage, VVAULayer):
-        return (Knob("simd", stage.channels, "both"),)
-    return ()
+        knobs = (Knob("simd", tuple(divisors(stage.mw)), "in"), Knob("pe", tuple(divisors(stage.mh)), "out"))
+        roms = ["ram_style"] + (["ram_style_thresholds"] if stage.thresholds is not None and stage.requant is None
+                                else [])
+    elif isinstance(stage, VVAULayer):
+        knobs = (Knob("simd", tuple(divisors(stage.channels)), "both"),)
+        # Weights all alike (an average) are a constant, not a ROM.
+        roms = [] if np.all(stage.weights == stage.weights.flat[0]) else ["ram_style"]
+    else:
+        return ()
+    return knobs + tuple(Knob(name, PLACEMENTS if placement else ("auto",), "none") for name in roms)
 
 
 Choice = tuple[int, ...]
@@ -148,7 +167,7 @@ class _Chain:
     priced whole for every folding tried, and searched one stage at a time (:meth:`_descend`).
     """
 
-    def __init__(self, dataflow: Dataflow, device: Device, fifo_depth: int):
+    def __init__(self, dataflow: Dataflow, device: Device, fifo_depth: int, placement: bool = True):
         from .build.steps import _fold_streaming_stages
         from .estimate import kernel_rows, stage_spec   # streamc.estimate imports the build steps
 
@@ -157,14 +176,22 @@ class _Chain:
         self.chain = _is_chain(dataflow)
         self._family, self._dsp = family_of(device.name), device.dsp > 0
         self.foldable = [index for index, stage in enumerate(self.stages) if fold_knobs(stage)]
-        self.knobs = [fold_knobs(self.stages[index]) for index in self.foldable]
-        self.options: list[list[Choice]] = [list(itertools.product(*(divisors(k.size) for k in knobs)))
+        self.knobs = [fold_knobs(self.stages[index], placement=placement) for index in self.foldable]
+        self.options: list[list[Choice]] = [list(itertools.product(*(k.values for k in knobs)))
                                             for knobs in self.knobs]
         bounds = [-1, *self.foldable, len(self.stages)]
         self.segments = [list(range(bounds[k] + 1, bounds[k + 1])) for k in range(len(bounds) - 1)]
         (self._node_specs, self._edge_specs, self._node_cycles, self._edge_cycles, self._node_cache,
          self._edge_cache, self._whole_cache) = _caches_of(dataflow, fifo_depth)
         self._priced_as = (self._family, self._dsp)
+
+    def folded(self, k: int, choice: Choice) -> Choice:
+        """The lanes of ``choice``, without where its ROMs go."""
+        return tuple(v for knob, v in zip(self.knobs[k], choice) if knob.folds)
+
+    def placed(self, k: int, choice: Choice) -> dict[str, str]:
+        """Where ``choice`` puts stage ``k``'s ROMs (``{"ram_style": ...}``)."""
+        return {knob.name: v for knob, v in zip(self.knobs[k], choice) if not knob.folds}
 
     # -- keys of the sides a segment sees ------------------------------------------------------------
     def in_key(self, k: int, choice: Choice) -> Choice:
@@ -185,20 +212,22 @@ class _Chain:
 
     # -- costs -----------------------------------------------------------------------------------------
     def node_cycles(self, k: int, choice: Choice) -> int:
-        key = (k, choice)
+        key = (k, self.folded(k, choice))
         if key not in self._node_cycles:
             self._set(k, choice)
             self._node_cycles[key] = self.stages[self.foldable[k]].cycles()
         return self._node_cycles[key]
 
     def node(self, k: int, choice: Choice) -> ResourceEstimate:
-        key = (k, choice)
+        # A placement changes the spec's styles only: one spec per folding serves them all.
+        key = (k, self.folded(k, choice))
         if key not in self._node_specs:
             self._set(k, choice)
             self._node_specs[key] = self._stage_spec(self.stages[self.foldable[k]])
-        priced = (*key, self._priced_as)
+        priced = (k, choice, self._priced_as)
         if priced not in self._node_cache:
-            self._node_cache[priced] = estimate_kernel(self._node_specs[key], self._family, dsp=self._dsp)
+            spec = with_placement(self._node_specs[key], **self.placed(k, choice))
+            self._node_cache[priced] = estimate_kernel(spec, self._family, dsp=self._dsp)
         return self._node_cache[priced]
 
     def _segment(self, s: int, out_key: Choice, in_key: Choice) -> list[Stage]:
@@ -270,7 +299,7 @@ class _Chain:
 
     def fastest_assignment(self) -> list[Choice]:
         """Each foldable stage at its fewest cycles (the most lanes among equals)."""
-        return [min(options, key=lambda c: (self.node_cycles(k, c), -math.prod(c)))
+        return [min(options, key=lambda c: (self.node_cycles(k, c), -math.prod(self.folded(k, c))))
                 for k, options in enumerate(self.options)]
 
     def plan(self, assignment: list[Choice], limits: dict[str, int]) -> Plan:
@@ -309,7 +338,8 @@ class _Chain:
                 continue
             if index in chosen:
                 k = self.foldable.index(index)
-                values = ", ".join(f"{knob.name}={value}" for knob, value in zip(self.knobs[k], chosen[index]))
+                values = ", ".join(f"{knob.name}={value}" for knob, value in zip(self.knobs[k], chosen[index])
+                                   if knob.folds)
                 how = f"at its fastest folding ({values})"
                 reasons.append(f"{stage.describe()} {how} takes {stage.cycles()} cycles per frame, "
                                f"{stage.cycles() / cycles:.3g}x the {cycles} the target allows")
@@ -409,8 +439,10 @@ class _Chain:
 
         LUTs are minimized exactly. A count over its limit gets a price in LUTs, doubled until it
         fits, then bisected down to the least price that still fits (a higher price trades more
-        LUTs away than needed). Returns the fitting folding with the fewest LUTs found, else the
-        last one tried (which does not fit), or None when no folding reaches ``cycles``.
+        LUTs away than needed). Prices jump past foldings in between (four block RAMs allowed, the
+        priced optimum takes six or one), so on a chain the cheapest folding is also repaired one
+        stage at a time (:meth:`_repair`). Returns the fitting folding with the fewest LUTs found,
+        else the last one tried (which does not fit), or None when no folding reaches ``cycles``.
         """
         prices = {"lut": 1.0, "ff": _FF_WEIGHT}
         tried = []
@@ -443,8 +475,47 @@ class _Chain:
             prices[key] = high
         if not tried:
             return None
+        if self.chain and len(tried) > 1:
+            repaired = self._repair(tried[0][1], cycles, limits)
+            if repaired is not None:
+                tried.append((self.evaluate(repaired)[0], repaired))
         fitting = [(r.lut, r.ff, a) for r, a in tried if not _over(r, limits)]
         return min(fitting)[2] if fitting else tried[-1][1]
+
+    def _moves(self, assignment: list[Choice], cycles: int):
+        """Each folding one stage's choice away from ``assignment`` within ``cycles``, with its resources."""
+        for k, options in enumerate(self.options):
+            for choice in options:
+                if choice == assignment[k] or self.node_cycles(k, choice) > cycles:
+                    continue
+                trial = assignment[:k] + [choice] + assignment[k + 1:]
+                resources, reached = self.evaluate(trial)
+                if reached <= cycles:
+                    yield trial, resources
+
+    def _repair(self, assignment: list[Choice], cycles: int, limits: dict[str, int]) -> list[Choice] | None:
+        """From a folding over ``limits`` (other than LUTs), change one stage at a time, each time the
+        one that gives up the fewest LUTs per share of the overflow it removes, until it fits; then
+        take the one-stage change that saves most LUTs and still fits, while there is one.
+        None if no change reduces the overflow."""
+        kept = [key for key in LIMITED if key != "lut"]
+
+        def overflow(resources: ResourceEstimate) -> float:
+            return sum(max(0, getattr(resources, key) - limits[key]) / max(limits[key], 1) for key in kept)
+
+        resources = self.evaluate(assignment)[0]
+        while overflow(resources) > 0:
+            scored = [((r.lut - resources.lut) / (overflow(resources) - overflow(r)), r.ff, trial, r)
+                      for trial, r in self._moves(assignment, cycles) if overflow(r) < overflow(resources)]
+            if not scored:
+                return None
+            _, _, assignment, resources = min(scored, key=lambda item: item[:2])
+        while True:
+            better = [(r.lut, r.ff, trial, r) for trial, r in self._moves(assignment, cycles)
+                      if overflow(r) == 0 and (r.lut, r.ff) < (resources.lut, resources.ff)]
+            if not better:
+                return assignment
+            _, _, assignment, resources = min(better, key=lambda item: item[:2])
 
 
 def _set_knobs(stage: Stage, knobs: tuple[Knob, ...], choice: Choice) -> None:
@@ -479,7 +550,7 @@ def _not_fitting(chain: _Chain, assignment: list[Choice], limits: dict[str, int]
 
 
 def plan_for_cycles(dataflow: Dataflow, *, cycles: int, device: Device, fifo_depth: int = 2,
-                    limits: dict[str, int] | None = None, target: str | None = None) -> Plan:
+                    limits: dict[str, int] | None = None, target: str | None = None, placement: bool = True) -> Plan:
     """The folding with the fewest LUTs in which every stage takes at most ``cycles`` per frame.
 
     Parameters
@@ -489,10 +560,12 @@ def plan_for_cycles(dataflow: Dataflow, *, cycles: int, device: Device, fifo_dep
     device : Device
         Whose resource models price the folding.
     limits : dict, optional
-        Resources the design must fit (``device_limits``); None: no fitting required (the plan
-        then says whether it fits the whole device).
+        Resources the design must fit (``device_limits``). None: the fewest LUTs that fit the whole
+        device if any folding does, else the fewest LUTs (the plan then says it does not fit).
     target : str, optional
         How the user asked for ``cycles`` (``"target_fps=1e+06 at clock_mhz=100"``), for messages.
+    placement : bool
+        Whether to choose where each ROM goes (LUTs or block RAM); else Yosys does (``"auto"``).
 
     Raises
     ------
@@ -500,11 +573,9 @@ def plan_for_cycles(dataflow: Dataflow, *, cycles: int, device: Device, fifo_dep
         If some stage cannot reach ``cycles`` per frame (the message names each, with its fastest
         folding and cycles), or, with ``limits``, if no folding that reaches it fits.
     """
-    chain = _Chain(dataflow, device, fifo_depth)
-    if limits:
-        assignment = chain.cheapest_within(cycles, limits)
-    else:
-        assignment = chain.cheapest(cycles, {"lut": 1.0, "ff": _FF_WEIGHT})
+    chain = _Chain(dataflow, device, fifo_depth, placement)
+    # Without limits, still the device's: LUTs are not worth block RAMs the device does not have.
+    assignment = chain.cheapest_within(cycles, limits or device_limits(device))
     if assignment is None:
         fastest, reasons = chain.unreachable(cycles)
         asked = target or f"{cycles} cycles per frame"
@@ -514,6 +585,8 @@ def plan_for_cycles(dataflow: Dataflow, *, cycles: int, device: Device, fifo_dep
     if limits and not plan.fits:
         at = f"at {target} ({cycles} cycles per frame)" if target else f"at {cycles} cycles per frame"
         raise _not_fitting(chain, assignment, limits, f"{at}, even folded as cheaply as possible")
+    if not plan.fits:
+        plan = chain.plan(chain.cheapest(cycles, {"lut": 1.0, "ff": _FF_WEIGHT}), device_limits(device))
     return plan
 
 
@@ -540,9 +613,10 @@ def _search_budget(chain: _Chain, limits: dict[str, int], fold) -> tuple[list[Ch
     return fitting(high), candidates[high]
 
 
-def plan_for_budget(dataflow: Dataflow, *, device: Device, budget: float, fifo_depth: int = 2) -> Plan:
+def plan_for_budget(dataflow: Dataflow, *, device: Device, budget: float, fifo_depth: int = 2,
+                    placement: bool = True) -> Plan:
     """The fewest cycles per frame whose cheapest folding fits ``budget`` of ``device``'s LUTs
-    (and its block RAM, SPRAM, DSPs and flip-flops).
+    (and its block RAM, SPRAM, DSPs and flip-flops); ``placement`` as for :func:`plan_for_cycles`.
 
     Raises
     ------
@@ -550,7 +624,7 @@ def plan_for_budget(dataflow: Dataflow, *, device: Device, budget: float, fifo_d
         If even the slowest, cheapest folding does not fit: the message says which resource, by how
         much, and which layer takes most of it.
     """
-    chain = _Chain(dataflow, device, fifo_depth)
+    chain = _Chain(dataflow, device, fifo_depth, placement)
     limits = device_limits(device, budget=budget)
     found = _search_budget(chain, limits, lambda cycles: chain.cheapest_within(cycles, limits))
     if found is None:
@@ -565,14 +639,15 @@ def plan_for_budget(dataflow: Dataflow, *, device: Device, budget: float, fifo_d
 # --- Baselines --------------------------------------------------------------------------------------
 
 def _greedy(chain: _Chain, cycles: int) -> list[Choice]:
-    """FINN's SetFolding: raise each knob (SIMD, then PE) through its divisors until the stage meets ``cycles``."""
+    """FINN's SetFolding: raise each knob (SIMD, then PE) through its divisors until the stage meets
+    ``cycles``; Yosys places the ROMs."""
     assignment = []
     for k, knobs in enumerate(chain.knobs):
-        values = [1] * len(knobs)
+        values = [1 if knob.folds else knob.values[0] for knob in knobs]
         for position, knob in enumerate(knobs):
-            if chain.node_cycles(k, tuple(values)) <= cycles:
+            if not knob.folds or chain.node_cycles(k, tuple(values)) <= cycles:
                 break
-            for value in divisors(knob.size):
+            for value in knob.values:
                 values[position] = value
                 if chain.node_cycles(k, tuple(values)) <= cycles:
                     break
@@ -583,25 +658,25 @@ def _greedy(chain: _Chain, cycles: int) -> list[Choice]:
 def greedy_for_cycles(dataflow: Dataflow, *, cycles: int, device: Device, fifo_depth: int = 2) -> Plan:
     """FINN-style greedy folding for ``cycles`` per frame (each layer on its own; it may miss the
     target where a stage between layers is slower, and says so in ``Plan.cycles``)."""
-    chain = _Chain(dataflow, device, fifo_depth)
+    chain = _Chain(dataflow, device, fifo_depth, placement=False)
     return chain.plan(_greedy(chain, cycles), device_limits(device))
 
 
 def greedy_for_budget(dataflow: Dataflow, *, device: Device, budget: float, fifo_depth: int = 2) -> Plan | None:
     """The fastest greedy folding within ``budget`` of the device (None if even the slowest does not fit)."""
-    chain = _Chain(dataflow, device, fifo_depth)
+    chain = _Chain(dataflow, device, fifo_depth, placement=False)
     limits = device_limits(device, budget=budget)
     found = _search_budget(chain, limits, lambda cycles: _greedy(chain, cycles))
     return None if found is None else chain.plan(found[0], limits)
 
 
-def exhaustive_size(dataflow: Dataflow, *, cycles: int | None = None) -> int:
+def exhaustive_size(dataflow: Dataflow, *, cycles: int | None = None, placement: bool = True) -> int:
     """How many foldings :func:`exhaustive_for_cycles` would try (all of them when ``cycles`` is None)."""
     count = 1
     for stage in dataflow.stages:
-        knobs = fold_knobs(stage)
+        knobs = fold_knobs(stage, placement=placement)
         folded = tuple(getattr(stage, knob.name) for knob in knobs)
-        options = list(itertools.product(*(divisors(k.size) for k in knobs)))
+        options = list(itertools.product(*(k.values for k in knobs)))
         if cycles is not None:
             options = [c for c in options if _set_knobs(stage, knobs, c) or stage.cycles() <= cycles]
             _set_knobs(stage, knobs, folded)
@@ -676,17 +751,18 @@ def _exhaustive(chain: _Chain, cycles: int, limits: dict[str, int] | None) -> li
     return best[1]
 
 
-def _check_size(dataflow: Dataflow, cycles: int | None) -> None:
-    size = exhaustive_size(dataflow, cycles=cycles)
+def _check_size(dataflow: Dataflow, cycles: int | None, placement: bool) -> None:
+    size = exhaustive_size(dataflow, cycles=cycles, placement=placement)
     limit = EXHAUSTIVE_LIMIT if _is_chain(dataflow) else EXHAUSTIVE_LIMIT_BRANCHING
     if size > limit:
         raise ValueError(f"{size} foldings to try, more than {limit}")
 
 
 def exhaustive_for_cycles(dataflow: Dataflow, *, cycles: int, device: Device, fifo_depth: int = 2,
-                          limits: dict[str, int] | None = None) -> Plan | None:
+                          limits: dict[str, int] | None = None, placement: bool = True) -> Plan | None:
     """Try every folding whose foldable stages take at most ``cycles``; the one with the fewest LUTs
     (then flip-flops) that reaches ``cycles`` and fits ``limits`` (when given). None if none does.
+    With ``placement``, every placement of every ROM too.
 
     Raises
     ------
@@ -694,13 +770,14 @@ def exhaustive_for_cycles(dataflow: Dataflow, *, cycles: int, device: Device, fi
         If there are more foldings to try than :data:`EXHAUSTIVE_LIMIT` (a chain) or
         :data:`EXHAUSTIVE_LIMIT_BRANCHING` (a branching design).
     """
-    _check_size(dataflow, cycles)
-    chain = _Chain(dataflow, device, fifo_depth)
+    _check_size(dataflow, cycles, placement)
+    chain = _Chain(dataflow, device, fifo_depth, placement)
     best = _exhaustive(chain, cycles, limits)
     return None if best is None else chain.plan(best, limits or device_limits(device))
 
 
-def exhaustive_for_budget(dataflow: Dataflow, *, device: Device, budget: float, fifo_depth: int = 2) -> Plan | None:
+def exhaustive_for_budget(dataflow: Dataflow, *, device: Device, budget: float, fifo_depth: int = 2,
+                          placement: bool = True) -> Plan | None:
     """The fewest cycles per frame at which some folding fits ``budget``, by trying every folding.
 
     Raises
@@ -708,8 +785,8 @@ def exhaustive_for_budget(dataflow: Dataflow, *, device: Device, budget: float, 
     ValueError
         If there are more foldings in all than :func:`exhaustive_for_cycles` takes.
     """
-    _check_size(dataflow, None)
-    chain = _Chain(dataflow, device, fifo_depth)
+    _check_size(dataflow, None, placement)
+    chain = _Chain(dataflow, device, fifo_depth, placement)
     limits = device_limits(device, budget=budget)
     # Whether some folding fits within c cycles only grows with c: the search may bisect.
     found = _search_budget(chain, limits, lambda cycles: _exhaustive(chain, cycles, limits))

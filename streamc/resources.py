@@ -1,5 +1,3 @@
-# amaranth: UnusedElaboratable=no
-# (of_layer builds a unit only to read the widths it derives; it is never elaborated)
 """Resource models of streamc's kernels: LUT, FF, block RAM, SPRAM and DSP as Yosys maps them.
 
 Block RAM and DSP counts follow the rules Yosys itself applies, so they are exact:
@@ -14,7 +12,8 @@ Block RAM and DSP counts follow the rules Yosys itself applies, so they are exac
   (:func:`memory_mapping`). ECP5 RAMs (not ROMs: ``prune_rom``) may also become LUT RAM
   (``TRELLIS_DPR16X4``, cost 4 per 16 x 4 bits), which is nearly always cheaper than FFs.
   ``synth_ice40`` never maps to SPRAM on its own (``SB_SPRAM256KA`` only by attribute), so
-  SPRAM is 0 for every kernel streamc generates today.
+  SPRAM is 0 for every kernel streamc generates today. A ``ram_style`` the planner chose
+  (:mod:`streamc.rtl.placement`) overrides the cost model: LUTs, or the cheapest block RAM mapping.
 - **Multipliers** go through ``mul2dsp``: ``synth_ice40 -dsp`` uses one ``SB_MAC16`` per
   16 x 16 piece of a product of operands at least 2 bits wide and a result at least 11 bits
   wide; ``synth_ecp5`` one ``MULT18X18D`` per 18 x 18 piece of any product of operands at
@@ -30,7 +29,7 @@ family by ``benchmarks/calibrate_resources.py`` on a sweep of single-kernel synt
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 import numpy as np
 
@@ -96,6 +95,8 @@ class MVAUSpec(_Spec):
     rq_product_bits: int = 0
     rq_offset_bits: int = 0
     rq_sum_bits: int = 0
+    ram_style: str = "auto"
+    ram_style_thresholds: str = "auto"
 
     @property
     def nf(self) -> int:
@@ -134,19 +135,8 @@ class MVAUSpec(_Spec):
         return cls(mh=unit._weights.shape[0], mw=unit._weights.shape[1], pe=unit._pe, simd=unit._simd,
                    in_bits=in_dt.bitwidth, weight_bits=w_dt.bitwidth, out_bits=unit.out_width,
                    acc_bits=unit.acc_shape.width, product_bits=product_bits, mul_a=mul_a, mul_b=mul_b,
-                   xnor=xnor, thresholds=thresholds, **rq)
-
-    @classmethod
-    def of_layer(cls, layer) -> "MVAUSpec":
-        """The spec of an :class:`~streamc.hw.MVAULayer` at its current folding, as the rtl step builds it."""
-        from .rtl.mvau import MatrixVectorUnit
-
-        unit = MatrixVectorUnit(weights=layer.weights, in_dtype=layer.in_dtype, weight_dtype=layer.weight_dtype,
-                                pe=layer.pe, simd=layer.simd,
-                                thresholds=None if layer.requant is not None else layer.thresholds,
-                                requant=layer.requant, out_dtype=layer.out_dtype,
-                                out_bias=0 if layer.requant is not None else layer.out_bias, name=layer.name)
-        return cls.of_unit(unit)
+                   xnor=xnor, thresholds=thresholds, ram_style=unit.ram_style,
+                   ram_style_thresholds=unit.ram_style_thresholds, **rq)
 
 
 @dataclass(frozen=True)
@@ -243,6 +233,7 @@ class VVAUSpec(_Spec):
     mul_b: int
     xnor: bool
     constant_weights: bool
+    ram_style: str = "auto"
 
     @property
     def groups(self) -> int:
@@ -262,7 +253,8 @@ class VVAUSpec(_Spec):
         channels, taps = unit._weights.shape
         return cls(channels=channels, taps=taps, simd=unit._simd, in_bits=in_dt.bitwidth,
                    weight_bits=w_dt.bitwidth, out_bits=unit.out_width, acc_bits=unit.acc_shape.width,
-                   product_bits=product_bits, mul_a=mul_a, mul_b=mul_b, xnor=xnor, constant_weights=constant)
+                   product_bits=product_bits, mul_a=mul_a, mul_b=mul_b, xnor=xnor, constant_weights=constant,
+                   ram_style=unit.ram_style)
 
 
 @dataclass(frozen=True)
@@ -361,6 +353,14 @@ class ChainSpec(_Spec):
     kernels: tuple
 
 
+def with_placement(spec: "Spec", **styles: str) -> "Spec":
+    """``spec`` with its ROMs placed as ``styles`` say (``ram_style="block"``), on each kernel that has them."""
+    if isinstance(spec, ChainSpec):
+        return ChainSpec(kernels=tuple(with_placement(part, **styles) for part in spec.kernels))
+    own = {f.name for f in fields(spec)}
+    return replace(spec, **{name: style for name, style in styles.items() if name in own})
+
+
 Spec = (MVAUSpec | LUTSpec | WindowSpec | PoolSpec | FIFOSpec | ConverterSpec | VVAUSpec | ThresholdSpec | AddSpec
         | ConcatSpec | ForkSpec | ChainSpec)
 _SPEC_OF_KERNEL = {"mvau": MVAUSpec, "lut": LUTSpec, "window": WindowSpec, "pool": PoolSpec, "fifo": FIFOSpec,
@@ -434,20 +434,23 @@ class MemoryMapping:
     blocks: int = 0
 
 
-def memory_mapping(*, width: int, depth: int, rom: bool, family: str) -> MemoryMapping:
+def memory_mapping(*, width: int, depth: int, rom: bool, family: str, style: str = "auto") -> MemoryMapping:
     """Where ``memory_libmap`` puts a memory of ``depth`` words of ``width`` bits, as it decides.
 
     A ROM has a synchronous read port only; a RAM adds one write port of the full width (the
     only kinds streamc generates). The cheapest hard mapping wins if it is cheaper than soft
-    logic (see the module documentation).
+    logic (see the module documentation). A ``style`` of ``"distributed"`` (a ``rom_style =
+    "logic"`` attribute) keeps the memory in logic; ``"block"`` takes the cheapest block RAM
+    mapping whatever logic would cost (:mod:`streamc.rtl.placement`). A one-word ROM is a
+    constant, whatever its style.
     """
-    if depth <= 0 or width <= 0:
+    if depth <= 0 or width <= 0 or style == "distributed" or (rom and depth == 1):
         return MemoryMapping("logic")
     logic_cost = int(width * depth * (_ROM_LOGIC_COST if rom else _RAM_LOGIC_COST))
-    best = (logic_cost, MemoryMapping("logic"))
+    best = (float("inf") if style == "block" else logic_cost, MemoryMapping("logic"))
     # Candidates in memory_libmap's order (LUT RAM library first): on equal cost the first stays.
     lutram = _LUTRAM.get(family)
-    if lutram and not rom:
+    if lutram and not rom and style == "auto":
         mult_a = -(-depth // lutram["depth"])
         blocks = mult_a * -(-width // lutram["width"])
         cost = lutram["cost"] * blocks + 0.5 * (mult_a - 1) * width
@@ -530,8 +533,8 @@ class _Memories:
     ff_ram_mux: float = 0.0         # their read multiplexers
     sync_regs: int = 0              # read registers of RAMs in LUT RAM or flip-flops
 
-    def add(self, *, width: int, depth: int, rom: bool, family: str) -> None:
-        mapping = memory_mapping(width=width, depth=depth, rom=rom, family=family)
+    def add(self, *, width: int, depth: int, rom: bool, family: str, style: str = "auto") -> None:
+        mapping = memory_mapping(width=width, depth=depth, rom=rom, family=family, style=style)
         if mapping.kind == "bram":
             self.bram += mapping.blocks
         elif mapping.kind == "lutram":
@@ -572,11 +575,13 @@ def _window_counter_bits(spec: WindowSpec) -> int:
 def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str, float], dict[str, float]]:
     lanes = spec.pe * spec.simd
     memories = _Memories()
-    memories.add(width=lanes * spec.weight_bits, depth=spec.nf * spec.sf, rom=True, family=family)
+    memories.add(width=lanes * spec.weight_bits, depth=spec.nf * spec.sf, rom=True, family=family,
+                 style=spec.ram_style)
     if spec.nf > 1:
         memories.add(width=spec.simd * spec.in_bits, depth=spec.sf, rom=False, family=family)
     if spec.thresholds:
-        memories.add(width=spec.pe * spec.thresholds * spec.acc_bits, depth=spec.nf, rom=True, family=family)
+        memories.add(width=spec.pe * spec.thresholds * spec.acc_bits, depth=spec.nf, rom=True, family=family,
+                     style=spec.ram_style_thresholds)
     lane_dsps = dsp_count(spec.mul_a, spec.mul_b, spec.product_bits, family, dsp=dsp)
     rq_dsps = 0
     if spec.rq_multiplier_bits:
@@ -612,7 +617,8 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
 def _vvau_parts(spec: VVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str, float], dict[str, float]]:
     memories = _Memories()
     if not spec.constant_weights:
-        memories.add(width=spec.simd * spec.weight_bits, depth=spec.taps * spec.groups, rom=True, family=family)
+        memories.add(width=spec.simd * spec.weight_bits, depth=spec.taps * spec.groups, rom=True, family=family,
+                     style=spec.ram_style)
     lane_dsps = dsp_count(spec.mul_a, spec.mul_b, spec.product_bits, family, dsp=dsp)
     soft_mult = 0 if lane_dsps or not spec.mul_a else spec.simd * spec.mul_a * spec.mul_b
     negate = spec.simd * spec.product_bits if not spec.mul_a and not spec.xnor and not spec.constant_weights else 0

@@ -45,12 +45,16 @@ def test_target_fps_build_folds_and_exits_0(tmp_path, capsys):
 
 
 def test_explicit_folding_build_exits_0(tmp_path, capsys):
-    folding = {"node_linear": {"pe": 4, "simd": 8}, "node_linear_1": {"pe": 2, "simd": 64},
+    folding = {"node_linear": {"pe": 4, "simd": 8, "ram_style": "block"},
+               "node_linear_1": {"pe": 2, "simd": 64, "ram_style_thresholds": "distributed"},
                "node_linear_2": {"pe": 10, "simd": 1}}
     config = write_config(tmp_path, f"folding: {json.dumps(folding)}\n")
     code, _, err = run(["build", str(config)], capsys)
     assert (code, err) == (0, "")
-    assert json.loads((tmp_path / "out" / "reports" / "folding.json").read_text()) == folding
+    # The report gives every field, so that it can be pasted back as a config's folding.
+    written = json.loads((tmp_path / "out" / "reports" / "folding.json").read_text())
+    assert written == {name: {"ram_style": "auto", "ram_style_thresholds": "auto", **entry}
+                       for name, entry in folding.items()}
 
 
 def assert_error(argv, capsys, message: str) -> None:

@@ -80,6 +80,8 @@ def test_unknown_keys_are_named(text, message, tmp_path):
     ("folding: {fc1: {pe: 2.5, simd: 1}}\n", "folding.fc1.pe: Input should be a valid integer, not 2.5"),
     ("folding: {fc1: {pe: 0, simd: 1}}\n", "folding.fc1.pe: Input should be greater than 0, not 0"),
     ("folding: {fc1: {simd: 1}}\n", "folding.fc1.pe: missing (required)"),
+    ("folding: {fc1: {pe: 1, simd: 1, ram_style: bram}}\n",
+     "folding.fc1.ram_style: Input should be 'auto', 'distributed' or 'block', not 'bram'"),
     ("folding: [1, 2]\n", "folding: must be a mapping of keys to values, not [1, 2]"),
     ("target_fps: 1\nverify: 3\n", "verify: must be a mapping of keys to values, not 3"),
     ("target_fps: 1\nsteps: load\n", "steps: must be a list, not 'load'"),

@@ -98,3 +98,18 @@ def test_non_positive_or_infinite_rates(key, kwargs, layers):
     value = kwargs[key]
     with pytest.raises(FoldingError, match=rf"^{key} must be a positive finite number, not {value!r}$"):
         target_cycles(**kwargs)
+
+
+def test_apply_folding_places_roms(layers):
+    apply_folding(layers, {"fc1": {"pe": 1, "simd": 1, "ram_style": "block"},
+                           "fc2": {"pe": 1, "simd": 1, "ram_style_thresholds": "distributed"}}, source=SOURCE)
+    assert [(l.ram_style, l.ram_style_thresholds) for l in layers] == [("block", "auto"), ("auto", "distributed")]
+
+
+def test_apply_folding_unknown_placement(layers):
+    with pytest.raises(FoldingError, match=r"^node '/fc2/MatMul' \(MatMul 10x64\): ram_style='bram' is not a memory "
+                                           r"placement; valid ram_style: auto, distributed, block "
+                                           r"\(set folding.fc2.ram_style in cfg.yaml\)$"):
+        apply_folding(layers, {"fc1": {"pe": 1, "simd": 1}, "fc2": {"pe": 1, "simd": 1, "ram_style": "bram"}},
+                      source=SOURCE)
+    assert [l.ram_style for l in layers] == ["auto", "auto"]

@@ -12,10 +12,11 @@ from streamc import estimate
 from streamc.datatypes import BIPOLAR, INT, DataType
 from streamc.devices import get_device
 from streamc.errors import FoldingError
+from streamc.folding import divisors
 from streamc.estimate import estimate_design
 from streamc.frontend.load import load_onnx
 from streamc.hw import Dataflow, MVAULayer, to_hw
-from streamc.planner import (Knob, device_limits, exhaustive_for_budget, exhaustive_for_cycles, fold_knobs,
+from streamc.planner import (PLACEMENTS, Knob, device_limits, exhaustive_for_budget, exhaustive_for_cycles, fold_knobs,
                              greedy_for_budget, greedy_for_cycles, plan_folding, plan_for_budget, plan_for_cycles)
 from streamc.resources import LUTSpec, ResourceEstimate
 from streamc.transforms.streamline import streamline
@@ -68,7 +69,11 @@ def layer(name: str, mh: int, mw: int, vectors: int = 1) -> MVAULayer:
 
 def test_an_mvau_folds_simd_then_pe_and_other_stages_follow(digits):
     first = digits.stages[0]
-    assert fold_knobs(first) == (Knob("simd", first.mw, "in"), Knob("pe", first.mh, "out"))
+    assert fold_knobs(first) == (Knob("simd", tuple(divisors(first.mw)), "in"),
+                                 Knob("pe", tuple(divisors(first.mh)), "out"),
+                                 Knob("ram_style", PLACEMENTS, "none"), Knob("ram_style_thresholds", PLACEMENTS, "none"))
+    assert fold_knobs(first, placement=False)[2:] == (Knob("ram_style", ("auto",), "none"),
+                                                      Knob("ram_style_thresholds", ("auto",), "none"))
     assert fold_knobs(SimpleNamespace()) == ()
 
 
@@ -76,7 +81,9 @@ def test_an_mvau_folds_simd_then_pe_and_other_stages_follow(digits):
 def test_the_plan_costs_what_the_estimate_says_and_leaves_the_dataflow_folded(digits, device):
     for cycles in (4096, 512, 64):
         plan = plan_for_cycles(digits, cycles=cycles, device=device)
-        assert plan.folding == {l.name: {"simd": l.simd, "pe": l.pe} for l in digits.layers}
+        assert plan.folding == {l.name: {"simd": l.simd, "pe": l.pe, "ram_style": l.ram_style,
+                                         **({"ram_style_thresholds": l.ram_style_thresholds}
+                                            if l.thresholds is not None else {})} for l in digits.layers}
         assert plan.cycles == digits.cycles_per_frame() <= cycles
         assert plan.resources == total(digits, device)
 
@@ -94,7 +101,7 @@ def test_strictly_better_than_greedy_on_tfc(tfc):
     # Greedy raises SIMD to 196 on the 784-input layer; four PEs of 49 cost fewer adders.
     greedy = greedy_for_cycles(tfc, cycles=256, device=UP5K)
     plan = plan_for_cycles(tfc, cycles=256, device=UP5K)
-    assert greedy.folding["node_linear"] == {"simd": 196, "pe": 1}
+    assert greedy.folding["node_linear"] == {"simd": 196, "pe": 1, "ram_style": "auto", "ram_style_thresholds": "auto"}
     assert plan.resources.lut < 0.9 * greedy.resources.lut
 
 
@@ -102,7 +109,8 @@ def test_greedy_is_finns_set_folding():
     flow = chain(layer("fc1", 64, 784), layer("fc2", 10, 64))
     plan = greedy_for_cycles(flow, cycles=100, device=UP5K)
     # fc1: no SIMD alone reaches 100 cycles (784 gives 64), so SIMD stays 784 and PE rises to 1.
-    assert plan.folding == {"fc1": {"simd": 784, "pe": 1}, "fc2": {"simd": 8, "pe": 1}}
+    auto = {"ram_style": "auto", "ram_style_thresholds": "auto"}
+    assert plan.folding == {"fc1": {"simd": 784, "pe": 1, **auto}, "fc2": {"simd": 8, "pe": 1, **auto}}
 
 
 @pytest.mark.parametrize("device", [UP5K, ECP5], ids=lambda d: d.name)
@@ -146,7 +154,7 @@ def test_budget_mode_is_as_fast_as_exhaustive_and_no_slower_than_greedy(digits, 
     assert all(getattr(plan.resources, key) <= limits[key] for key in limits)
     assert plan.cycles == best.cycles <= greedy.cycles
     # Balanced: nothing faster than the bottleneck needs, so nothing cheaper reaches the same cycles.
-    assert plan.resources.lut == plan_for_cycles(digits, cycles=plan.cycles, device=device).resources.lut
+    assert plan.resources.lut == plan_for_cycles(digits, cycles=plan.cycles, device=device, limits=limits).resources.lut
 
 
 def test_budget_mode_takes_more_lanes_for_more_budget(tfc):
@@ -158,11 +166,11 @@ def test_budget_mode_takes_more_lanes_for_more_budget(tfc):
 
 def test_a_block_ram_limit_is_met_by_pricing_block_ram(tfc):
     # The cheapest folding in LUTs keeps 19 block RAMs; allow 15 and the planner trades LUTs for them,
-    # nearly as well as trying every folding.
-    free = plan_for_cycles(tfc, cycles=256, device=UP5K)
+    # nearly as well as trying every folding (of lanes: with every placement too there are too many).
+    free = plan_for_cycles(tfc, cycles=256, device=UP5K, placement=False)
     limits = dict(device_limits(UP5K), bram=free.resources.bram - 4)
-    fitted = plan_for_cycles(tfc, cycles=256, device=UP5K, limits=limits)
-    best = exhaustive_for_cycles(tfc, cycles=256, device=UP5K, limits=limits)
+    fitted = plan_for_cycles(tfc, cycles=256, device=UP5K, limits=limits, placement=False)
+    best = exhaustive_for_cycles(tfc, cycles=256, device=UP5K, limits=limits, placement=False)
     assert fitted.fits and fitted.resources.bram <= limits["bram"] and fitted.cycles <= 256
     assert free.resources.lut < best.resources.lut <= fitted.resources.lut <= 1.05 * best.resources.lut
 
@@ -215,9 +223,9 @@ def test_a_branching_design_is_priced_whole_and_searched_stage_by_stage():
                     stages=[layer("fc1", 8, 16), layer("fc2", 8, 8), Fixed(count=8, fixed_cycles=4)])
     flow.stages[0].sources, flow.stages[1].sources, flow.stages[2].sources = [-1], [0], [1, 0]
     for device, cycles in ((UP5K, 64), (ECP5, 4)):
-        plan = plan_for_cycles(flow, cycles=cycles, device=device)
+        plan = plan_for_cycles(flow, cycles=cycles, device=device, placement=False)
         assert plan.resources == total(flow, device) and plan.cycles <= cycles
-        best = exhaustive_for_cycles(flow, cycles=cycles, device=device)
+        best = exhaustive_for_cycles(flow, cycles=cycles, device=device, placement=False)
         greedy = greedy_for_cycles(flow, cycles=cycles, device=device)
         assert best.resources.lut <= plan.resources.lut <= min(1.05 * best.resources.lut, greedy.resources.lut)
 

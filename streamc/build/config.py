@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import ConfigError
+from ..rtl.placement import RAM_STYLES
 
 STEPS = ("load", "tidy", "streamline", "to_hw", "fold", "rtl", "sim", "synth", "pnr")
 #: What runs when a config names no steps: a bitstream (pnr) only where it names a board.
@@ -37,6 +38,10 @@ class _Strict(BaseModel):
 class LayerFolding(_Strict):
     pe: PositiveInt
     simd: PositiveInt
+    ram_style: Literal[RAM_STYLES] = "auto"
+    """Where the weight ROM goes: auto (Yosys decides), distributed (LUTs) or block (block RAM)."""
+    ram_style_thresholds: Literal[RAM_STYLES] = "auto"
+    """Where the threshold ROM goes, likewise."""
 
 
 class VerifyConfig(_Strict):
