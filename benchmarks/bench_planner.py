@@ -10,6 +10,9 @@ device (iCE40 UP5K, ECP5-85F), two comparisons on streamc's resource models:
 - throughput at equal budget: the fewest cycles per frame each method fits in ``--budget`` of the
   device's LUTs with its block RAM and DSPs.
 
+The planner also chooses where each ROM goes (LUTs or block RAM); "plan, Yosys places" is the
+planner with that left to Yosys, as greedy leaves it, to show what the choice gains.
+
 Exhaustive search (exact, branch and bound) runs where the foldings to try are few enough; "-"
 where not. A model that does not lower to hardware yet is reported as such.
 """
@@ -78,8 +81,10 @@ def compare(flow, device, budget: float) -> dict:
         cycles = int((slowest * fastest) ** 0.5)
     greedy_t = greedy_for_cycles(flow, cycles=cycles, device=device)
     plan_t = plan_for_cycles(flow, cycles=max(cycles, greedy_t.cycles), device=device)
+    auto_t = plan_for_cycles(flow, cycles=max(cycles, greedy_t.cycles), device=device, placement=False)
     exhaustive_t = _try(exhaustive_for_cycles, dataflow=flow, cycles=max(cycles, greedy_t.cycles), device=device)
-    row.update(cycles=max(cycles, greedy_t.cycles), greedy_t=greedy_t, plan_t=plan_t, exhaustive_t=exhaustive_t,
+    row.update(cycles=max(cycles, greedy_t.cycles), greedy_t=greedy_t, plan_t=plan_t, auto_t=auto_t,
+               exhaustive_t=exhaustive_t,
                greedy_b=greedy_b, plan_b=plan_b, exhaustive_b=exhaustive_b)
     return row
 
@@ -94,10 +99,10 @@ def main() -> None:
 
     print(f"LUTs at equal throughput (cycles/frame T), and cycles/frame within {args.budget:.0%} of the device's "
           f"LUTs (frames/s at {args.clock_mhz:g} MHz); planner / greedy / exhaustive")
-    header = ("| model | device | T | LUT plan | LUT greedy | LUT exh. | plan vs greedy | cycles plan | cycles greedy "
-              "| cycles exh. | fps plan | plan s |")
+    header = ("| model | device | T | LUT plan | LUT plan, Yosys places | LUT greedy | LUT exh. | plan vs greedy "
+              "| BRAM plan / greedy | cycles plan | cycles greedy | cycles exh. | fps plan | plan s |")
     print(header)
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for path in models(args.models):
         name = path.relative_to(ROOT).as_posix()
         try:
@@ -117,8 +122,10 @@ def main() -> None:
             exh_t = "-" if isinstance(exhaustive_t, str) else _cell(exhaustive_t, "lut")
             exh_b = "-" if isinstance(row["exhaustive_b"], str) else _cell(row["exhaustive_b"], "c")
             fps = f"{args.clock_mhz * 1e6 / row['plan_b'].cycles:,.0f}" if row["plan_b"] else "-"
-            print(f"| {name} | {device_name} | {row['cycles']} | {plan_t.resources.lut} | {greedy_t.resources.lut} "
-                  f"| {exh_t} | {saving:+.1%} | {_cell(row['plan_b'], 'c')} | {_cell(row['greedy_b'], 'c')} "
+            print(f"| {name} | {device_name} | {row['cycles']} | {plan_t.resources.lut} | {row['auto_t'].resources.lut} "
+                  f"| {greedy_t.resources.lut} | {exh_t} | {saving:+.1%} "
+                  f"| {plan_t.resources.bram} / {greedy_t.resources.bram} | {_cell(row['plan_b'], 'c')} "
+                  f"| {_cell(row['greedy_b'], 'c')} "
                   f"| {exh_b} | {fps} | {row['plan_time']:.1f} |")
 
 

@@ -116,6 +116,38 @@ def get_board(name: str) -> Board:
         raise ConfigError(f"board must be one of {valid}, not {name!r}") from None
 
 
+#: The shell's logic besides its byte FIFO (UART, heartbeat, frame assembler and result serializer), per
+#: family: (intercept, per bit of the beat registers) for LUTs and flip-flops. Fitted by
+#: ``benchmarks/calibrate_shell.py`` on Yosys 0.70 syntheses of the shell alone (beats of 24 and 88 bits:
+#: iCE40 LUT 182 and 209, FF 146 and 221; ECP5 LUT 200 and 228, FF 132 and 207, FIFO included).
+SHELL_LOGIC = {"ice40": dict(lut=(129.9, 0.422), ff=(83.9, 1.172)),
+               "ecp5": dict(lut=(142.5, 0.438), ff=(77.9, 1.172))}
+
+
+def shell_fifo_spec():
+    """The resource-model spec of the shell's byte FIFO (on the iCE40 it takes a block RAM)."""
+    from .resources import FIFOSpec
+    from .rtl.shell import RX_FIFO_DEPTH
+
+    return FIFOSpec(width=8, depth=RX_FIFO_DEPTH)
+
+
+def shell_beat_bits(frame_format) -> int:
+    """Bits of the shell's beat registers: an input beat and an output beat, each in whole bytes."""
+    return 8 * (frame_format.in_beat_bytes + frame_format.out_beat_bytes)
+
+
+def shell_resources(board: Board, frame_format):
+    """What the board shell around an accelerator of ``frame_format`` takes of ``board``'s device
+    (:class:`~streamc.resources.ResourceEstimate`): the planner keeps it free."""
+    from .resources import ResourceEstimate, estimate_kernel
+
+    fifo = estimate_kernel(shell_fifo_spec(), board.family)
+    bits = shell_beat_bits(frame_format)
+    lut, ff = ((a + b * bits) for a, b in (SHELL_LOGIC[board.family]["lut"], SHELL_LOGIC[board.family]["ff"]))
+    return fifo + ResourceEstimate(lut=round(lut), ff=round(ff))
+
+
 def constraints(board: Board, ports: dict[str, str]) -> str:
     """The pin constraints file (iCE40 PCF or ECP5 LPF) for the top module's ``ports``.
 

@@ -125,10 +125,14 @@ class Plan:
         return clock_mhz * 1e6 / self.cycles
 
 
-def device_limits(device: Device, *, budget: float = 1.0) -> dict[str, int]:
-    """What a design may use of ``device``: ``budget`` of its LUTs, all of everything else."""
+def device_limits(device: Device, *, budget: float = 1.0, reserved: ResourceEstimate | None = None) -> dict[str, int]:
+    """What a design may use of ``device``: ``budget`` of its LUTs, all of everything else, less what
+    ``reserved`` keeps for other logic (a board shell)."""
     limits = device.budget()
     limits["lut"] = int(budget * device.lut)
+    if reserved is not None:
+        for key in limits:
+            limits[key] = min(limits[key], getattr(device, key) - getattr(reserved, key))
     return limits
 
 
@@ -614,9 +618,10 @@ def _search_budget(chain: _Chain, limits: dict[str, int], fold) -> tuple[list[Ch
 
 
 def plan_for_budget(dataflow: Dataflow, *, device: Device, budget: float, fifo_depth: int = 2,
-                    placement: bool = True) -> Plan:
+                    placement: bool = True, reserved: ResourceEstimate | None = None) -> Plan:
     """The fewest cycles per frame whose cheapest folding fits ``budget`` of ``device``'s LUTs
-    (and its block RAM, SPRAM, DSPs and flip-flops); ``placement`` as for :func:`plan_for_cycles`.
+    (and its block RAM, SPRAM, DSPs and flip-flops, less ``reserved``); ``placement`` as for
+    :func:`plan_for_cycles`.
 
     Raises
     ------
@@ -625,7 +630,7 @@ def plan_for_budget(dataflow: Dataflow, *, device: Device, budget: float, fifo_d
         much, and which layer takes most of it.
     """
     chain = _Chain(dataflow, device, fifo_depth, placement)
-    limits = device_limits(device, budget=budget)
+    limits = device_limits(device, budget=budget, reserved=reserved)
     found = _search_budget(chain, limits, lambda cycles: chain.cheapest_within(cycles, limits))
     if found is None:
         slowest = chain.candidate_cycles()[-1]
@@ -800,6 +805,7 @@ def plan_folding(dataflow: Dataflow, config) -> Plan:
 
     Costs are those of the first device in ``config.devices`` (iCE40 UP5K if the list is empty).
     With ``target_fps``, the plan must fit that device when the configuration names ``devices``.
+    Where the configuration names a board on that device, what its shell takes stays free.
 
     Raises
     ------
@@ -807,11 +813,29 @@ def plan_folding(dataflow: Dataflow, config) -> Plan:
         If the target cannot be reached (which stage, and how far it is), or the design does not
         fit (which resource, by how much, and the layer that takes most of it).
     """
+    from .boards import get_board, shell_resources
+    from .host import FrameFormat
+
     device = get_device(config.devices[0] if config.devices else "ice40-up5k")
-    if config.budget is not None:
-        return plan_for_budget(dataflow, device=device, budget=config.budget, fifo_depth=config.fifo_depth)
-    cycles = target_cycles(target_fps=config.target_fps, clock_mhz=config.clock_mhz)
-    must_fit = "devices" in config.model_fields_set and bool(config.devices)
-    return plan_for_cycles(dataflow, cycles=cycles, device=device, fifo_depth=config.fifo_depth,
-                           limits=device_limits(device) if must_fit else None,
-                           target=f"target_fps={config.target_fps:g} at clock_mhz={config.clock_mhz:g}")
+
+    def plan(reserved: ResourceEstimate | None) -> Plan:
+        if config.budget is not None:
+            return plan_for_budget(dataflow, device=device, budget=config.budget, fifo_depth=config.fifo_depth,
+                                   reserved=reserved)
+        cycles = target_cycles(target_fps=config.target_fps, clock_mhz=config.clock_mhz)
+        must_fit = "devices" in config.model_fields_set and bool(config.devices)
+        return plan_for_cycles(dataflow, cycles=cycles, device=device, fifo_depth=config.fifo_depth,
+                               limits=device_limits(device, reserved=reserved) if must_fit else None,
+                               target=f"target_fps={config.target_fps:g} at clock_mhz={config.clock_mhz:g}")
+
+    board = get_board(config.board) if config.board else None
+    if board is None or board.device != device.name:
+        return plan(None)
+    # The shell's beat registers grow with the lanes the folding gives the accelerator's ends: planned
+    # for the beats of the dataflow as it comes, and once more if the plan's beats need more.
+    assumed = shell_resources(board, FrameFormat.from_dataflow(dataflow))
+    found = plan(assumed)
+    needed = shell_resources(board, FrameFormat.from_dataflow(dataflow))
+    if any(getattr(needed, key) > getattr(assumed, key) for key in LIMITED):
+        found = plan(needed)
+    return found

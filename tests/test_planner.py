@@ -287,3 +287,19 @@ def test_plan_folding_for_a_budget(digits):
 def test_plan_folding_refuses_less_than_a_cycle_per_frame(digits):
     with pytest.raises(FoldingError, match=r"^target_fps=2e\+08 at clock_mhz=100 leaves less than one cycle per frame"):
         plan_folding(digits, config(target_fps=2e8))
+
+
+def test_a_board_shell_keeps_its_share_of_the_device_free(tfc, tmp_path):
+    from streamc.boards import get_board, shell_resources
+    from streamc.build.config import BuildConfig
+    from streamc.host import FrameFormat
+
+    common = dict(model=str(TFC), output_dir=str(tmp_path), devices=["ice40-up5k"], budget=0.9)
+    alone = plan_folding(tfc, BuildConfig(**common))
+    assert alone.resources.bram == UP5K.bram       # the accelerator alone takes every block RAM
+    plan = plan_folding(tfc, BuildConfig(**common, board="icebreaker"))
+    shell = shell_resources(get_board("icebreaker"), FrameFormat.from_dataflow(tfc))
+    assert shell.bram == 1 and shell.lut > 100
+    assert plan.resources.bram + shell.bram <= UP5K.bram and plan.resources.lut + shell.lut <= UP5K.lut
+    assert device_limits(UP5K, reserved=shell) == dict(device_limits(UP5K), lut=UP5K.lut - shell.lut,
+                                                       ff=UP5K.ff - shell.ff, bram=UP5K.bram - 1)
