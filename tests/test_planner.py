@@ -260,7 +260,7 @@ def test_a_budget_nothing_fits_says_so(tfc):
 
 
 def config(**values):
-    base = dict(target_fps=None, budget=None, clock_mhz=100.0, devices=["ice40-up5k", "ecp5-85f"], fifo_depth=2)
+    base = dict(target_fps=None, budget=None, clock_mhz=100.0, devices=["ice40-up5k", "ecp5-85f"], fifo_depth=2, board=None)
     base.update(values)
     return SimpleNamespace(**base, model_fields_set=set(values))
 
