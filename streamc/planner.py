@@ -378,7 +378,7 @@ class _Chain:
             # Cheapest predecessors first: a segment costs at least nothing, so once the cost so far
             # reaches the best found, no later predecessor can win (and its segment is never priced).
             ordered = sorted(reachable.items(), key=lambda item: item[1][0])
-            for choice in self.options[k]:
+            for choice in self._placed_cheapest(k, price):
                 if self.node_cycles(k, choice) > cycles:
                     continue
                 in_key, entry = self.in_key(k, choice), (inf, None)
@@ -408,6 +408,16 @@ class _Chain:
         for k in range(count - 1, 0, -1):
             assignment.append(best[k][assignment[-1]][1])
         return assignment[::-1]
+
+    def _placed_cheapest(self, k: int, price) -> list[Choice]:
+        """Stage ``k``'s choices, of those that fold it alike the one whose ROM placement costs least:
+        placement changes the stage alone, so the others can never be part of the cheapest design."""
+        best: dict[Choice, tuple[float, Choice]] = {}
+        for choice in self.options[k]:
+            folded, cost = self.folded(k, choice), price(self.node(k, choice))
+            if folded not in best or cost < best[folded][0]:
+                best[folded] = (cost, choice)
+        return [choice for _, choice in best.values()]
 
     def _descend(self, cycles: int, price) -> list[Choice] | None:
         """A branching design: start from each stage's own cheapest folding within ``cycles`` (or the
@@ -486,40 +496,60 @@ class _Chain:
         fitting = [(r.lut, r.ff, a) for r, a in tried if not _over(r, limits)]
         return min(fitting)[2] if fitting else tried[-1][1]
 
+    def _around(self, k: int, assignment: list[Choice]) -> tuple[tuple[int, ...], int]:
+        """Resources (as a vector) and cycles of what stage ``k``'s choice decides on a chain: the stage
+        and the segments on either side of it."""
+        parts = [self.node(k, assignment[k]), self.edge(k, *self.sides(k, assignment)),
+                 self.edge(k + 1, *self.sides(k + 1, assignment))]
+        cycles = max(self.node_cycles(k, assignment[k]), self.edge_cycles(k, *self.sides(k, assignment)),
+                     self.edge_cycles(k + 1, *self.sides(k + 1, assignment)))
+        return tuple(map(sum, zip(*(_vector(part) for part in parts)))), cycles
+
     def _moves(self, assignment: list[Choice], cycles: int):
-        """Each folding one stage's choice away from ``assignment`` within ``cycles``, with its resources."""
+        """Each folding of a chain one stage's choice away from ``assignment`` (which is within
+        ``cycles``) that stays within ``cycles``, with its resources as a vector."""
+        total = _vector(self.evaluate(assignment)[0])
         for k, options in enumerate(self.options):
+            before, _ = self._around(k, assignment)
             for choice in options:
                 if choice == assignment[k] or self.node_cycles(k, choice) > cycles:
                     continue
                 trial = assignment[:k] + [choice] + assignment[k + 1:]
-                resources, reached = self.evaluate(trial)
+                after, reached = self._around(k, trial)
                 if reached <= cycles:
-                    yield trial, resources
+                    yield trial, tuple(t - b + a for t, b, a in zip(total, before, after))
 
     def _repair(self, assignment: list[Choice], cycles: int, limits: dict[str, int]) -> list[Choice] | None:
         """From a folding over ``limits`` (other than LUTs), change one stage at a time, each time the
         one that gives up the fewest LUTs per share of the overflow it removes, until it fits; then
         take the one-stage change that saves most LUTs and still fits, while there is one.
         None if no change reduces the overflow."""
-        kept = [key for key in LIMITED if key != "lut"]
+        kept = [(_FIELDS.index(key), limits[key]) for key in LIMITED if key != "lut"]
+        lut, ff = _FIELDS.index("lut"), _FIELDS.index("ff")
 
-        def overflow(resources: ResourceEstimate) -> float:
-            return sum(max(0, getattr(resources, key) - limits[key]) / max(limits[key], 1) for key in kept)
+        def overflow(vector: tuple[int, ...]) -> float:
+            return sum(max(0, vector[i] - limit) / max(limit, 1) for i, limit in kept)
 
-        resources = self.evaluate(assignment)[0]
+        resources = _vector(self.evaluate(assignment)[0])
         while overflow(resources) > 0:
-            scored = [((r.lut - resources.lut) / (overflow(resources) - overflow(r)), r.ff, trial, r)
+            scored = [((r[lut] - resources[lut]) / (overflow(resources) - overflow(r)), r[ff], trial, r)
                       for trial, r in self._moves(assignment, cycles) if overflow(r) < overflow(resources)]
             if not scored:
                 return None
             _, _, assignment, resources = min(scored, key=lambda item: item[:2])
         while True:
-            better = [(r.lut, r.ff, trial, r) for trial, r in self._moves(assignment, cycles)
-                      if overflow(r) == 0 and (r.lut, r.ff) < (resources.lut, resources.ff)]
+            better = [(r[lut], r[ff], trial, r) for trial, r in self._moves(assignment, cycles)
+                      if overflow(r) == 0 and (r[lut], r[ff]) < (resources[lut], resources[ff])]
             if not better:
                 return assignment
             _, _, assignment, resources = min(better, key=lambda item: item[:2])
+
+
+_FIELDS = [f.name for f in fields(ResourceEstimate)]
+
+
+def _vector(resources: ResourceEstimate) -> tuple[int, ...]:
+    return tuple(getattr(resources, name) for name in _FIELDS)
 
 
 def _set_knobs(stage: Stage, knobs: tuple[Knob, ...], choice: Choice) -> None:
