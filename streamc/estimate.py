@@ -51,8 +51,9 @@ def _spec_of_kernels(kernels: list) -> Spec:
 
 def _folding(stage: Stage) -> dict:
     if isinstance(stage, MVAULayer):
+        thresholds = stage.thresholds is not None and stage.requant is None
         return {"pe": stage.pe, "simd": stage.simd, "ram_style": stage.ram_style,
-                "ram_style_thresholds": stage.ram_style_thresholds}
+                **({"ram_style_thresholds": stage.ram_style_thresholds} if thresholds else {})}
     if isinstance(stage, VVAULayer):
         return {"simd": stage.simd, "ram_style": stage.ram_style}
     return {"elems": stage.in_elems}
