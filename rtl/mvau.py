@@ -11,7 +11,7 @@ from amaranth.lib.wiring import In, Out
 from streamc.datatypes import DataType
 from streamc.errors import FoldingError
 
-from .placement import rom_attrs
+from .placement import check_res_type, multiply, rom_attrs
 from .requant import Requant
 
 __all__ = ["MatrixVectorUnit", "Requant"]
@@ -70,6 +70,9 @@ class MatrixVectorUnit(wiring.Component):
     ram_style, ram_style_thresholds : str
         Where the weight ROM and the threshold ROM go: ``"auto"`` (Yosys decides),
         ``"distributed"`` (LUTs) or ``"block"`` (block RAM); see :mod:`streamc.rtl.placement`.
+    res_type : str
+        Where the lanes' multiplies go: ``"auto"`` (hard multipliers where Yosys maps them) or
+        ``"lut"`` (partial products in LUTs); see :mod:`streamc.rtl.placement`.
     name : str
         Node name, used in error messages.
 
@@ -104,7 +107,7 @@ class MatrixVectorUnit(wiring.Component):
     def __init__(self, *, weights: np.ndarray, in_dtype: DataType, weight_dtype: DataType,
                  pe: int, simd: int, thresholds: np.ndarray | None, out_dtype: DataType,
                  out_bias: int = 0, requant: Requant | None = None, ram_style: str = "auto",
-                 ram_style_thresholds: str = "auto", name: str = "mvau"):
+                 ram_style_thresholds: str = "auto", res_type: str = "auto", name: str = "mvau"):
         weights = np.asarray(weights)
         if weights.ndim != 2 or not np.issubdtype(weights.dtype, np.integer):
             raise ValueError(f"node {name!r}: weights must be a 2-D integer array, "
@@ -119,6 +122,8 @@ class MatrixVectorUnit(wiring.Component):
         self._weight_attrs = rom_attrs(ram_style, name=name, what="ram_style")
         self._threshold_attrs = rom_attrs(ram_style_thresholds, name=name, what="ram_style_thresholds")
         self.ram_style, self.ram_style_thresholds = ram_style, ram_style_thresholds
+        check_res_type(res_type, name=name)
+        self.res_type = res_type
         self._weights = weights.astype(np.int64)
         self._in_dtype = in_dtype
         self._weight_dtype = weight_dtype
@@ -285,7 +290,7 @@ class MatrixVectorUnit(wiring.Component):
         if in_dt.bipolar:
             return Mux(x_bits[0], w, -w)
         x = x_bits.as_signed() if in_dt.signed else x_bits
-        return x * w
+        return multiply(x, w, self.res_type)
 
     def _compare_thresholds(self, m, advance, valid3, nf2, acc3):
         """Stage 4: threshold compares. Returns the output beat's valid and values."""

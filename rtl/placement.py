@@ -1,13 +1,21 @@
-"""Where a kernel's read-only memories go: FINN's ``ram_style`` names, passed to Yosys as attributes.
+"""Where a kernel's memories and multiplies go: FINN's ``ram_style`` and ``resType`` choices.
 
 ``memory_libmap`` maps each memory on its own cost model unless the memory carries a
 ``rom_style`` attribute: ``"logic"`` keeps it in LUTs, ``"block"`` puts it in block RAM even
-where LUTs would be cheaper. The planner uses the choice to trade LUTs for block RAMs.
+where LUTs would be cheaper. ``mul2dsp`` puts every product it can on hard multipliers (an ECP5
+spends a whole ``MULT18X18D`` on a 2 x 2-bit product), and no attribute keeps one off them: a
+product written as a sum of partial products is not a multiply to Yosys, so it stays in LUTs.
+The planner uses both choices to trade LUTs for block RAMs and DSPs.
 """
 
 from __future__ import annotations
 
-__all__ = ["RAM_STYLES", "rom_attrs"]
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from amaranth.hdl import Value
+
+__all__ = ["RAM_STYLES", "RES_TYPES", "check_res_type", "multiply", "rom_attrs"]
 
 #: ``"auto"``: Yosys decides; ``"distributed"``: LUTs (an iCE40 has no LUT RAM; a ROM becomes
 #: logic on both families); ``"block"``: block RAM (``SB_RAM40_4K``, ``DP16KD``).
@@ -27,3 +35,31 @@ def rom_attrs(style: str, *, name: str, what: str) -> dict[str, str]:
         raise ValueError(f"node {name!r}: {what}={style!r} is not a memory placement; "
                          f"valid: {', '.join(RAM_STYLES)}")
     return dict(_ATTRIBUTE[style])
+
+
+#: ``"auto"``: Yosys puts the product on hard multipliers where ``mul2dsp`` takes it; ``"lut"``:
+#: partial products added in LUTs.
+RES_TYPES = ("auto", "lut")
+
+
+def check_res_type(res_type: str, *, name: str) -> None:
+    """Raise ``ValueError`` naming the node unless ``res_type`` is one of :data:`RES_TYPES`."""
+    if res_type not in RES_TYPES:
+        raise ValueError(f"node {name!r}: res_type={res_type!r} is not a multiplier placement; "
+                         f"valid: {', '.join(RES_TYPES)}")
+
+
+def multiply(a: Value, b: Value, res_type: str) -> Value:
+    """``a * b`` (either may be signed) as ``res_type`` places it; the value is the same either way."""
+    from amaranth.hdl import Mux   # here: configs read RAM_STYLES without loading Amaranth
+
+    if res_type == "auto":
+        return a * b
+    if len(b) > len(a):
+        a, b = b, a
+    # Shift and add over the narrower operand's bits; a signed operand's top bit weighs -2**(n-1).
+    total = 0
+    for i in range(len(b)):
+        partial = Mux(b[i], a, 0) << i
+        total = total - partial if b.shape().signed and i == len(b) - 1 else total + partial
+    return total

@@ -11,7 +11,7 @@ from amaranth.lib.wiring import In, Out
 from streamc.datatypes import DataType, smallest_datatype
 
 from .mvau import _shape_of_range
-from .placement import rom_attrs
+from .placement import check_res_type, multiply, rom_attrs
 from .window import _check_fold
 
 __all__ = ["VectorVectorUnit", "vector_vector_reference"]
@@ -75,6 +75,9 @@ class VectorVectorUnit(wiring.Component):
     ram_style : str
         Where the weight ROM goes: ``"auto"`` (Yosys decides), ``"distributed"`` (LUTs) or
         ``"block"`` (block RAM); see :mod:`streamc.rtl.placement`. Unused when every row is the same.
+    res_type : str
+        Where the lanes' multiplies go: ``"auto"`` (hard multipliers where Yosys maps them) or
+        ``"lut"`` (partial products in LUTs); see :mod:`streamc.rtl.placement`.
     name : str
         Node name, used in error messages.
 
@@ -105,7 +108,8 @@ class VectorVectorUnit(wiring.Component):
     """
 
     def __init__(self, *, weights: np.ndarray, in_dtype: DataType, weight_dtype: DataType,
-                 simd: int, vectors: int | None = None, ram_style: str = "auto", name: str = "vvau"):
+                 simd: int, vectors: int | None = None, ram_style: str = "auto", res_type: str = "auto",
+                 name: str = "vvau"):
         weights = np.asarray(weights)
         if weights.ndim != 2 or 0 in weights.shape or not np.issubdtype(weights.dtype,
                                                                           np.integer):
@@ -122,6 +126,8 @@ class VectorVectorUnit(wiring.Component):
         self.name = name
         self._weight_attrs = rom_attrs(ram_style, name=name, what="ram_style")
         self.ram_style = ram_style
+        check_res_type(res_type, name=name)
+        self.res_type = res_type
         self._weights = weights.astype(np.int64)
         self._in_dtype, self._weight_dtype = in_dtype, weight_dtype
         self._simd, self._taps, self._groups = simd, taps, channels // simd
@@ -164,7 +170,7 @@ class VectorVectorUnit(wiring.Component):
         if in_dt.bipolar:
             return Mux(x_bits[0], w, -w)
         x = x_bits.as_signed() if in_dt.signed else x_bits
-        return x * w
+        return multiply(x, w, self.res_type)
 
     def elaborate(self, platform):
         m = Module()

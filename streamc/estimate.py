@@ -53,9 +53,10 @@ def _folding(stage: Stage) -> dict:
     if isinstance(stage, MVAULayer):
         thresholds = stage.thresholds is not None and stage.requant is None
         return {"pe": stage.pe, "simd": stage.simd, "ram_style": stage.ram_style,
-                **({"ram_style_thresholds": stage.ram_style_thresholds} if thresholds else {})}
+                **({"ram_style_thresholds": stage.ram_style_thresholds} if thresholds else {}),
+                "res_type": stage.res_type}
     if isinstance(stage, VVAULayer):
-        return {"simd": stage.simd, "ram_style": stage.ram_style}
+        return {"simd": stage.simd, "ram_style": stage.ram_style, "res_type": stage.res_type}
     return {"elems": stage.in_elems}
 
 

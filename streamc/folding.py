@@ -8,7 +8,7 @@ from fractions import Fraction
 
 from .errors import FoldingError
 from .hw import MVAULayer
-from .rtl.placement import RAM_STYLES
+from .rtl.placement import RAM_STYLES, RES_TYPES
 
 
 def divisors(n: int) -> list[int]:
@@ -51,14 +51,14 @@ def target_cycles(*, target_fps: float, clock_mhz: float) -> int:
 
 def apply_folding(layers: list[MVAULayer], folding: dict[str, dict], *, source: str) -> None:
     """Take an explicit per-layer folding (``{layer: {pe: .., simd: .., ram_style: ..,
-    ram_style_thresholds: ..}}``, the placements optional); every layer must be named.
+    ram_style_thresholds: .., res_type: ..}}``, the placements optional); every layer must be named.
 
     Raises
     ------
     FoldingError
         If the folding names a layer the model does not have, misses one, gives a pe (simd)
         that is not a positive divisor of the layer's MH (MW), or a placement that is not one of
-        :data:`~streamc.rtl.placement.RAM_STYLES`; the message lists the valid values.
+        :mod:`streamc.rtl.placement`'s; the message lists the valid values.
     """
     names = [layer.name for layer in layers]
     unknown = [name for name in folding if name not in names]
@@ -84,13 +84,14 @@ def apply_folding(layers: list[MVAULayer], folding: dict[str, dict], *, source: 
                 continue
             raise FoldingError(f"{layer.describe()}: {key}={value!r} {problem}; valid {key}: {valid} "
                                f"(set folding.{layer.name}.{key} in {source})")
-        for key in ("ram_style", "ram_style_thresholds"):
-            if entry.get(key, "auto") not in RAM_STYLES:
-                raise FoldingError(f"{layer.describe()}: {key}={entry[key]!r} is not a memory placement; valid "
-                                   f"{key}: {', '.join(RAM_STYLES)} (set folding.{layer.name}.{key} in {source})")
+        for key, valid in (("ram_style", RAM_STYLES), ("ram_style_thresholds", RAM_STYLES), ("res_type", RES_TYPES)):
+            if entry.get(key, "auto") not in valid:
+                raise FoldingError(f"{layer.describe()}: {key}={entry[key]!r} is not a placement; valid "
+                                   f"{key}: {', '.join(valid)} (set folding.{layer.name}.{key} in {source})")
     # Only once every entry is valid: a refused folding leaves the layers as they were.
     for layer in layers:
         entry = folding[layer.name]
         layer.pe, layer.simd = int(entry["pe"]), int(entry["simd"])
         layer.ram_style = entry.get("ram_style", "auto")
         layer.ram_style_thresholds = entry.get("ram_style_thresholds", "auto")
+        layer.res_type = entry.get("res_type", "auto")

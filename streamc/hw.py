@@ -41,6 +41,7 @@ class MVAULayer:
     # Where the weight and threshold ROMs go (streamc.rtl.placement.RAM_STYLES).
     ram_style: str = "auto"
     ram_style_thresholds: str = "auto"
+    res_type: str = "auto"    # where the lanes' multiplies go (streamc.rtl.placement.RES_TYPES)
 
     @property
     def mh(self) -> int:
@@ -115,6 +116,7 @@ class VVAULayer:
     vectors: int = 1          # output pixels per frame
     simd: int = 1
     ram_style: str = "auto"   # where the weight ROM goes (streamc.rtl.placement.RAM_STYLES)
+    res_type: str = "auto"    # where the lanes' multiplies go (streamc.rtl.placement.RES_TYPES)
     sources: list[int] = field(default_factory=lambda: [-1])
 
     in_elems = out_elems = property(lambda self: self.simd)

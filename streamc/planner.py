@@ -72,11 +72,14 @@ class Knob:
 #: Where the planner may put a ROM (:mod:`streamc.rtl.placement`): Yosys' own choice ("auto") is
 #: always one of them, so weighing both finds at least as good a design.
 PLACEMENTS = ("distributed", "block")
+#: Where it may put a stage's multiplies: where Yosys maps them, or in LUTs.
+RES_TYPES = ("auto", "lut")
 
 
 def fold_knobs(stage: Stage, *, placement: bool = True) -> tuple[Knob, ...]:
     """What ``stage`` can choose: its folding, in the order FINN's greedy pass raises it, then where
-    each of its ROMs goes (without ``placement``: where Yosys puts it, ``"auto"``); ``()`` if nothing.
+    each of its ROMs and its multiplies go (without ``placement``: where Yosys puts them, ``"auto"``);
+    ``()`` if nothing.
 
     The one place that knows which stage kinds fold. Stages without knobs keep the cycles they
     have, or take their lanes from their neighbours (``streamc.build.steps._fold_streaming_stages``).
@@ -85,13 +88,19 @@ def fold_knobs(stage: Stage, *, placement: bool = True) -> tuple[Knob, ...]:
         knobs = (Knob("simd", tuple(divisors(stage.mw)), "in"), Knob("pe", tuple(divisors(stage.mh)), "out"))
         roms = ["ram_style"] + (["ram_style_thresholds"] if stage.thresholds is not None and stage.requant is None
                                 else [])
+        multiplies = not (stage.in_dtype.bipolar or stage.weight_dtype.bipolar)
     elif isinstance(stage, VVAULayer):
         knobs = (Knob("simd", tuple(divisors(stage.channels)), "both"),)
-        # Weights all alike (an average) are a constant, not a ROM.
-        roms = [] if np.all(stage.weights == stage.weights.flat[0]) else ["ram_style"]
+        # Weights all alike (an average) are a constant, not a ROM, and fold into shifts.
+        constant = bool(np.all(stage.weights == stage.weights.flat[0]))
+        roms = [] if constant else ["ram_style"]
+        multiplies = not (constant or stage.in_dtype.bipolar or stage.weight_dtype.bipolar)
     else:
         return ()
-    return knobs + tuple(Knob(name, PLACEMENTS if placement else ("auto",), "none") for name in roms)
+    knobs += tuple(Knob(name, PLACEMENTS if placement else ("auto",), "none") for name in roms)
+    if multiplies:
+        knobs += (Knob("res_type", RES_TYPES if placement else ("auto",), "none"),)
+    return knobs
 
 
 Choice = tuple[int, ...]

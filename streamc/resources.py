@@ -13,7 +13,8 @@ Block RAM and DSP counts follow the rules Yosys itself applies, so they are exac
   (``TRELLIS_DPR16X4``, cost 4 per 16 x 4 bits), which is nearly always cheaper than FFs.
   ``synth_ice40`` never maps to SPRAM on its own (``SB_SPRAM256KA`` only by attribute), so
   SPRAM is 0 for every kernel streamc generates today. A ``ram_style`` the planner chose
-  (:mod:`streamc.rtl.placement`) overrides the cost model: LUTs, or the cheapest block RAM mapping.
+  (:mod:`streamc.rtl.placement`) overrides the cost model: LUTs, or the cheapest block RAM mapping;
+  a ``res_type`` of ``"lut"`` keeps a kernel's lane multiplies off the DSPs.
 - **Multipliers** go through ``mul2dsp``: ``synth_ice40 -dsp`` uses one ``SB_MAC16`` per
   16 x 16 piece of a product of operands at least 2 bits wide and a result at least 11 bits
   wide; ``synth_ecp5`` one ``MULT18X18D`` per 18 x 18 piece of any product of operands at
@@ -97,6 +98,7 @@ class MVAUSpec(_Spec):
     rq_sum_bits: int = 0
     ram_style: str = "auto"
     ram_style_thresholds: str = "auto"
+    res_type: str = "auto"
 
     @property
     def nf(self) -> int:
@@ -136,7 +138,7 @@ class MVAUSpec(_Spec):
                    in_bits=in_dt.bitwidth, weight_bits=w_dt.bitwidth, out_bits=unit.out_width,
                    acc_bits=unit.acc_shape.width, product_bits=product_bits, mul_a=mul_a, mul_b=mul_b,
                    xnor=xnor, thresholds=thresholds, ram_style=unit.ram_style,
-                   ram_style_thresholds=unit.ram_style_thresholds, **rq)
+                   ram_style_thresholds=unit.ram_style_thresholds, res_type=unit.res_type, **rq)
 
 
 @dataclass(frozen=True)
@@ -234,6 +236,7 @@ class VVAUSpec(_Spec):
     xnor: bool
     constant_weights: bool
     ram_style: str = "auto"
+    res_type: str = "auto"
 
     @property
     def groups(self) -> int:
@@ -254,7 +257,7 @@ class VVAUSpec(_Spec):
         return cls(channels=channels, taps=taps, simd=unit._simd, in_bits=in_dt.bitwidth,
                    weight_bits=w_dt.bitwidth, out_bits=unit.out_width, acc_bits=unit.acc_shape.width,
                    product_bits=product_bits, mul_a=mul_a, mul_b=mul_b, xnor=xnor, constant_weights=constant,
-                   ram_style=unit.ram_style)
+                   ram_style=unit.ram_style, res_type=unit.res_type)
 
 
 @dataclass(frozen=True)
@@ -582,7 +585,7 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
     if spec.thresholds:
         memories.add(width=spec.pe * spec.thresholds * spec.acc_bits, depth=spec.nf, rom=True, family=family,
                      style=spec.ram_style_thresholds)
-    lane_dsps = dsp_count(spec.mul_a, spec.mul_b, spec.product_bits, family, dsp=dsp)
+    lane_dsps = dsp_count(spec.mul_a, spec.mul_b, spec.product_bits, family, dsp=dsp and spec.res_type == "auto")
     rq_dsps = 0
     if spec.rq_multiplier_bits:
         memories.add(width=spec.pe * spec.rq_multiplier_bits, depth=spec.nf, rom=True, family=family)
@@ -619,7 +622,7 @@ def _vvau_parts(spec: VVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
     if not spec.constant_weights:
         memories.add(width=spec.simd * spec.weight_bits, depth=spec.taps * spec.groups, rom=True, family=family,
                      style=spec.ram_style)
-    lane_dsps = dsp_count(spec.mul_a, spec.mul_b, spec.product_bits, family, dsp=dsp)
+    lane_dsps = dsp_count(spec.mul_a, spec.mul_b, spec.product_bits, family, dsp=dsp and spec.res_type == "auto")
     soft_mult = 0 if lane_dsps or not spec.mul_a else spec.simd * spec.mul_a * spec.mul_b
     negate = spec.simd * spec.product_bits if not spec.mul_a and not spec.xnor and not spec.constant_weights else 0
     counters = _log2(spec.groups) + _log2(spec.taps) + (0 if spec.constant_weights else _log2(spec.taps * spec.groups))

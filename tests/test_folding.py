@@ -107,8 +107,8 @@ def test_apply_folding_places_roms(layers):
 
 
 def test_apply_folding_unknown_placement(layers):
-    with pytest.raises(FoldingError, match=r"^node '/fc2/MatMul' \(MatMul 10x64\): ram_style='bram' is not a memory "
-                                           r"placement; valid ram_style: auto, distributed, block "
+    with pytest.raises(FoldingError, match=r"^node '/fc2/MatMul' \(MatMul 10x64\): ram_style='bram' is not a placement; "
+                                           r"valid ram_style: auto, distributed, block "
                                            r"\(set folding.fc2.ram_style in cfg.yaml\)$"):
         apply_folding(layers, {"fc1": {"pe": 1, "simd": 1}, "fc2": {"pe": 1, "simd": 1, "ram_style": "bram"}},
                       source=SOURCE)

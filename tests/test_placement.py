@@ -1,10 +1,13 @@
-"""Memory placement: a ROM's ``ram_style`` reaches Yosys, the estimate follows it, the planner chooses it."""
-
 # amaranth: UnusedElaboratable=no
+"""Placement: a ROM's ``ram_style`` and a multiply's ``res_type`` reach Yosys, the estimate follows them, the
+planner chooses them."""
+
 from pathlib import Path
 
 import numpy as np
 import pytest
+from amaranth.hdl import Module, Signal, signed, unsigned
+from amaranth.sim import Simulator
 
 from streamc.build.steps import stage_components
 from streamc.datatypes import INT, UINT
@@ -14,6 +17,7 @@ from streamc.hw import MVAULayer, to_hw
 from streamc.planner import device_limits, exhaustive_for_cycles, plan_for_cycles
 from streamc.resources import estimate_kernel, memory_mapping, spec_of_unit
 from streamc.rtl.mvau import MatrixVectorUnit
+from streamc.rtl.placement import multiply
 from streamc.rtl.top import to_verilog
 from streamc.rtl.vvau import VectorVectorUnit
 from streamc.synth import synthesize
@@ -89,3 +93,55 @@ def test_placement_as_good_as_trying_every_one():
         best = exhaustive_for_cycles(flow, cycles=512, device=UP5K, limits=limits)
         plan = plan_for_cycles(flow, cycles=512, device=UP5K, limits=limits)
         assert plan.fits and best.resources.lut <= plan.resources.lut <= 1.05 * best.resources.lut
+
+
+def _values(shape) -> range:
+    return range(-(1 << shape.width - 1), 1 << shape.width - 1) if shape.signed else range(1 << shape.width)
+
+
+@pytest.mark.parametrize(("a_shape", "b_shape"), [(unsigned(3), unsigned(2)), (signed(3), unsigned(4)),
+                                                  (unsigned(4), signed(3)), (signed(4), signed(4)),
+                                                  (signed(1), signed(2)), (unsigned(1), signed(5))])
+def test_a_multiply_in_luts_is_the_product(a_shape, b_shape):
+    a, b, product = Signal(a_shape), Signal(b_shape), Signal(signed(12))
+    m = Module()
+    m.d.comb += product.eq(multiply(a, b, "lut"))
+    pairs = [(x, y) for x in _values(a_shape) for y in _values(b_shape)]
+    wrong = []
+
+    async def bench(ctx):
+        for x, y in pairs:
+            ctx.set(a, x)
+            ctx.set(b, y)
+            if ctx.get(product) != x * y:
+                wrong.append((x, y, ctx.get(product)))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    assert not wrong
+
+
+def test_an_unknown_res_type_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"^node 'fc': res_type='dsp48' is not a multiplier placement; "
+                                         r"valid: auto, lut$"):
+        MatrixVectorUnit(weights=np.ones((4, 4), np.int64), in_dtype=UINT(2), weight_dtype=INT(2), pe=1, simd=1,
+                         thresholds=None, out_dtype=INT(8), res_type="dsp48", name="fc")
+
+
+def test_multiplies_in_luts_take_no_dsp_on_the_ecp5(tmp_path):
+    flow = to_hw(streamline(tidy(load_onnx(ROOT / "build_configs" / "models" / "digits_mlp.onnx"))))
+    layer = flow.stages[0]      # UINT4 inputs times INT4 weights: a MULT18X18D per lane where Yosys maps them
+    layer.pe, layer.simd = 2, 2
+    found = {}
+    for res_type in ("auto", "lut"):
+        layer.res_type = res_type
+        unit = stage_components(layer)[0]
+        estimate = estimate_kernel(spec_of_unit(unit), "ecp5")
+        work = tmp_path / res_type
+        work.mkdir()
+        (work / "top.v").write_text(to_verilog(unit, name="top"))
+        result = synthesize(verilog=work / "top.v", top="top", device="ecp5-85f", workdir=work)
+        assert (result.dsp, result.bram) == (estimate.dsp, estimate.bram)
+        found[res_type] = result
+    assert found["auto"].dsp == 4 and found["lut"].dsp == 0 and found["lut"].lut > found["auto"].lut

@@ -16,7 +16,7 @@ from streamc.folding import divisors
 from streamc.estimate import estimate_design
 from streamc.frontend.load import load_onnx
 from streamc.hw import Dataflow, MVAULayer, to_hw
-from streamc.planner import (PLACEMENTS, Knob, device_limits, exhaustive_for_budget, exhaustive_for_cycles, fold_knobs,
+from streamc.planner import (PLACEMENTS, RES_TYPES, Knob, device_limits, exhaustive_for_budget, exhaustive_for_cycles, fold_knobs,
                              greedy_for_budget, greedy_for_cycles, plan_folding, plan_for_budget, plan_for_cycles)
 from streamc.resources import LUTSpec, ResourceEstimate
 from streamc.transforms.streamline import streamline
@@ -71,9 +71,11 @@ def test_an_mvau_folds_simd_then_pe_and_other_stages_follow(digits):
     first = digits.stages[0]
     assert fold_knobs(first) == (Knob("simd", tuple(divisors(first.mw)), "in"),
                                  Knob("pe", tuple(divisors(first.mh)), "out"),
-                                 Knob("ram_style", PLACEMENTS, "none"), Knob("ram_style_thresholds", PLACEMENTS, "none"))
+                                 Knob("ram_style", PLACEMENTS, "none"), Knob("ram_style_thresholds", PLACEMENTS, "none"),
+                                 Knob("res_type", RES_TYPES, "none"))
     assert fold_knobs(first, placement=False)[2:] == (Knob("ram_style", ("auto",), "none"),
-                                                      Knob("ram_style_thresholds", ("auto",), "none"))
+                                                      Knob("ram_style_thresholds", ("auto",), "none"),
+                                                      Knob("res_type", ("auto",), "none"))
     assert fold_knobs(SimpleNamespace()) == ()
 
 
@@ -81,9 +83,7 @@ def test_an_mvau_folds_simd_then_pe_and_other_stages_follow(digits):
 def test_the_plan_costs_what_the_estimate_says_and_leaves_the_dataflow_folded(digits, device):
     for cycles in (4096, 512, 64):
         plan = plan_for_cycles(digits, cycles=cycles, device=device)
-        assert plan.folding == {l.name: {"simd": l.simd, "pe": l.pe, "ram_style": l.ram_style,
-                                         **({"ram_style_thresholds": l.ram_style_thresholds}
-                                            if l.thresholds is not None else {})} for l in digits.layers}
+        assert plan.folding == {l.name: {k.name: getattr(l, k.name) for k in fold_knobs(l)} for l in digits.layers}
         assert plan.cycles == digits.cycles_per_frame() <= cycles
         assert plan.resources == total(digits, device)
 

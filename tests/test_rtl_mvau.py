@@ -61,19 +61,19 @@ CASES = {
 ALL_FOLDINGS = [(pe, simd) for pe in (1, 2, 8) for simd in (1, 3, 12)]
 
 
-def build(case: str, pe: int, simd: int, seed: int = 0):
+def build(case: str, pe: int, simd: int, seed: int = 0, res_type: str = "auto"):
     in_dtype, weight_dtype, n_thr, out_dtype, out_bias = CASES[case]
     rng = np.random.default_rng(seed)
     weights = random_values(rng, weight_dtype, (MH, MW))
     thresholds = None if n_thr is None else random_thresholds(rng, weights, in_dtype, n_thr)
     dut = MatrixVectorUnit(weights=weights, in_dtype=in_dtype, weight_dtype=weight_dtype,
                            pe=pe, simd=simd, thresholds=thresholds, out_dtype=out_dtype,
-                           out_bias=out_bias, name="fc")
+                           out_bias=out_bias, res_type=res_type, name="fc")
     return dut, weights, thresholds, rng
 
 
-def check_against_reference(case, pe, simd, *, frames, in_gap, out_stall, seed=0):
-    dut, weights, thresholds, rng = build(case, pe, simd, seed)
+def check_against_reference(case, pe, simd, *, frames, in_gap, out_stall, seed=0, res_type="auto"):
+    dut, weights, thresholds, rng = build(case, pe, simd, seed, res_type)
     in_dtype, _, _, out_dtype, out_bias = CASES[case]
     vectors = random_values(rng, in_dtype, (frames, MW))
     run = run_stream(dut, pack(vectors, in_dtype, simd), frames * MH // pe,
@@ -92,6 +92,11 @@ def test_every_folding_matches_reference_under_stalls(pe, simd):
 @pytest.mark.parametrize("pe,simd", [(1, 1), (2, 3), (8, 12)])
 def test_datatypes_match_reference_under_stalls(case, pe, simd):
     check_against_reference(case, pe, simd, frames=3, in_gap=0.3, out_stall=0.4, seed=7)
+
+
+@pytest.mark.parametrize("case", ["int2_x_int3_thr", "uint2_x_int2_int4_out", "int2_x_int3_acc"])
+def test_multiplies_in_luts_match_reference(case):
+    check_against_reference(case, 2, 3, frames=3, in_gap=0.3, out_stall=0.4, seed=11, res_type="lut")
 
 
 @pytest.mark.parametrize("pe,simd", [(1, 1), (2, 3), (8, 12), (1, 12), (8, 1)])

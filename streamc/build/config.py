@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import ConfigError
-from ..rtl.placement import RAM_STYLES
+from ..rtl.placement import RAM_STYLES, RES_TYPES
 
 STEPS = ("load", "tidy", "streamline", "to_hw", "fold", "rtl", "sim", "synth", "pnr")
 #: What runs when a config names no steps: a bitstream (pnr) only where it names a board.
@@ -42,6 +42,8 @@ class LayerFolding(_Strict):
     """Where the weight ROM goes: auto (Yosys decides), distributed (LUTs) or block (block RAM)."""
     ram_style_thresholds: Literal[RAM_STYLES] = "auto"
     """Where the threshold ROM goes, likewise."""
+    res_type: Literal[RES_TYPES] = "auto"
+    """Where the multiplies go: auto (hard multipliers where Yosys maps them) or lut."""
 
 
 class VerifyConfig(_Strict):

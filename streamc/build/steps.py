@@ -105,7 +105,8 @@ def fold_step(state: BuildState) -> None:
     _fold_streaming_stages(dataflow)
     # In the shape a config's folding takes, to pin or edit this one.
     state.folder.write_report("folding", {layer.name: {"pe": layer.pe, "simd": layer.simd, "ram_style": layer.ram_style,
-                                                       "ram_style_thresholds": layer.ram_style_thresholds}
+                                                       "ram_style_thresholds": layer.ram_style_thresholds,
+                                                       "res_type": layer.res_type}
                                           for layer in layers})
     cycles = dataflow.cycles_per_frame()
     rows = estimate_design(dataflow.stages, [get_device(d) for d in config.devices], config.fifo_depth)
@@ -158,11 +159,11 @@ def _stage_estimate(stage: Stage) -> dict:
     if isinstance(stage, MVAULayer):
         return dict(kind="mvau", mh=stage.mh, mw=stage.mw, vectors=stage.vectors, pe=stage.pe, simd=stage.simd,
                     ram_style=stage.ram_style, ram_style_thresholds=stage.ram_style_thresholds,
-                    weight_dtype=stage.weight_dtype.name,
+                    res_type=stage.res_type, weight_dtype=stage.weight_dtype.name,
                     weight_bits=stage.mh * stage.mw * stage.weight_dtype.bitwidth, **common)
     if isinstance(stage, VVAULayer):
         return dict(kind="vvau", channels=stage.channels, taps=stage.taps, vectors=stage.vectors, simd=stage.simd,
-                    ram_style=stage.ram_style,
+                    ram_style=stage.ram_style, res_type=stage.res_type,
                     weight_dtype=stage.weight_dtype.name, **common)
     return dict(kind=type(stage).__name__, **common)
 
@@ -195,7 +196,8 @@ def stage_components(stage: Stage) -> list:
         return [add, _thresholds(ThresholdUnit, stage, add.out_dtype, stage.channels, stage.elems)]
     if isinstance(stage, VVAULayer):
         unit = VectorVectorUnit(weights=stage.weights, in_dtype=stage.in_dtype, weight_dtype=stage.weight_dtype,
-                                simd=stage.simd, vectors=stage.vectors, ram_style=stage.ram_style, name=stage.name)
+                                simd=stage.simd, vectors=stage.vectors, ram_style=stage.ram_style,
+                                res_type=stage.res_type, name=stage.name)
         if stage.thresholds is None:
             return [unit]
         return [unit, _thresholds(ThresholdUnit, stage, unit.out_dtype, stage.channels, stage.simd)]
@@ -205,7 +207,7 @@ def stage_components(stage: Stage) -> list:
                              requant=stage.requant, out_dtype=stage.out_dtype,
                              out_bias=0 if stage.requant is not None else stage.out_bias,
                              ram_style=stage.ram_style, ram_style_thresholds=stage.ram_style_thresholds,
-                             name=stage.name)]
+                             res_type=stage.res_type, name=stage.name)]
 
 
 def _thresholds(unit_class, stage, in_dtype, channels: int, elems: int):
