@@ -295,14 +295,19 @@ class _Chain:
         return total, cycles
 
     def _whole(self, assignment: list[Choice]) -> tuple[ResourceEstimate, int]:
-        key = (tuple(assignment), self._priced_as)
+        # Everything but the foldable stages depends on their lanes only: priced once per folding,
+        # whatever the placements; the stages themselves come from the per-stage cache.
+        key = (tuple(self.folded(k, c) for k, c in enumerate(assignment)), self._priced_as)
         if key not in self._whole_cache:
             self.apply(assignment)
-            total = ResourceEstimate()
-            for _, spec in self._kernel_rows(self.stages, self.fifo_depth):
-                total += estimate_kernel(spec, self._family, dsp=self._dsp)
-            self._whole_cache[key] = (total, max(stage.cycles() for stage in self.stages))
-        return self._whole_cache[key]
+            foldable = {self.stages[index].name for index in self.foldable}
+            links = ResourceEstimate()
+            for row, spec in self._kernel_rows(self.stages, self.fifo_depth):
+                if row.name not in foldable:
+                    links += estimate_kernel(spec, self._family, dsp=self._dsp)
+            self._whole_cache[key] = (links, max(stage.cycles() for stage in self.stages))
+        links, cycles = self._whole_cache[key]
+        return sum((self.node(k, c) for k, c in enumerate(assignment)), links), cycles
 
     def apply(self, assignment: list[Choice]) -> None:
         """Fold the dataflow's stages as ``assignment`` says, followers included."""
