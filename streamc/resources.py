@@ -220,6 +220,13 @@ class ConverterSpec(_Spec):
     in_elems: int
     out_elems: int
 
+    @property
+    def structure(self) -> str:
+        """How the converter is built (:attr:`streamc.rtl.stream.WidthConverter.structure`)."""
+        from .rtl.stream import conversion_structure
+
+        return conversion_structure(self.in_elems, self.out_elems)
+
 
 @dataclass(frozen=True)
 class VVAUSpec(_Spec):
@@ -642,6 +649,72 @@ def _threshold_parts(spec: ThresholdSpec, family: str) -> tuple[_Memories, int, 
     return memories, 0, lut, ff
 
 
+def _fifo_features(spec: FIFOSpec, family: str) -> tuple[dict[str, float], dict[str, float]]:
+    """LUT and FF features of a :class:`~streamc.rtl.stream.StreamFIFO`.
+
+    A shallow queue (``depth < 16``, Amaranth's ``SyncFIFO``) reads its storage combinationally:
+    LUT RAM on ECP5, flip-flops and a read multiplexer on iCE40; a write and a read pointer and a
+    level count it. A deep one (``SyncFIFOBuffered``) keeps ``depth - 1`` words in a memory read
+    synchronously (block RAM, LUT RAM beside a multiplexer over its 16-word blocks, or flip-flops),
+    and one more in an output register.
+    """
+    width, depth = spec.width, spec.depth
+    lut = dict.fromkeys(("shallow", "shallow_pointers", "shallow_words", "shallow_read_mux", "deep", "deep_pointers", "bram_width",
+                         "lutram", "lutram_read_mux", "ff_read_mux"), 0.0)
+    ff = dict.fromkeys(("storage", "pointers", "output_register", "bram_output"), 0.0)
+    if depth < 16:
+        pointers = 2 * _range_bits(depth) + _range_bits(depth + 1)
+        # Each word's write enable decodes the write pointer.
+        lut.update(shallow=1.0, shallow_pointers=pointers, shallow_words=depth)
+        ff.update(pointers=pointers)
+        if family != "ecp5":
+            lut.update(shallow_read_mux=width * (depth - 1))
+            ff.update(storage=width * depth)
+        return lut, ff
+    words = depth - 1
+    pointers = 2 * _range_bits(words) + _range_bits(words + 1) + _range_bits(depth + 1)
+    lut.update(deep=1.0, deep_pointers=pointers)
+    ff.update(pointers=pointers, output_register=width)
+    mapping = memory_mapping(width=width, depth=words, rom=False, family=family)
+    if mapping.kind == "bram":
+        # Block RAM output registers sit beside the FIFO's own, with a multiplexer per bit.
+        lut.update(bram_width=width)
+        ff.update(bram_output=width)
+    elif mapping.kind == "lutram":
+        lut.update(lutram=1.0, lutram_read_mux=width * (-(-words // 16) - 1))
+        ff.update(bram_output=0.0, storage=width)
+    else:
+        lut.update(ff_read_mux=width * (words - 1))
+        ff.update(storage=width * words + width)
+    return lut, ff
+
+
+def _converter_features(spec: ConverterSpec) -> tuple[dict[str, float], dict[str, float]]:
+    """LUT and FF features of a width converter, by how it is built (each kernel's features share
+    their names, so the structures a converter is not built as count zero)."""
+    lut = dict.fromkeys(("gather", "gather_count", "split", "split_select", "split_count", "shift_buffer",
+                         "slot_muxes", "shifter", "counters"), 0.0)
+    structure = spec.structure
+    if structure == "gather":
+        # A shift register with an enable (no logic per bit) and a beat counter.
+        count = _range_bits(spec.out_elems // spec.in_elems + 1)
+        lut.update(gather=1.0, gather_count=count)
+        return lut, {"registers": spec.out_elems * spec.bits + count}
+    if structure == "split":
+        # The held beat only loads; a counter drives a multiplexer per output bit.
+        beats = spec.in_elems // spec.out_elems
+        count = _range_bits(beats)
+        lut.update(split=1.0, split_select=spec.out_elems * spec.bits * (beats - 1), split_count=count)
+        return lut, {"registers": spec.in_elems * spec.bits + 1 + count}
+    slots = spec.in_elems + spec.out_elems - 1
+    # An input beat lands behind what stays: a barrel shifter per element bit, whose stage s
+    # moves at most in_elems + 2**(s+1) - 1 live bits (the rest are constant zero), into slots.
+    shift_bits = _log2(slots + 1)
+    barrel = sum(min(spec.in_elems + 2 ** (s + 1) - 1, slots) for s in range(shift_bits))
+    lut.update(shift_buffer=1.0, slot_muxes=slots * spec.bits, shifter=spec.bits * barrel, counters=shift_bits)
+    return lut, {"registers": slots * spec.bits + _range_bits(slots + 1)}
+
+
 def _parts(spec: Spec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str, float], dict[str, float]]:
     """Memories, DSPs, and the LUT and FF features of one kernel."""
     if isinstance(spec, MVAUSpec):
@@ -681,21 +754,9 @@ def _parts(spec: Spec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str
             memories.ff_ram_mux += spec.width * max(spec.depth - 1, 0) / 3
         else:
             memories.add(width=spec.width, depth=spec.depth, rom=False, family=family)
-        return (memories, 0, {"control": 1.0, "counters": _log2(spec.depth), "logic_memory": memories.ff_ram_mux,
-                              "payload": spec.width if spec.depth >= 16 else 0},
-                {"control": 1.0, "counters": _log2(spec.depth),
-                 "memory_registers": memories.sync_regs + memories.ff_ram_bits,
-                 "payload": spec.width if spec.depth >= 16 else 0})
+        return memories, 0, *_fifo_features(spec, family)
     if isinstance(spec, ConverterSpec):
-        slots = spec.in_elems + spec.out_elems - 1
-        # An input beat lands behind what stays: a barrel shifter per element bit, whose stage s
-        # moves at most in_elems + 2**(s+1) - 1 live bits (the rest are constant zero), into slots.
-        shift_bits = _log2(slots + 1)
-        barrel = sum(min(spec.in_elems + 2 ** (s + 1) - 1, slots) for s in range(shift_bits))
-        # Each slot decodes the fill count it lands at, once for all bits of an element.
-        return (memories, 0, {"control": 1.0, "slot_muxes": slots * spec.bits, "shifter": spec.bits * barrel,
-                              "decode": slots * shift_bits, "counters": shift_bits},
-                {"control": 1.0, "slots": slots * spec.bits + _log2(slots + 1)})
+        return memories, 0, *_converter_features(spec)
     if isinstance(spec, VVAUSpec):
         return _vvau_parts(spec, family, dsp)
     if isinstance(spec, ThresholdSpec):
@@ -743,4 +804,4 @@ def estimate_kernel(spec: Spec, family: str, *, dsp: bool = True) -> ResourceEst
 
 
 #: Fitted by benchmarks/calibrate_resources.py (benchmarks/calibration/fit.json) on Yosys 0.70.
-COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.3433, "soft_multiply_wide": 0.997, "negate_or_xnor": 0.2191, "adders": 2.5725, "popcount": 0.6809, "thresholds": 0.0, "requant": 2.0965, "logic_memory": 1.2628, "rom_muxes": 0.7778, "counters": 6.5763}, "ff": {"control": 22.2166, "operands": 1.4902, "products": 1.5305, "dsp_products": 1.9566, "accumulators": 0.228, "requant": 1.2881, "memory_registers": 0.6049, "counters": 3.699}}, "lut": {"lut": {"control": 2.0, "logic_memory": 1.0, "rom_muxes": 1.5667}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 4.4173, "counters": 0.8383, "payload": 0.0, "rows_payload": 3.4836, "dims": 12.7813, "channel_fold": 0.0, "logic_memory": 0.0}, "ff": {"control": 16.4362, "counters": 0.4413, "memory_registers": 0.0, "payload": 0.8681, "rows_payload": 1.4219, "image": 4.3461}}, "pool": {"lut": {"control": 0.0, "compare": 1.3296, "select": 1.0643, "counters": 4.9284}, "ff": {"control": 1.0, "running": 1.0, "payload": 1.0, "counters": 1.0}}, "fifo": {"lut": {"control": 4.7886, "counters": 7.1914, "logic_memory": 3.0224, "payload": 1.0263}, "ff": {"control": 0.0, "counters": 4.3735, "memory_registers": 0.9823, "payload": 2.0288}}, "convert": {"lut": {"control": 0.0, "slot_muxes": 0.7735, "shifter": 0.0605, "decode": 0.2257, "counters": 0.8431}, "ff": {"control": 0.3322, "slots": 0.967}}, "vvau": {"lut": {"control": 4.5953, "multiply": 1.5828, "multiply_wide": 0.0346, "adders": 1.8313, "logic_memory": 1.084}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 20.5504, "compare_rom": 0.0, "compare_constant": 0.0, "count": 0.3605, "logic_memory": 0.1396}, "ff": {"control": 24.0232, "pipeline": 0.7041, "memory_registers": 0.0825}}, "add": {"lut": {"control": 3.2844, "adders": 0.9186, "carry_cells": 0.0}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 4.0}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.0, "soft_multiply_wide": 0.0, "negate_or_xnor": 2.6656, "adders": 2.6595, "popcount": 0.6838, "thresholds": 0.4479, "requant": 1.4809, "logic_memory": 1.1916, "rom_muxes": 0.157, "counters": 4.4734}, "ff": {"control": 27.9443, "operands": 0.7787, "products": 1.5591, "dsp_products": 1.4905, "accumulators": 0.2865, "requant": 1.3774, "memory_registers": 0.5102, "counters": 1.7815}}, "lut": {"lut": {"control": 1.0, "logic_memory": 1.0, "rom_muxes": 0.3421}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 28.2726, "counters": 0.5755, "payload": 0.0, "rows_payload": 5.6522, "dims": 23.214, "channel_fold": 6.2864, "logic_memory": 0.0}, "ff": {"control": 0.0, "counters": 0.708, "memory_registers": 0.0, "payload": 0.0, "rows_payload": 1.5408, "image": 3.2351}}, "pool": {"lut": {"control": 0.0, "compare": 0.0, "select": 1.9481, "counters": 3.1477}, "ff": {"control": 1.0, "running": 1.0, "payload": 1.0, "counters": 1.0}}, "fifo": {"lut": {"control": 0.0, "counters": 8.9592, "logic_memory": 0.0, "payload": 1.454}, "ff": {"control": 0.5358, "counters": 3.347, "memory_registers": 0.0, "payload": 1.485}}, "convert": {"lut": {"control": 0.0, "slot_muxes": 0.3128, "shifter": 0.4304, "decode": 0.0175, "counters": 2.0739}, "ff": {"control": 0.3322, "slots": 0.967}}, "vvau": {"lut": {"control": 7.1646, "multiply": 0.8573, "multiply_wide": 0.0, "adders": 1.7961, "logic_memory": 0.8124}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 7.8395, "compare_rom": 0.5664, "compare_constant": 0.0, "count": 1.4385, "logic_memory": 0.6241}, "ff": {"control": 24.0232, "pipeline": 0.7041, "memory_registers": 0.0825}}, "add": {"lut": {"control": 3.8205, "adders": 1.1315, "carry_cells": 0.0}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 3.3588}, "ff": {"control": 0.0, "outputs": 1.0}}}}
+COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.3433, "soft_multiply_wide": 0.997, "negate_or_xnor": 0.2191, "adders": 2.5725, "popcount": 0.6809, "thresholds": 0.0, "requant": 2.0965, "logic_memory": 1.2628, "rom_muxes": 0.7778, "counters": 6.5763}, "ff": {"control": 22.2166, "operands": 1.4902, "products": 1.5305, "dsp_products": 1.9566, "accumulators": 0.228, "requant": 1.2881, "memory_registers": 0.6049, "counters": 3.699}}, "lut": {"lut": {"control": 2.0, "logic_memory": 1.0, "rom_muxes": 1.5667}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 4.4173, "counters": 0.8383, "payload": 0.0, "rows_payload": 3.4836, "dims": 12.7813, "channel_fold": 0.0, "logic_memory": 0.0}, "ff": {"control": 16.4362, "counters": 0.4413, "memory_registers": 0.0, "payload": 0.8681, "rows_payload": 1.4219, "image": 4.3461}}, "pool": {"lut": {"control": 0.0, "compare": 1.3296, "select": 1.0643, "counters": 4.9284}, "ff": {"control": 1.0, "running": 1.0, "payload": 1.0, "counters": 1.0}}, "fifo": {"lut": {"shallow": 8.3351, "shallow_pointers": 0.0, "shallow_words": 2.1377, "shallow_read_mux": 0.9619, "deep": 0.0, "deep_pointers": 1.9506, "bram_width": 1.026, "lutram": 0.0, "lutram_read_mux": 0.0, "ff_read_mux": 1.3768}, "ff": {"storage": 0.9697, "pointers": 1.0714, "output_register": 0.0, "bram_output": 2.0389}}, "convert": {"lut": {"gather": 2.7206, "gather_count": 1.5242, "split": 6.1086, "split_select": 0.9276, "split_count": 0.8223, "shift_buffer": 0.0, "slot_muxes": 1.1199, "shifter": 0.455, "counters": 0.0}, "ff": {"registers": 0.9964}}, "vvau": {"lut": {"control": 4.5953, "multiply": 1.5828, "multiply_wide": 0.0346, "adders": 1.8313, "logic_memory": 1.084}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 20.5504, "compare_rom": 0.0, "compare_constant": 0.0, "count": 0.3605, "logic_memory": 0.1396}, "ff": {"control": 24.0232, "pipeline": 0.7041, "memory_registers": 0.0825}}, "add": {"lut": {"control": 3.2844, "adders": 0.9186, "carry_cells": 0.0}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 4.0}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.0, "soft_multiply_wide": 0.0, "negate_or_xnor": 2.6656, "adders": 2.6595, "popcount": 0.6838, "thresholds": 0.4479, "requant": 1.4809, "logic_memory": 1.1916, "rom_muxes": 0.157, "counters": 4.4734}, "ff": {"control": 27.9443, "operands": 0.7787, "products": 1.5591, "dsp_products": 1.4905, "accumulators": 0.2865, "requant": 1.3774, "memory_registers": 0.5102, "counters": 1.7815}}, "lut": {"lut": {"control": 1.0, "logic_memory": 1.0, "rom_muxes": 0.3421}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 28.2726, "counters": 0.5755, "payload": 0.0, "rows_payload": 5.6522, "dims": 23.214, "channel_fold": 6.2864, "logic_memory": 0.0}, "ff": {"control": 0.0, "counters": 0.708, "memory_registers": 0.0, "payload": 0.0, "rows_payload": 1.5408, "image": 3.2351}}, "pool": {"lut": {"control": 0.0, "compare": 0.0, "select": 1.9481, "counters": 3.1477}, "ff": {"control": 1.0, "running": 1.0, "payload": 1.0, "counters": 1.0}}, "fifo": {"lut": {"shallow": 2.5549, "shallow_pointers": 0.0, "shallow_words": 3.0333, "shallow_read_mux": 0.0, "deep": 0.0, "deep_pointers": 2.4817, "bram_width": 1.2537, "lutram": 0.0, "lutram_read_mux": 1.6942, "ff_read_mux": 0.0}, "ff": {"storage": 0.0, "pointers": 0.9325, "output_register": 0.7922, "bram_output": 1.4053}}, "convert": {"lut": {"gather": 0.0, "gather_count": 3.8073, "split": 0.0, "split_select": 0.9247, "split_count": 4.4495, "shift_buffer": 0.0, "slot_muxes": 3.4142, "shifter": 0.0, "counters": 0.0}, "ff": {"registers": 0.9964}}, "vvau": {"lut": {"control": 7.1646, "multiply": 0.8573, "multiply_wide": 0.0, "adders": 1.7961, "logic_memory": 0.8124}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 7.8395, "compare_rom": 0.5664, "compare_constant": 0.0, "count": 1.4385, "logic_memory": 0.6241}, "ff": {"control": 24.0232, "pipeline": 0.7041, "memory_registers": 0.0825}}, "add": {"lut": {"control": 3.8205, "adders": 1.1315, "carry_cells": 0.0}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 3.3588}, "ff": {"control": 0.0, "outputs": 1.0}}}}
