@@ -62,6 +62,24 @@ def accumulator_range(weights: np.ndarray, in_dtype: DataType) -> tuple[int, int
     return int(lo.min()), int(hi.max())
 
 
+#: Largest ROM (bits) whose contents :func:`rom_live_bits` reads; a larger one never stays in logic.
+_LIVE_BITS_LIMIT = 1 << 17
+
+
+def rom_live_bits(rows: list[int], width: int) -> int:
+    """Bit columns of a ROM (``rows`` of ``width`` bits) that cost logic when it stays out of block
+    RAM: Yosys drops a column that holds the same bit in every row and shares equal columns, so
+    only the distinct non-constant ones need LUTs and read registers. -1 for a ROM too large to
+    stay in logic (not counted)."""
+    if not rows or width * len(rows) > _LIVE_BITS_LIMIT:
+        return -1
+    size = (width + 7) // 8
+    packed = np.frombuffer(b"".join(int(row).to_bytes(size, "little") for row in rows), dtype=np.uint8)
+    bits = np.unpackbits(packed.reshape(len(rows), size), axis=1, bitorder="little")[:, :width]
+    varying = bits[:, bits.min(axis=0) != bits.max(axis=0)]
+    return int(np.unique(varying, axis=1).shape[1]) if varying.size else 0
+
+
 class _Spec:
     def to_dict(self) -> dict:
         return asdict(self)
@@ -75,7 +93,8 @@ class MVAUSpec(_Spec):
     comparator, ``product_bits`` one lane's product; ``mul_a``/``mul_b`` the operand widths of a
     lane's multiply as Yosys sees it (0 when the lane does not multiply: XNOR or a bipolar
     operand). ``thresholds`` per channel (0: none); the ``rq_*`` fields describe the
-    requantization's multiply (0 without one).
+    requantization's multiply (0 without one). ``weight_rom_live`` and ``threshold_rom_live``:
+    the :func:`rom_live_bits` of the weight and threshold ROMs (-1: not known, all bits count).
     """
 
     mh: int
@@ -96,6 +115,8 @@ class MVAUSpec(_Spec):
     rq_product_bits: int = 0
     rq_offset_bits: int = 0
     rq_sum_bits: int = 0
+    weight_rom_live: int = -1
+    threshold_rom_live: int = -1
 
     @property
     def nf(self) -> int:
@@ -131,10 +152,15 @@ class MVAUSpec(_Spec):
                       rq_multiplier_bits=mult.width + (1 if mixed and not mult.signed else 0),
                       rq_product_bits=unit.product_shape.width, rq_offset_bits=unit._offset_shape.width,
                       rq_sum_bits=unit.sum_shape.width)
+        lanes = unit._pe * unit._simd
+        live = dict(weight_rom_live=rom_live_bits(unit._weight_rom_rows(), lanes * w_dt.bitwidth))
+        if thresholds:
+            live["threshold_rom_live"] = rom_live_bits(unit._threshold_rom_rows(0, unit._pe),
+                                                       unit._pe * thresholds * unit.acc_shape.width)
         return cls(mh=unit._weights.shape[0], mw=unit._weights.shape[1], pe=unit._pe, simd=unit._simd,
                    in_bits=in_dt.bitwidth, weight_bits=w_dt.bitwidth, out_bits=unit.out_width,
                    acc_bits=unit.acc_shape.width, product_bits=product_bits, mul_a=mul_a, mul_b=mul_b,
-                   xnor=xnor, thresholds=thresholds, **rq)
+                   xnor=xnor, thresholds=thresholds, **rq, **live)
 
     @classmethod
     def of_layer(cls, layer) -> "MVAUSpec":
@@ -172,6 +198,12 @@ class WindowSpec(_Spec):
     bits: int
     simd: int
     buffer_rows: int
+    pad_top: int = 0
+    pad_left: int = 0
+    stride_h: int = 1
+    stride_w: int = 1
+    dilation_h: int = 1
+    dilation_w: int = 1
 
     @property
     def ring_words(self) -> int:
@@ -181,7 +213,8 @@ class WindowSpec(_Spec):
     def of_unit(cls, unit) -> "WindowSpec":
         return cls(height=unit._h, width=unit._w, channels=unit._c, kernel_h=unit._kh, kernel_w=unit._kw,
                    out_h=unit._oh, out_w=unit._ow, bits=unit.in_width, simd=unit.in_elems,
-                   buffer_rows=unit.buffer_rows)
+                   buffer_rows=unit.buffer_rows, pad_top=unit._top, pad_left=unit._left, stride_h=unit._sh,
+                   stride_w=unit._sw, dilation_h=unit._dh, dilation_w=unit._dw)
 
     @classmethod
     def of_stage(cls, stage) -> "WindowSpec":
@@ -235,7 +268,8 @@ class VVAUSpec(_Spec):
     ``C = channels`` partial sums of ``acc_bits`` sit in registers; the weights in a ROM of
     ``taps * C / simd`` rows of ``simd`` weights unless every row is the same
     (``constant_weights``, an average pool). ``mul_a``/``mul_b`` as for :class:`MVAUSpec`
-    (0: no multiplier, also when a constant weight is a power of two or zero).
+    (0: no multiplier, also when a constant weight is a power of two or zero); ``weight_rom_live``
+    the ROM's :func:`rom_live_bits`.
     """
 
     channels: int
@@ -250,6 +284,7 @@ class VVAUSpec(_Spec):
     mul_b: int
     xnor: bool
     constant_weights: bool
+    weight_rom_live: int = -1
 
     @property
     def groups(self) -> int:
@@ -260,7 +295,8 @@ class VVAUSpec(_Spec):
         """The spec of a constructed :class:`~streamc.rtl.vvau.VectorVectorUnit` (not elaborated)."""
         in_dt, w_dt = unit._in_dtype, unit._weight_dtype
         mul_a, mul_b, product_bits, xnor = _lane_multiply(in_dt, w_dt)
-        constant = len(set(unit._weight_rom_rows())) == 1
+        rows = unit._weight_rom_rows()
+        constant = len(set(rows)) == 1
         if constant and mul_a:
             # Yosys folds a product by a constant power of two (or zero) into wiring.
             lanes = {abs(int(w)) for w in unit._weights[:, 0]}
@@ -269,13 +305,15 @@ class VVAUSpec(_Spec):
         channels, taps = unit._weights.shape
         return cls(channels=channels, taps=taps, simd=unit._simd, in_bits=in_dt.bitwidth,
                    weight_bits=w_dt.bitwidth, out_bits=unit.out_width, acc_bits=unit.acc_shape.width,
-                   product_bits=product_bits, mul_a=mul_a, mul_b=mul_b, xnor=xnor, constant_weights=constant)
+                   product_bits=product_bits, mul_a=mul_a, mul_b=mul_b, xnor=xnor, constant_weights=constant,
+                   weight_rom_live=rom_live_bits(rows, unit._simd * w_dt.bitwidth))
 
 
 @dataclass(frozen=True)
 class ThresholdSpec(_Spec):
     """A :class:`~streamc.rtl.threshold.ThresholdUnit`: ``elems * thresholds`` comparators of
-    ``compare_bits``, against constants (``shared``) or a ROM of one row per channel group."""
+    ``compare_bits``, against constants (``shared``) or a ROM of one row per channel group
+    (``rom_live``: its :func:`rom_live_bits`)."""
 
     channels: int
     elems: int
@@ -284,12 +322,16 @@ class ThresholdSpec(_Spec):
     compare_bits: int
     out_bits: int
     shared: bool
+    rom_live: int = -1
 
     @classmethod
     def of_unit(cls, unit) -> "ThresholdSpec":
-        return cls(channels=unit._thresholds.shape[0], elems=unit._elems, thresholds=unit._thresholds.shape[1],
+        rows = unit._rom_rows()
+        thresholds = unit._thresholds.shape[1]
+        return cls(channels=unit._thresholds.shape[0], elems=unit._elems, thresholds=thresholds,
                    in_bits=unit.in_width, compare_bits=unit.compare_shape.width, out_bits=unit.out_width,
-                   shared=len(set(unit._rom_rows())) == 1)
+                   shared=len(set(rows)) == 1,
+                   rom_live=rom_live_bits(rows, unit._elems * thresholds * unit.compare_shape.width))
 
 
 @dataclass(frozen=True)
@@ -318,11 +360,11 @@ class AddSpec(_Spec):
                                      (self.b_bits, self.b_signed, self.b_weight)):
             if weight in (0, 1, -1) or (weight > 0 and weight & (weight - 1) == 0):
                 continue
-            # Amaranth gives the constant its narrowest shape and widens the unsigned side of a mixed product.
+            # Amaranth gives the constant its narrowest shape and widens the unsigned side of a mixed
+            # product; Yosys' wreduce takes the sign bit it adds to a positive constant off again.
             const_bits, const_signed = _bits_of_range(min(weight, 0), max(weight, 0))
             a = bits + (1 if const_signed and not signed else 0)
-            b = const_bits + (1 if signed and not const_signed else 0)
-            kept.append((a, b, a + b, weight))
+            kept.append((a, const_bits, a + const_bits, weight))
         return kept
 
     @classmethod
@@ -561,19 +603,52 @@ def _log2(n: int) -> int:
 
 def _range_bits(n: int) -> int:
     """Width of an Amaranth ``Signal(range(n))``."""
-    return max(1, (n - 1).bit_length())
+    return max(0, (n - 1).bit_length())
 
 
-def _window_counter_bits(spec: WindowSpec) -> int:
-    """Bits of the sliding window's counters and addresses (write side, read side, row and column
-    positions with padding, ring addresses), each one adder and compare in logic."""
-    h, w, cf, ring = spec.height, spec.width, spec.channels // spec.simd, spec.ring_words
-    write = _range_bits(spec.buffer_rows + h + 1) + _range_bits(h * w) + 1 + _range_bits(cf) + _range_bits(w)
-    read = (_range_bits(cf) + _range_bits(spec.kernel_w) + _range_bits(spec.kernel_h) + _range_bits(spec.out_w)
-            + _range_bits(spec.out_h))
-    positions = (2 * (_range_bits(h) + 1) + 2 * (_range_bits(w) + 1) + _range_bits(h * w) + 1
-                 + 2 * (_range_bits(w * cf) + 1))
-    return write + read + positions + 4 * _range_bits(ring)
+def _signed_range_bits(lo: int, hi: int) -> int:
+    """Width of an Amaranth ``Signal(range(lo, hi))``."""
+    return _bits_of_range(lo, hi - 1)[0] if hi - 1 >= lo else 0
+
+
+def _window_features(spec: WindowSpec) -> tuple[dict[str, float], dict[str, float]]:
+    """LUT and FF features of a :class:`~streamc.rtl.window.SlidingWindow`, from the widths of its
+    registers as the generator declares them: the loop counters (an incrementer and a compare with
+    a constant each), the row, column and pixel positions (an adder each), the ring addresses (an
+    adder, a compare and a subtraction each, and two adders forming the read address), and the
+    compares that decide padding and whether the pixels a patch needs have arrived."""
+    h, w, cf = spec.height, spec.width, spec.channels // spec.simd
+    kh, kw, sh = spec.kernel_h, spec.kernel_w, spec.stride_h
+    top, left = spec.pad_top, spec.pad_left
+    extent_h = spec.dilation_h * (kh - 1) + 1
+    extent_w = spec.dilation_w * (kw - 1) + 1
+    ring = _range_bits(spec.ring_words)
+    counters = (_range_bits(cf) * 2 + _range_bits(w) + _range_bits(kw) + _range_bits(kh) + _range_bits(spec.out_w)
+                + _range_bits(spec.out_h) + ring)
+    # The patch corner (r0, c0, r0_pixels, c0_beat) is constant along an axis with one output;
+    # the beat's position (r, c, col_beat, row_addr) moves with the corner (and Yosys merges the
+    # two) along an axis the kernel does not span.
+    one_row, one_col = spec.out_h == 1, spec.out_w == 1
+    r0 = 0 if one_row else _signed_range_bits(-top - 1, h + 1)
+    r = 0 if kh == 1 else _signed_range_bits(-top - 1, h + extent_h)
+    c0 = 0 if one_col else _signed_range_bits(-left - 1, w + 1)
+    c = 0 if kw == 1 else _signed_range_bits(-left - 1, w + extent_w)
+    pixels = 0 if one_row else _signed_range_bits(-top * w, (h + 1) * w + 1)
+    beats = ((0 if kw == 1 else _signed_range_bits(-left * cf, (w + extent_w) * cf))
+             + (0 if one_col else _signed_range_bits(-left * cf, (w + 1) * cf)))
+    credit = _range_bits(spec.buffer_rows + h + sh + 1)
+    written = _signed_range_bits(-h * w, (h + spec.buffer_rows) * w + 1)
+    # top_addr and base_addr step around the ring; row_addr too when the kernel spans rows.
+    ring_steps = (3 if kh > 1 else 2) * ring
+    positions = r0 + r + c0 + c + pixels + beats + credit + written
+    registers = counters + positions + ring_steps // ring * ring + 2
+    # A window over several rows selects among them (beat-wide); a one-dimensional one never does.
+    rows_payload = spec.simd * spec.bits if kh > 1 else 0
+    lut = {"control": 1.0, "counters": counters, "positions": positions, "ring_steps": ring_steps,
+           "read_address": 2 * ring, "compares": written + _signed_range_bits(-top - 1, h + extent_h)
+           + _signed_range_bits(-left - 1, w + extent_w), "payload": 0.0, "rows_payload": rows_payload,
+           "logic_memory": 0.0}
+    return lut, {"registers": registers, "memory_registers": 0.0, "payload": 0.0}
 
 
 def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str, float], dict[str, float]]:
@@ -584,6 +659,20 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
         memories.add(width=spec.simd * spec.in_bits, depth=spec.sf, rom=False, family=family)
     if spec.thresholds:
         memories.add(width=spec.pe * spec.thresholds * spec.acc_bits, depth=spec.nf, rom=True, family=family)
+    # The ROMs kept in logic, counting only their live bit columns where the contents are known.
+    roms = [(lanes * spec.weight_bits, spec.nf * spec.sf, spec.weight_rom_live)]
+    if spec.thresholds:
+        roms.append((spec.pe * spec.thresholds * spec.acc_bits, spec.nf, spec.threshold_rom_live))
+    if spec.rq_multiplier_bits:
+        roms += [(spec.pe * spec.rq_multiplier_bits, spec.nf, -1), (spec.pe * spec.rq_offset_bits, spec.nf, -1)]
+    rom_luts, rom_muxes, rom_regs = (sum(values) for values in zip(*(_logic_rom(width, depth, live, family)
+                                                                      for width, depth, live in roms)))
+    # Block RAM read ports with an enable: the read data is held beside the block.
+    memories_read = [(width, depth, True) for width, depth, _ in roms]
+    if spec.nf > 1:
+        memories_read.append((spec.simd * spec.in_bits, spec.sf, False))
+    bram_read = sum(width for width, depth, rom in memories_read
+                    if memory_mapping(width=width, depth=depth, rom=rom, family=family).kind == "bram")
     lane_dsps = dsp_count(spec.mul_a, spec.mul_b, spec.product_bits, family, dsp=dsp)
     rq_dsps = 0
     if spec.rq_multiplier_bits:
@@ -603,17 +692,43 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
            "negate_or_xnor": negate + (lanes if spec.xnor else 0), "adders": tree, "popcount": popcount,
            "thresholds": spec.pe * spec.thresholds * spec.acc_bits,
            "requant": spec.pe * spec.rq_sum_bits + rq_soft,
-           "logic_memory": memories.logic_rom_luts + memories.ff_ram_mux,
-           "rom_muxes": memories.logic_rom_muxes,
-           "counters": _log2(spec.nf * spec.sf)}
-    ff = {"control": 1.0, "operands": spec.simd * spec.in_bits,
-          "products": lanes * spec.product_bits if not lane_dsps else 0,
+           "logic_memory": rom_luts + memories.ff_ram_mux,
+           "rom_muxes": rom_muxes,
+           "counters": _log2(spec.nf * spec.sf), "bram_read": bram_read}
+    ff = {"registers": _mvau_registers(spec, lane_dsps, rq_dsps), "bram_read": bram_read,
           "dsp_products": lanes * spec.product_bits if lane_dsps else 0,
-          "accumulators": spec.pe * (spec.acc_bits + spec.out_bits + spec.thresholds),
-          "requant": spec.pe * (spec.rq_product_bits + spec.rq_sum_bits),
-          "memory_registers": memories.logic_rom_regs + memories.sync_regs + memories.ff_ram_bits,
-          "counters": _log2(spec.nf * spec.sf)}
+          "rq_dsp_products": spec.pe * spec.rq_product_bits if rq_dsps else 0,
+          "memory_registers": rom_regs + memories.sync_regs + memories.ff_ram_bits}
     return memories, dsps, lut, ff
+
+
+def _logic_rom(width: int, depth: int, live: int, family: str) -> tuple[int, int, int]:
+    """LUT4s holding the words, 2:1 multiplexers joining them and read registers of a ROM that
+    ``memory_mapping`` keeps in logic (zeros for one in block RAM): per live bit column
+    (:func:`rom_live_bits`; all ``width`` when ``live`` is -1)."""
+    if memory_mapping(width=width, depth=depth, rom=True, family=family).kind != "logic":
+        return 0, 0, 0
+    columns = width if live < 0 else live
+    leaves = max(1, -(-depth // 16))
+    return columns * leaves, columns * (leaves - 1), columns
+
+
+def _mvau_registers(spec: MVAUSpec, lane_dsps: int, rq_dsps: int) -> int:
+    """Register bits a :class:`~streamc.rtl.mvau.MatrixVectorUnit` declares, stage by stage, except
+    memory read registers and the products a hard multiplier holds in its own registers."""
+    nf, sf, pe, lanes = spec.nf, spec.sf, spec.pe, spec.pe * spec.simd
+    counters = _range_bits(nf) + _range_bits(sf) + _range_bits(nf * sf)
+    operands = 3 + _range_bits(nf) + spec.simd * spec.in_bits + (1 if nf > 1 else 0)
+    products = 3 + _range_bits(nf) + (0 if lane_dsps else lanes * spec.product_bits)
+    accumulators = 1 + pe * spec.acc_bits
+    output = 1 + pe * spec.out_bits
+    if spec.rq_multiplier_bits:
+        stage4 = 2 + _range_bits(nf) + (0 if rq_dsps else pe * spec.rq_product_bits) + pe * spec.rq_sum_bits
+    elif spec.thresholds:
+        stage4 = 1 + pe * spec.thresholds
+    else:
+        stage4 = 0
+    return counters + operands + products + accumulators + stage4 + output
 
 
 def _vvau_parts(spec: VVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str, float], dict[str, float]]:
@@ -624,13 +739,16 @@ def _vvau_parts(spec: VVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
     soft_mult = 0 if lane_dsps or not spec.mul_a else spec.simd * spec.mul_a * spec.mul_b
     negate = spec.simd * spec.product_bits if not spec.mul_a and not spec.xnor and not spec.constant_weights else 0
     counters = _log2(spec.groups) + _log2(spec.taps) + (0 if spec.constant_weights else _log2(spec.taps * spec.groups))
+    rom_luts, rom_muxes, rom_regs = ((0, 0, 0) if spec.constant_weights else
+                                     _logic_rom(spec.simd * spec.weight_bits, spec.taps * spec.groups,
+                                                spec.weight_rom_live, family))
     lut = {"control": 1.0, "multiply": soft_mult + negate + (spec.simd if spec.xnor else 0),
            "multiply_wide": soft_mult * spec.mul_a * spec.mul_b / 16,
            "adders": spec.simd * spec.acc_bits + counters,
-           "logic_memory": memories.logic_rom_luts + memories.logic_rom_muxes}
+           "logic_memory": rom_luts + rom_muxes}
     ff = {"control": 1.0, "pipeline": spec.simd * (spec.in_bits + spec.out_bits) + counters,
           "products": spec.simd * spec.product_bits, "partial_sums": spec.channels * spec.acc_bits,
-          "memory_registers": memories.logic_rom_regs}
+          "memory_registers": rom_regs}
     return memories, spec.simd * lane_dsps, lut, ff
 
 
@@ -640,12 +758,15 @@ def _threshold_parts(spec: ThresholdSpec, family: str) -> tuple[_Memories, int, 
     if not spec.shared:
         memories.add(width=comparators * spec.compare_bits, depth=spec.channels // spec.elems, rom=True,
                      family=family)
+    rom_luts, rom_muxes, rom_regs = ((0, 0, 0) if spec.shared else
+                                     _logic_rom(comparators * spec.compare_bits, spec.channels // spec.elems,
+                                                spec.rom_live, family))
     lut = {"control": 1.0, "compare_rom": 0 if spec.shared else comparators * spec.compare_bits,
            "compare_constant": comparators * spec.compare_bits if spec.shared else 0,
            "count": spec.elems * spec.thresholds * _log2(spec.thresholds + 1) if spec.thresholds > 1 else 0,
-           "logic_memory": memories.logic_rom_luts + memories.logic_rom_muxes}
+           "logic_memory": rom_luts + rom_muxes}
     ff = {"control": 1.0, "pipeline": spec.elems * (spec.in_bits + spec.out_bits) + comparators,
-          "memory_registers": memories.logic_rom_regs}
+          "memory_registers": rom_regs}
     return memories, 0, lut, ff
 
 
@@ -729,15 +850,11 @@ def _parts(spec: Spec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str
     if isinstance(spec, WindowSpec):
         beat = spec.simd * spec.bits
         memories.add(width=beat, depth=spec.ring_words, rom=False, family=family)
-        counters = _window_counter_bits(spec)
-        # A window over several rows selects among them (beat-wide); a one-dimensional one never does.
-        rows_payload = beat if spec.kernel_h > 1 else 0
-        dims = _range_bits(spec.height) + _range_bits(spec.width)
-        return (memories, 0, {"control": 1.0, "counters": counters, "payload": beat, "rows_payload": rows_payload,
-                              "dims": dims, "channel_fold": _range_bits(spec.channels // spec.simd),
-                              "logic_memory": memories.ff_ram_mux},
-                {"control": 1.0, "counters": counters, "memory_registers": memories.sync_regs + memories.ff_ram_bits,
-                 "payload": beat, "rows_payload": rows_payload, "image": _range_bits(spec.height * spec.width)})
+        lut, ff = _window_features(spec)
+        lut.update(payload=beat, logic_memory=memories.ff_ram_mux)
+        # Block RAM reads with an enable and no transparency: Yosys keeps the read data beside it.
+        ff.update(memory_registers=memories.sync_regs + memories.ff_ram_bits, payload=beat if memories.bram else 0)
+        return memories, 0, lut, ff
     if isinstance(spec, PoolSpec):
         value_bits = spec.bits + 1
         groups = spec.channels // spec.simd
@@ -804,4 +921,4 @@ def estimate_kernel(spec: Spec, family: str, *, dsp: bool = True) -> ResourceEst
 
 
 #: Fitted by benchmarks/calibrate_resources.py (benchmarks/calibration/fit.json) on Yosys 0.70.
-COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.3433, "soft_multiply_wide": 0.997, "negate_or_xnor": 0.2191, "adders": 2.5725, "popcount": 0.6809, "thresholds": 0.0, "requant": 2.0965, "logic_memory": 1.2628, "rom_muxes": 0.7778, "counters": 6.5763}, "ff": {"control": 22.2166, "operands": 1.4902, "products": 1.5305, "dsp_products": 1.9566, "accumulators": 0.228, "requant": 1.2881, "memory_registers": 0.6049, "counters": 3.699}}, "lut": {"lut": {"control": 2.0, "logic_memory": 1.0, "rom_muxes": 1.5667}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 0.9862, "payload": 0.0984, "rows_payload": 3.1192, "dims": 11.5075, "channel_fold": 0.0, "logic_memory": 0.0}, "ff": {"control": 0.0, "counters": 0.6223, "memory_registers": 0.0, "payload": 1.6485, "rows_payload": 0.899, "image": 3.6994}}, "pool": {"lut": {"control": 0.0, "compare": 1.3296, "select": 1.0643, "counters": 4.9284}, "ff": {"control": 1.0, "running": 1.0, "payload": 1.0, "counters": 1.0}}, "fifo": {"lut": {"shallow": 8.3351, "shallow_pointers": 0.0, "shallow_words": 2.1377, "shallow_read_mux": 0.9619, "deep": 0.0, "deep_pointers": 1.9506, "bram_width": 1.026, "lutram": 0.0, "lutram_read_mux": 0.0, "ff_read_mux": 1.3768}, "ff": {"storage": 0.9697, "pointers": 1.0714, "output_register": 0.0, "bram_output": 2.0389}}, "convert": {"lut": {"gather": 2.7206, "gather_count": 1.5242, "split": 6.1086, "split_select": 0.9276, "split_count": 0.8223, "shift_buffer": 0.0, "slot_muxes": 1.1199, "shifter": 0.455, "counters": 0.0}, "ff": {"registers": 0.9964}}, "vvau": {"lut": {"control": 4.5953, "multiply": 1.5828, "multiply_wide": 0.0346, "adders": 1.8313, "logic_memory": 1.084}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 18.5881, "compare_rom": 0.0, "compare_constant": 0.0517, "count": 0.2959, "logic_memory": 0.1703}, "ff": {"control": 22.4435, "pipeline": 0.7818, "memory_registers": 0.0729}}, "add": {"lut": {"control": 3.2844, "adders": 0.9186, "carry_cells": 0.0}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 4.0}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.0, "soft_multiply_wide": 0.0, "negate_or_xnor": 2.6656, "adders": 2.6595, "popcount": 0.6838, "thresholds": 0.4479, "requant": 1.4809, "logic_memory": 1.1916, "rom_muxes": 0.157, "counters": 4.4734}, "ff": {"control": 27.9443, "operands": 0.7787, "products": 1.5591, "dsp_products": 1.4905, "accumulators": 0.2865, "requant": 1.3774, "memory_registers": 0.5102, "counters": 1.7815}}, "lut": {"lut": {"control": 1.0, "logic_memory": 1.0, "rom_muxes": 0.3421}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 1.6388, "payload": 0.5553, "rows_payload": 4.4379, "dims": 14.9196, "channel_fold": 0.0, "logic_memory": 0.0}, "ff": {"control": 0.0, "counters": 0.7181, "memory_registers": 0.0, "payload": 0.4393, "rows_payload": 0.9996, "image": 2.6752}}, "pool": {"lut": {"control": 0.0, "compare": 0.0, "select": 1.9481, "counters": 3.1477}, "ff": {"control": 1.0, "running": 1.0, "payload": 1.0, "counters": 1.0}}, "fifo": {"lut": {"shallow": 2.5549, "shallow_pointers": 0.0, "shallow_words": 3.0333, "shallow_read_mux": 0.0, "deep": 0.0, "deep_pointers": 2.4817, "bram_width": 1.2537, "lutram": 0.0, "lutram_read_mux": 1.6942, "ff_read_mux": 0.0}, "ff": {"storage": 0.0, "pointers": 0.9325, "output_register": 0.7922, "bram_output": 1.4053}}, "convert": {"lut": {"gather": 0.0, "gather_count": 3.8073, "split": 0.0, "split_select": 0.9247, "split_count": 4.4495, "shift_buffer": 0.0, "slot_muxes": 3.4142, "shifter": 0.0, "counters": 0.0}, "ff": {"registers": 0.9964}}, "vvau": {"lut": {"control": 7.1646, "multiply": 0.8573, "multiply_wide": 0.0, "adders": 1.7961, "logic_memory": 0.8124}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 7.4771, "compare_rom": 0.5581, "compare_constant": 0.0, "count": 1.462, "logic_memory": 0.6293}, "ff": {"control": 22.4435, "pipeline": 0.7818, "memory_registers": 0.0729}}, "add": {"lut": {"control": 3.8205, "adders": 1.1315, "carry_cells": 0.0}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 3.3588}, "ff": {"control": 0.0, "outputs": 1.0}}}}
+COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 59.765, "soft_multiply": 0.6924, "soft_multiply_wide": 0.6669, "negate_or_xnor": 0.5825, "adders": 1.9021, "popcount": 0.4037, "thresholds": 0.0658, "requant": 0.9861, "logic_memory": 2.1755, "rom_muxes": 0.0, "counters": 0.0, "bram_read": 0.6889}, "ff": {"registers": 1.0727, "bram_read": 0.1042, "dsp_products": 1.7903, "rq_dsp_products": 0.838, "memory_registers": 0.9023}}, "lut": {"lut": {"control": 2.0, "logic_memory": 1.0, "rom_muxes": 1.5667}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 0.7977, "positions": 3.1375, "ring_steps": 0.0366, "read_address": 0.0, "compares": 0.0, "payload": 0.9045, "rows_payload": 1.692, "logic_memory": 0.0}, "ff": {"registers": 0.8686, "memory_registers": 0.0, "payload": 2.2197}}, "pool": {"lut": {"control": 0.0, "compare": 1.3296, "select": 1.0643, "counters": 4.9284}, "ff": {"control": 1.0, "running": 1.0, "payload": 1.0, "counters": 1.0}}, "fifo": {"lut": {"shallow": 8.3351, "shallow_pointers": 0.0, "shallow_words": 2.1377, "shallow_read_mux": 0.9619, "deep": 0.0, "deep_pointers": 1.9506, "bram_width": 1.026, "lutram": 0.0, "lutram_read_mux": 0.0, "ff_read_mux": 1.3768}, "ff": {"storage": 0.9697, "pointers": 1.0714, "output_register": 0.0, "bram_output": 2.0389}}, "convert": {"lut": {"gather": 2.7206, "gather_count": 1.5242, "split": 6.1086, "split_select": 0.9276, "split_count": 0.8223, "shift_buffer": 0.0, "slot_muxes": 1.1199, "shifter": 0.455, "counters": 0.0}, "ff": {"registers": 0.9964}}, "vvau": {"lut": {"control": 4.5953, "multiply": 1.5828, "multiply_wide": 0.0346, "adders": 1.8313, "logic_memory": 1.084}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 12.2302, "compare_rom": 0.0, "compare_constant": 0.0019, "count": 0.4076, "logic_memory": 1.7905}, "ff": {"control": 7.6556, "pipeline": 0.9065, "memory_registers": 1.0499}}, "add": {"lut": {"control": 1.4618, "adders": 0.0, "carry_cells": 0.3235}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 4.0}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 22.0001, "soft_multiply": 0.0, "soft_multiply_wide": 0.0, "negate_or_xnor": 3.4861, "adders": 2.5324, "popcount": 0.6142, "thresholds": 1.0157, "requant": 1.5799, "logic_memory": 1.2494, "rom_muxes": 0.0, "counters": 1.7646, "bram_read": 0.0}, "ff": {"registers": 0.9108, "bram_read": 0.1295, "dsp_products": 0.895, "rq_dsp_products": 1.0156, "memory_registers": 1.0662}}, "lut": {"lut": {"control": 1.0, "logic_memory": 1.0, "rom_muxes": 0.3421}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 0.6657, "positions": 1.6026, "ring_steps": 6.8194, "read_address": 0.0, "compares": 1.581, "payload": 2.0961, "rows_payload": 2.059, "logic_memory": 0.0}, "ff": {"registers": 0.8938, "memory_registers": 0.9658, "payload": 3.1319}}, "pool": {"lut": {"control": 0.0, "compare": 0.0, "select": 1.9481, "counters": 3.1477}, "ff": {"control": 1.0, "running": 1.0, "payload": 1.0, "counters": 1.0}}, "fifo": {"lut": {"shallow": 2.5549, "shallow_pointers": 0.0, "shallow_words": 3.0333, "shallow_read_mux": 0.0, "deep": 0.0, "deep_pointers": 2.4817, "bram_width": 1.2537, "lutram": 0.0, "lutram_read_mux": 1.6942, "ff_read_mux": 0.0}, "ff": {"storage": 0.0, "pointers": 0.9325, "output_register": 0.7922, "bram_output": 1.4053}}, "convert": {"lut": {"gather": 0.0, "gather_count": 3.8073, "split": 0.0, "split_select": 0.9247, "split_count": 4.4495, "shift_buffer": 0.0, "slot_muxes": 3.4142, "shifter": 0.0, "counters": 0.0}, "ff": {"registers": 0.9964}}, "vvau": {"lut": {"control": 7.1646, "multiply": 0.8573, "multiply_wide": 0.0, "adders": 1.7961, "logic_memory": 0.8124}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 0.0, "compare_rom": 1.2744, "compare_constant": 0.5136, "count": 0.6608, "logic_memory": 0.7211}, "ff": {"control": 7.6556, "pipeline": 0.9065, "memory_registers": 1.0499}}, "add": {"lut": {"control": 3.7611, "adders": 1.1053, "carry_cells": 0.0}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 3.3588}, "ff": {"control": 0.0, "outputs": 1.0}}}}
