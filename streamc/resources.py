@@ -514,6 +514,22 @@ def memory_mapping(*, width: int, depth: int, rom: bool, family: str) -> MemoryM
     return best[1]
 
 
+def _bram_read_mux(*, width: int, depth: int, rom: bool, family: str) -> int:
+    """Bits of the read multiplexer joining a block-RAM memory's address banks: ``width`` times
+    (banks - 1) for the configuration :func:`memory_mapping` picks (0 when not in block RAM)."""
+    if memory_mapping(width=width, depth=depth, rom=rom, family=family).kind != "bram":
+        return 0
+    best = None
+    for block in _BLOCK_RAMS[family]:
+        for log2, unit in enumerate(block["widths"]):
+            mult_a = (depth - 1) // (1 << (block["abits"] - log2)) + 1
+            padded = width if rom else -(-width // min(block["byte"] or unit, unit)) * min(block["byte"] or unit, unit)
+            cost = block["cost"] * -(-mult_a * padded // unit) + 0.5 * (mult_a - 1) * width
+            if best is None or cost < best[0]:
+                best = (cost, mult_a)
+    return width * (best[1] - 1)
+
+
 # --- Multipliers ----------------------------------------------------------------------------------
 
 _DSP_RULES = {"ice40": dict(max_width=16, min_width=2, min_result=11),
@@ -647,7 +663,7 @@ def _window_features(spec: WindowSpec) -> tuple[dict[str, float], dict[str, floa
     lut = {"control": 1.0, "counters": counters, "positions": positions, "ring_steps": ring_steps,
            "read_address": 2 * ring, "compares": written + _signed_range_bits(-top - 1, h + extent_h)
            + _signed_range_bits(-left - 1, w + extent_w), "payload": 0.0, "rows_payload": rows_payload,
-           "logic_memory": 0.0, "lutram_read_mux": 0.0}
+           "logic_memory": 0.0, "lutram_read_mux": 0.0, "bram_read_mux": 0.0}
     return lut, {"registers": registers, "memory_registers": 0.0, "payload": 0.0}
 
 
@@ -673,6 +689,8 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
         memories_read.append((spec.simd * spec.in_bits, spec.sf, False))
     bram_read = sum(width for width, depth, rom in memories_read
                     if memory_mapping(width=width, depth=depth, rom=rom, family=family).kind == "bram")
+    bram_read_mux = sum(_bram_read_mux(width=width, depth=depth, rom=rom, family=family)
+                        for width, depth, rom in memories_read)
     lane_dsps = dsp_count(spec.mul_a, spec.mul_b, spec.product_bits, family, dsp=dsp)
     rq_dsps = 0
     if spec.rq_multiplier_bits:
@@ -694,7 +712,7 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
            "requant": spec.pe * spec.rq_sum_bits + rq_soft,
            "logic_memory": rom_luts + memories.ff_ram_mux,
            "rom_muxes": rom_muxes,
-           "counters": _log2(spec.nf * spec.sf), "bram_read": bram_read}
+           "counters": _log2(spec.nf * spec.sf), "bram_read": bram_read, "bram_read_mux": bram_read_mux}
     ff = {"registers": _mvau_registers(spec, lane_dsps, rq_dsps), "bram_read": bram_read,
           "dsp_products": lanes * spec.product_bits if lane_dsps else 0,
           "rq_dsp_products": spec.pe * spec.rq_product_bits if rq_dsps else 0,
@@ -859,15 +877,20 @@ def _parts(spec: Spec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str
         lut, ff = _window_features(spec)
         # LUT RAM past 16 words is banked, with a read multiplexer across the banks.
         banks = -(-spec.ring_words // 16) if memories.lutram else 1
-        lut.update(payload=beat, logic_memory=memories.ff_ram_mux, lutram_read_mux=beat * (banks - 1))
+        lut.update(payload=beat, logic_memory=memories.ff_ram_mux, lutram_read_mux=beat * (banks - 1),
+                   bram_read_mux=_bram_read_mux(width=beat, depth=spec.ring_words, rom=False, family=family))
         # Block RAM reads with an enable and no transparency: Yosys keeps the read data beside it.
         ff.update(memory_registers=memories.sync_regs + memories.ff_ram_bits, payload=beat if memories.bram else 0)
         return memories, 0, lut, ff
     if isinstance(spec, PoolSpec):
         value_bits = spec.bits + 1
         groups = spec.channels // spec.simd
+        # The running values are read through a multiplexer over the groups (padded to a power of
+        # two) and written with an enable decoded per group.
+        padded = 1 << _range_bits(groups)
         return (memories, 0, {"control": 1.0, "compare": spec.simd * value_bits,
-                              "select": spec.simd * value_bits * (groups - 1), "counters": _log2(groups * spec.window)},
+                              "select": spec.simd * value_bits * (padded - 1), "decode": groups if groups > 1 else 0,
+                              "counters": _log2(groups * spec.window)},
                 {"control": 1.0, "running": spec.channels * value_bits, "payload": spec.simd * spec.bits,
                  "counters": _log2(groups) + _log2(spec.window)})
     if isinstance(spec, FIFOSpec):
@@ -929,4 +952,4 @@ def estimate_kernel(spec: Spec, family: str, *, dsp: bool = True) -> ResourceEst
 
 
 #: Fitted by benchmarks/calibrate_resources.py (benchmarks/calibration/fit.json) on Yosys 0.70.
-COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 59.765, "soft_multiply": 0.6924, "soft_multiply_wide": 0.6669, "negate_or_xnor": 0.5825, "adders": 1.9021, "popcount": 0.4037, "thresholds": 0.0658, "requant": 0.9861, "logic_memory": 2.1755, "rom_muxes": 0.0, "counters": 0.0, "bram_read": 0.6889}, "ff": {"registers": 1.0727, "bram_read": 0.1042, "dsp_products": 1.7903, "rq_dsp_products": 0.838, "memory_registers": 0.9023}}, "lut": {"lut": {"control": 2.0, "logic_memory": 1.0, "rom_muxes": 1.5667}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 0.7977, "positions": 3.1375, "ring_steps": 0.0366, "read_address": 0.0, "compares": 0.0, "payload": 0.9045, "rows_payload": 1.692, "logic_memory": 0.0, "lutram_read_mux": 0.0}, "ff": {"registers": 0.8686, "memory_registers": 0.0, "payload": 2.2197}}, "pool": {"lut": {"control": 0.0, "compare": 1.3296, "select": 1.0643, "counters": 4.9284}, "ff": {"control": 1.0, "running": 1.0, "payload": 1.0, "counters": 1.0}}, "fifo": {"lut": {"shallow": 8.3351, "shallow_pointers": 0.0, "shallow_words": 2.1377, "shallow_read_mux": 0.9619, "deep": 0.0, "deep_pointers": 1.9506, "bram_width": 1.026, "lutram": 0.0, "lutram_banked": 0.0, "lutram_read_mux": 0.0, "ff_read_mux": 1.3768}, "ff": {"storage": 0.9697, "pointers": 1.0714, "output_register": 0.0, "bram_output": 2.0389}}, "convert": {"lut": {"gather": 2.7206, "gather_count": 1.5242, "split": 6.1086, "split_select": 0.9276, "split_count": 0.8223, "shift_buffer": 0.0, "slot_muxes": 1.1199, "shifter": 0.455, "counters": 0.0}, "ff": {"registers": 0.9964}}, "vvau": {"lut": {"control": 4.5953, "multiply": 1.5828, "multiply_wide": 0.0346, "adders": 1.8313, "logic_memory": 1.084}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 6.4669, "compare_rom": 0.0, "compare_constant": 0.0013, "count": 1.2374, "count_tree": 0.2117, "logic_memory": 1.8397}, "ff": {"control": 7.6556, "pipeline": 0.9065, "memory_registers": 1.0499}}, "add": {"lut": {"control": 1.4618, "adders": 0.0, "carry_cells": 0.3235}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 4.0}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 22.0001, "soft_multiply": 0.0, "soft_multiply_wide": 0.0, "negate_or_xnor": 3.4861, "adders": 2.5324, "popcount": 0.6142, "thresholds": 1.0157, "requant": 1.5799, "logic_memory": 1.2494, "rom_muxes": 0.0, "counters": 1.7646, "bram_read": 0.0}, "ff": {"registers": 0.9108, "bram_read": 0.1295, "dsp_products": 0.895, "rq_dsp_products": 1.0156, "memory_registers": 1.0662}}, "lut": {"lut": {"control": 1.0, "logic_memory": 1.0, "rom_muxes": 0.3421}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 0.0, "positions": 2.8314, "ring_steps": 3.3468, "read_address": 0.0, "compares": 1.6948, "payload": 1.0489, "rows_payload": 1.861, "logic_memory": 0.0, "lutram_read_mux": 1.2707}, "ff": {"registers": 0.8938, "memory_registers": 0.9658, "payload": 3.1319}}, "pool": {"lut": {"control": 0.0, "compare": 0.0, "select": 1.9481, "counters": 3.1477}, "ff": {"control": 1.0, "running": 1.0, "payload": 1.0, "counters": 1.0}}, "fifo": {"lut": {"shallow": 2.5549, "shallow_pointers": 0.0, "shallow_words": 3.0333, "shallow_read_mux": 0.0, "deep": 0.0, "deep_pointers": 2.3829, "bram_width": 1.3307, "lutram": 0.0, "lutram_banked": 12.0133, "lutram_read_mux": 1.0647, "ff_read_mux": 0.0}, "ff": {"storage": 0.0, "pointers": 0.9325, "output_register": 0.7922, "bram_output": 1.4053}}, "convert": {"lut": {"gather": 0.0, "gather_count": 3.8073, "split": 0.0, "split_select": 0.9247, "split_count": 4.4495, "shift_buffer": 0.0, "slot_muxes": 3.4142, "shifter": 0.0, "counters": 0.0}, "ff": {"registers": 0.9964}}, "vvau": {"lut": {"control": 7.1646, "multiply": 0.8573, "multiply_wide": 0.0, "adders": 1.7961, "logic_memory": 0.8124}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 0.0, "compare_rom": 1.2744, "compare_constant": 0.5136, "count": 0.0, "count_tree": 0.6608, "logic_memory": 0.7211}, "ff": {"control": 7.6556, "pipeline": 0.9065, "memory_registers": 1.0499}}, "add": {"lut": {"control": 3.7611, "adders": 1.1053, "carry_cells": 0.0}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 3.3588}, "ff": {"control": 0.0, "outputs": 1.0}}}}
+COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 60.6154, "soft_multiply": 0.6294, "soft_multiply_wide": 0.7904, "negate_or_xnor": 0.7124, "adders": 1.7561, "popcount": 0.3446, "thresholds": 0.0, "requant": 0.9831, "logic_memory": 2.2141, "rom_muxes": 0.0, "counters": 0.0, "bram_read": 0.7629, "bram_read_mux": 1.2143}, "ff": {"registers": 1.0727, "bram_read": 0.1042, "dsp_products": 1.7903, "rq_dsp_products": 0.838, "memory_registers": 0.9023}}, "lut": {"lut": {"control": 2.0, "logic_memory": 1.0, "rom_muxes": 1.5667}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 0.7977, "positions": 3.1375, "ring_steps": 0.0366, "read_address": 0.0, "compares": 0.0, "payload": 0.9045, "rows_payload": 1.692, "logic_memory": 0.0, "lutram_read_mux": 0.0, "bram_read_mux": 0.0}, "ff": {"registers": 0.8686, "memory_registers": 0.0, "payload": 2.2197}}, "pool": {"lut": {"control": 0.0, "compare": 3.3605, "select": 0.4631, "decode": 2.6619, "counters": 2.0817}, "ff": {"control": 1.0, "running": 1.0, "payload": 1.0, "counters": 1.0}}, "fifo": {"lut": {"shallow": 8.3351, "shallow_pointers": 0.0, "shallow_words": 2.1377, "shallow_read_mux": 0.9619, "deep": 0.0, "deep_pointers": 1.9506, "bram_width": 1.026, "lutram": 0.0, "lutram_banked": 0.0, "lutram_read_mux": 0.0, "ff_read_mux": 1.3768}, "ff": {"storage": 0.9697, "pointers": 1.0714, "output_register": 0.0, "bram_output": 2.0389}}, "convert": {"lut": {"gather": 2.7206, "gather_count": 1.5242, "split": 6.1086, "split_select": 0.9276, "split_count": 0.8223, "shift_buffer": 0.0, "slot_muxes": 1.1199, "shifter": 0.455, "counters": 0.0}, "ff": {"registers": 0.9964}}, "vvau": {"lut": {"control": 4.5953, "multiply": 1.5828, "multiply_wide": 0.0346, "adders": 1.8313, "logic_memory": 1.084}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 6.4669, "compare_rom": 0.0, "compare_constant": 0.0013, "count": 1.2374, "count_tree": 0.2117, "logic_memory": 1.8397}, "ff": {"control": 7.6556, "pipeline": 0.9065, "memory_registers": 1.0499}}, "add": {"lut": {"control": 1.4618, "adders": 0.0, "carry_cells": 0.3235}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 4.0}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 22.0001, "soft_multiply": 0.0, "soft_multiply_wide": 0.0, "negate_or_xnor": 3.4861, "adders": 2.5324, "popcount": 0.6142, "thresholds": 1.0157, "requant": 1.5799, "logic_memory": 1.2494, "rom_muxes": 0.0, "counters": 1.7646, "bram_read": 0.0, "bram_read_mux": 0.0}, "ff": {"registers": 0.9108, "bram_read": 0.1295, "dsp_products": 0.895, "rq_dsp_products": 1.0156, "memory_registers": 1.0662}}, "lut": {"lut": {"control": 1.0, "logic_memory": 1.0, "rom_muxes": 0.3421}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 0.0, "positions": 2.8314, "ring_steps": 3.3468, "read_address": 0.0, "compares": 1.6948, "payload": 1.0489, "rows_payload": 1.861, "logic_memory": 0.0, "lutram_read_mux": 1.2707, "bram_read_mux": 0.0}, "ff": {"registers": 0.8938, "memory_registers": 0.9658, "payload": 3.1319}}, "pool": {"lut": {"control": 0.0, "compare": 0.4578, "select": 1.6649, "decode": 2.9239, "counters": 0.0}, "ff": {"control": 1.0, "running": 1.0, "payload": 1.0, "counters": 1.0}}, "fifo": {"lut": {"shallow": 2.5549, "shallow_pointers": 0.0, "shallow_words": 3.0333, "shallow_read_mux": 0.0, "deep": 0.0, "deep_pointers": 2.3829, "bram_width": 1.3307, "lutram": 0.0, "lutram_banked": 12.0133, "lutram_read_mux": 1.0647, "ff_read_mux": 0.0}, "ff": {"storage": 0.0, "pointers": 0.9325, "output_register": 0.7922, "bram_output": 1.4053}}, "convert": {"lut": {"gather": 0.0, "gather_count": 3.8073, "split": 0.0, "split_select": 0.9247, "split_count": 4.4495, "shift_buffer": 0.0, "slot_muxes": 3.4142, "shifter": 0.0, "counters": 0.0}, "ff": {"registers": 0.9964}}, "vvau": {"lut": {"control": 7.1646, "multiply": 0.8573, "multiply_wide": 0.0, "adders": 1.7961, "logic_memory": 0.8124}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 0.0, "compare_rom": 1.2744, "compare_constant": 0.5136, "count": 0.0, "count_tree": 0.6608, "logic_memory": 0.7211}, "ff": {"control": 7.6556, "pipeline": 0.9065, "memory_registers": 1.0499}}, "add": {"lut": {"control": 3.7611, "adders": 1.1053, "carry_cells": 0.0}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 3.3588}, "ff": {"control": 0.0, "outputs": 1.0}}}}
