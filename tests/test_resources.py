@@ -17,10 +17,6 @@ RECORDS = [record for device in ("ice40-up5k", "ecp5-85f")
 # table): mostly width converters, ECP5 FIFOs, thresholds against a ROM kept in logic (Yosys trims its
 # constant bits in ways the model does not follow) and the multiplier-heavy MVAUs. Strict: fixing one fails here.
 KNOWN_OFF = {
-    ('ice40-up5k', 'mvau', 16, 16, 4, 4, 'INT4'),
-    ('ice40-up5k', 'mvau', 32, 32, 4, 8, 'INT4'),
-    ('ice40-up5k', 'mvau', 64, 64, 4, 4, 'UINT2'),
-    ('ice40-up5k', 'mvau', 10, 64, 1, 2, 'UINT2'),
     ('ice40-up5k', 'mvau', 10, 32, 5, 2, 'BIPOLAR'),
     ('ice40-up5k', 'mvau', 32, 392, 8, 28, 'BIPOLAR'),
     ('ice40-up5k', 'window', '[6, 6, 8]', '[3, 3]', '[1, 1]', '[1, 1, 1, 1]', 'UINT4', '1'),
@@ -34,14 +30,9 @@ KNOWN_OFF = {
     ('ice40-up5k', 'add', 'INT4', 'INT4', '1', '1', '16'),
     ('ice40-up5k', 'add', 'INT4', 'INT6', '45', '77', '2'),
     ('ecp5-85f', 'mvau', 16, 16, 2, 2, 'INT4'),
-    ('ecp5-85f', 'mvau', 32, 32, 4, 8, 'INT4'),
-    ('ecp5-85f', 'mvau', 64, 64, 4, 8, 'BIPOLAR'),
-    ('ecp5-85f', 'mvau', 64, 784, 2, 196, 'BIPOLAR'),
     ('ecp5-85f', 'mvau', 10, 64, 1, 8, 'BIPOLAR'),
     ('ecp5-85f', 'mvau', 12, 64, 1, 1, 'UINT4'),
-    ('ecp5-85f', 'mvau', 64, 32, 8, 4, 'UINT2'),
     ('ecp5-85f', 'mvau', 16, 16, 2, 2, 'INT8'),
-    ('ecp5-85f', 'mvau', 32, 64, 2, 16, 'BIPOLAR'),
     ('ecp5-85f', 'mvau', 12, 32, 3, 2, 'UINT4'),
     ('ecp5-85f', 'mvau', 10, 32, 5, 1, 'UINT2'),
     ('ecp5-85f', 'mvau', 32, 392, 4, 14, 'INT2'),
