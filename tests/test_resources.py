@@ -24,8 +24,6 @@ KNOWN_OFF = {
     ('ice40-up5k', 'threshold', '16', '1', 'INT8', 'UINT2'),
     ('ice40-up5k', 'threshold', '32', '2', 'INT10', 'UINT4'),
     ('ice40-up5k', 'threshold', '64', '1', 'INT12', 'BIPOLAR'),
-    ('ice40-up5k', 'add', 'INT4', 'INT4', '1', '1', '1'),
-    ('ice40-up5k', 'add', 'UINT2', 'UINT2', '1', '1', '4'),
     ('ice40-up5k', 'add', 'INT8', 'INT4', '1', '3', '2'),
     ('ice40-up5k', 'add', 'INT4', 'INT4', '1', '1', '16'),
     ('ice40-up5k', 'add', 'INT4', 'INT6', '45', '77', '2'),
