@@ -77,7 +77,19 @@ def rom_live_bits(rows: list[int], width: int) -> int:
     packed = np.frombuffer(b"".join(int(row).to_bytes(size, "little") for row in rows), dtype=np.uint8)
     bits = np.unpackbits(packed.reshape(len(rows), size), axis=1, bitorder="little")[:, :width]
     varying = bits[:, bits.min(axis=0) != bits.max(axis=0)]
-    return int(np.unique(varying, axis=1).shape[1]) if varying.size else 0
+    return len({column.tobytes() for column in np.packbits(varying, axis=0).T})
+
+
+def _may_stay_in_logic(width: int, depth: int) -> bool:
+    """Whether a ROM of ``depth`` words of ``width`` bits stays in logic on some device family."""
+    return any(memory_mapping(width=width, depth=depth, rom=True, family=family).kind == "logic"
+               for family in FAMILIES)
+
+
+def _live_bits_of(rows_of, width: int, depth: int) -> int:
+    """:func:`rom_live_bits` of the ROM whose rows ``rows_of()`` builds, if it may stay in logic
+    (reading its contents costs time the planner spends on every folding it tries); else -1."""
+    return rom_live_bits(rows_of(), width) if _may_stay_in_logic(width, depth) else -1
 
 
 class _Spec:
@@ -153,11 +165,12 @@ class MVAUSpec(_Spec):
                       rq_multiplier_bits=mult.width + (1 if mixed and not mult.signed else 0),
                       rq_product_bits=unit.product_shape.width, rq_offset_bits=unit._offset_shape.width,
                       rq_sum_bits=unit.sum_shape.width)
-        lanes = unit._pe * unit._simd
-        live = dict(weight_rom_live=rom_live_bits(unit._weight_rom_rows(), lanes * w_dt.bitwidth))
+        lanes, nf = unit._pe * unit._simd, unit._weights.shape[0] // unit._pe
+        live = dict(weight_rom_live=_live_bits_of(unit._weight_rom_rows, lanes * w_dt.bitwidth,
+                                                  nf * unit._weights.shape[1] // unit._simd))
         if thresholds:
-            live["threshold_rom_live"] = rom_live_bits(unit._threshold_rom_rows(0, unit._pe),
-                                                       unit._pe * thresholds * unit.acc_shape.width)
+            live["threshold_rom_live"] = _live_bits_of(lambda: unit._threshold_rom_rows(0, unit._pe),
+                                                       unit._pe * thresholds * unit.acc_shape.width, nf)
         return cls(mh=unit._weights.shape[0], mw=unit._weights.shape[1], pe=unit._pe, simd=unit._simd,
                    in_bits=in_dt.bitwidth, weight_bits=w_dt.bitwidth, out_bits=unit.out_width,
                    acc_bits=unit.acc_shape.width, product_bits=product_bits, mul_a=mul_a, mul_b=mul_b,
@@ -308,7 +321,7 @@ class VVAUSpec(_Spec):
         return cls(channels=channels, taps=taps, simd=unit._simd, in_bits=in_dt.bitwidth,
                    weight_bits=w_dt.bitwidth, out_bits=unit.out_width, acc_bits=unit.acc_shape.width,
                    product_bits=product_bits, mul_a=mul_a, mul_b=mul_b, xnor=xnor, constant_weights=constant,
-                   weight_rom_live=rom_live_bits(rows, unit._simd * w_dt.bitwidth))
+                   weight_rom_live=_live_bits_of(lambda: rows, unit._simd * w_dt.bitwidth, len(rows)))
 
 
 @dataclass(frozen=True)
@@ -333,7 +346,8 @@ class ThresholdSpec(_Spec):
         return cls(channels=unit._thresholds.shape[0], elems=unit._elems, thresholds=thresholds,
                    in_bits=unit.in_width, compare_bits=unit.compare_shape.width, out_bits=unit.out_width,
                    shared=len(set(rows)) == 1,
-                   rom_live=rom_live_bits(rows, unit._elems * thresholds * unit.compare_shape.width))
+                   rom_live=_live_bits_of(lambda: rows, unit._elems * thresholds * unit.compare_shape.width,
+                                          len(rows)))
 
 
 @dataclass(frozen=True)
