@@ -249,6 +249,9 @@ SWEEP = [
     ("pool", dict(channels=24, window=4, vectors=8, dtype="UINT3", simd=2)),
     ("pool", dict(channels=32, window=2, vectors=16, dtype="UINT2", simd=4)),
     ("pool", dict(channels=12, window=4, vectors=8, dtype="UINT4", simd=3)),
+    # Every channel in one beat: no group multiplexer.
+    ("pool", dict(channels=16, window=4, vectors=8, dtype="UINT3", simd=16)),
+    ("pool", dict(channels=4, window=9, vectors=4, dtype="UINT3", simd=4)),
     ("fifo", dict(width=8, depth=2)),
     ("fifo", dict(width=32, depth=4)),
     ("fifo", dict(width=16, depth=32)),
@@ -294,6 +297,8 @@ SWEEP = [
     ("convert", dict(bits=2, in_elems=1, out_elems=2)),
     ("convert", dict(bits=4, in_elems=2, out_elems=2)),
     ("convert", dict(bits=6, in_elems=1, out_elems=5)),
+    ("convert", dict(bits=3, in_elems=2, out_elems=16)),
+    ("convert", dict(bits=2, in_elems=1, out_elems=12)),
     ("convert", dict(bits=4, in_elems=2, out_elems=3)),
     ("convert", dict(bits=2, in_elems=9, out_elems=6)),
     ("vvau", dict(channels=8, taps=9, simd=1, in_dtype="UINT2", weight_dtype="INT2")),
