@@ -241,6 +241,14 @@ SWEEP = [
     ("window", dict(in_shape=[6, 6, 8], kernel=[3, 3], stride=[1, 1], padding=[1, 1, 1, 1], dtype="UINT4", simd=1)),
     ("window", dict(in_shape=[8, 8, 16], kernel=[1, 1], stride=[1, 1], padding=[0, 0, 0, 0], dtype="UINT4", simd=4)),
     ("window", dict(in_shape=[6, 6, 4], kernel=[2, 2], stride=[2, 2], padding=[0, 0, 0, 0], dtype="UINT4", simd=4)),
+    # Every channel in one beat (no channel fold).
+    ("window", dict(in_shape=[6, 6, 8], kernel=[3, 3], stride=[1, 1], padding=[1, 1, 1, 1], dtype="UINT4", simd=8)),
+    ("window", dict(in_shape=[5, 5, 6], kernel=[3, 3], stride=[1, 1], padding=[0, 0, 0, 0], dtype="UINT4", simd=6)),
+    ("window", dict(in_shape=[1, 12, 12], kernel=[1, 3], stride=[1, 1], padding=[0, 1, 0, 1], dtype="UINT3", simd=12)),
+    # Rings of wide words deep enough for block RAM on ECP5 as well.
+    ("window", dict(in_shape=[1, 40, 8], kernel=[1, 3], stride=[1, 1], padding=[0, 0, 0, 0], dtype="UINT4", simd=8)),
+    ("window", dict(in_shape=[12, 12, 16], kernel=[3, 3], stride=[1, 1], padding=[1, 1, 1, 1], dtype="UINT4", simd=4)),
+    ("window", dict(in_shape=[1, 64, 4], kernel=[1, 5], stride=[1, 1], padding=[0, 0, 0, 0], dtype="UINT8", simd=2)),
     ("pool", dict(channels=8, window=4, vectors=16, dtype="UINT2", simd=1)),
     ("pool", dict(channels=16, window=2, vectors=8, dtype="UINT3", simd=1)),
     ("pool", dict(channels=16, window=4, vectors=16, dtype="UINT2", simd=4)),
