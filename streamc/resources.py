@@ -174,8 +174,8 @@ class MVAUSpec(_Spec):
         return cls(mh=unit._weights.shape[0], mw=unit._weights.shape[1], pe=unit._pe, simd=unit._simd,
                    in_bits=in_dt.bitwidth, weight_bits=w_dt.bitwidth, out_bits=unit.out_width,
                    acc_bits=unit.acc_shape.width, product_bits=product_bits, mul_a=mul_a, mul_b=mul_b,
-                   xnor=xnor, thresholds=thresholds, signed_multiply=bool(mul_a and in_dt.signed and w_dt.signed),
-                   **rq, **live)
+                   xnor=xnor, thresholds=thresholds,
+                   signed_multiply=bool(mul_a and in_dt.signed and w_dt.signed), **rq, **live)
 
     @classmethod
     def of_layer(cls, layer) -> "MVAUSpec":
@@ -673,8 +673,10 @@ def _window_features(spec: WindowSpec) -> tuple[dict[str, float], dict[str, floa
     # top_addr and base_addr step around the ring; row_addr too when the kernel spans rows.
     ring_steps = (3 if kh > 1 else 2) * ring
     positions = r0 + r + c0 + c + pixels + beats + credit + written
-    registers = counters + positions + ring_steps // ring * ring + 2
-    # A window over several rows selects among them (beat-wide); a one-dimensional one never does.
+    # Each register above, the ring addresses (row_addr merged with top_addr when the kernel spans
+    # one row), the output valid and the padding flag.
+    registers = counters + positions + ring_steps + 2
+    # A window over several rows costs Yosys a beat-wide term more (fitted); a one-dimensional one not.
     rows_payload = spec.simd * spec.bits if kh > 1 else 0
     lut = {"control": 1.0, "counters": counters, "positions": positions, "ring_steps": ring_steps,
            "read_address": 2 * ring, "compares": written + _signed_range_bits(-top - 1, h + extent_h)
@@ -830,8 +832,8 @@ def _fifo_features(spec: FIFOSpec, family: str) -> tuple[dict[str, float], dict[
     and one more in an output register.
     """
     width, depth = spec.width, spec.depth
-    lut = dict.fromkeys(("shallow", "shallow_pointers", "shallow_words", "shallow_read_mux", "deep", "deep_pointers", "bram_width",
-                         "lutram", "lutram_banked", "lutram_read_mux", "ff_read_mux"), 0.0)
+    lut = dict.fromkeys(("shallow", "shallow_pointers", "shallow_words", "shallow_read_mux", "deep", "deep_pointers",
+                         "bram_width", "lutram", "lutram_banked", "lutram_read_mux", "ff_read_mux"), 0.0)
     ff = dict.fromkeys(("storage", "pointers", "output_register", "bram_output"), 0.0)
     if depth < 16:
         pointers = 2 * _range_bits(depth) + _range_bits(depth + 1)
