@@ -216,6 +216,13 @@ def main(argv: list[str] | None = None) -> int:
             everything.append(dict(model=model, device=device, plan=plan, rows=table, flat=result["flat"]))
             sys.stdout.flush()
     print(f"\nall models: {good} of {total} rows within +-15 % (LUT, FF) and exact (BRAM, DSP)")
+    by_kind: dict[str, list[int]] = {}
+    for entry in everything:
+        for row in entry["rows"]:
+            counts = by_kind.setdefault(row["kind"], [0, 0])
+            counts[0] += within(row["estimated"], row["synthesized"])
+            counts[1] += 1
+    print("by kind: " + ", ".join(f"{kind} {g} of {n}" for kind, (g, n) in sorted(by_kind.items())))
     if args.json:
         args.json.write_text(json.dumps(everything, indent=1) + "\n")
     return 0

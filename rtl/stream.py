@@ -12,7 +12,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFO, SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["StreamFIFO", "WidthConverter"]
+__all__ = ["StreamFIFO", "WidthConverter", "conversion_structure"]
 
 
 class StreamFIFO(wiring.Component):
@@ -74,15 +74,35 @@ class StreamFIFO(wiring.Component):
         return m
 
 
+def conversion_structure(in_elems: int, out_elems: int) -> str:
+    """How :class:`WidthConverter` converts ``in_elems`` to ``out_elems`` elements per beat:
+    ``"gather"`` (``out_elems`` a multiple of ``in_elems``), ``"split"`` (``in_elems`` a multiple of
+    ``out_elems``) or ``"shift_buffer"`` (any other pair)."""
+    if out_elems % in_elems == 0:
+        return "gather"
+    if in_elems % out_elems == 0:
+        return "split"
+    return "shift_buffer"
+
+
 class WidthConverter(wiring.Component):
     """Re-packs a stream of ``in_elems`` elements per beat into beats of ``out_elems`` elements.
 
-    Element order is kept; any pair of counts works (4 -> 6 as well as 6 -> 4). The elements
-    wait in a shift buffer of ``in_elems + out_elems - 1`` slots: an output beat leaves from
-    the front, an input beat lands right behind what stays. That is the smallest buffer with
-    which one beat per cycle flows on the slower side whenever the other side keeps up.
-    ``i.ready`` looks at ``o.ready`` in the same cycle, so the buffer may take a beat while
-    handing one out; ``o.valid`` depends on registers only.
+    Element order is kept; any pair of counts works (4 -> 6 as well as 6 -> 4). One beat per
+    cycle flows on the slower side whenever the other side keeps up; ``i.ready`` looks at
+    ``o.ready`` in the same cycle, so the converter may take a beat while handing one out;
+    ``o.valid`` depends on registers only. How it is built depends on the ratio:
+
+    - ``out_elems`` a multiple of ``in_elems`` (gathering, as FINN converts): a shift register of
+      one output beat takes each input beat at its top; the beat leaves once it is full.
+    - ``in_elems`` a multiple of ``out_elems`` (splitting): a register holds one input beat; a
+      counter selects the part of it that leaves.
+    - Any other pair: a shift buffer of ``in_elems + out_elems - 1`` slots, the smallest with
+      which one beat per cycle flows; an output beat leaves from the front, an input beat lands
+      right behind what stays (a barrel shifter per element bit).
+
+    The first two are small and regular, so their size follows from the widths alone
+    (:mod:`streamc.resources` counts them so).
 
     Parameters
     ----------
@@ -108,15 +128,71 @@ class WidthConverter(wiring.Component):
         self.out_elems = out_elems
         self.in_width = elem_width
         self.out_width = elem_width
-        self.capacity = in_elems + out_elems - 1
         super().__init__({
             "i": In(stream.Signature(unsigned(in_elems * elem_width))),
             "o": Out(stream.Signature(unsigned(out_elems * elem_width))),
         })
 
+    @property
+    def structure(self) -> str:
+        """``"gather"``, ``"split"`` or ``"shift_buffer"``: how :meth:`elaborate` builds it."""
+        return conversion_structure(self.in_elems, self.out_elems)
+
     def elaborate(self, platform):
         m = Module()
-        w, n_in, n_out, cap = self.elem_width, self.in_elems, self.out_elems, self.capacity
+        {"gather": self._gather, "split": self._split, "shift_buffer": self._shift_buffer}[self.structure](m)
+        return m
+
+    def _gather(self, m: Module) -> None:
+        beats = self.out_elems // self.in_elems
+        in_bits = self.in_elems * self.elem_width
+        gathered = Signal(self.out_elems * self.elem_width)
+        count = Signal(range(beats + 1))
+        take_in = Signal()
+        m.d.comb += [
+            self.o.valid.eq(count == beats),
+            self.o.payload.eq(gathered),
+            self.i.ready.eq(~self.o.valid | self.o.ready),
+            take_in.eq(self.i.valid & self.i.ready),
+        ]
+        # What is gathered shifts down a beat and the new one enters at the top: after ``beats``
+        # beats the first sits at the bottom. Nothing but the enable depends on the count.
+        with m.If(take_in):
+            m.d.sync += [gathered.eq(Cat(gathered[in_bits:], self.i.payload)),
+                         count.eq(Mux(self.o.valid, 1, count + 1))]
+        with m.Elif(self.o.valid & self.o.ready):
+            m.d.sync += count.eq(0)
+
+    def _split(self, m: Module) -> None:
+        beats = self.in_elems // self.out_elems
+        out_bits = self.out_elems * self.elem_width
+        held = Signal(self.in_elems * self.elem_width)
+        index = Signal(range(beats))
+        full = Signal()
+        take_in = Signal()
+        take_out = Signal()
+        last = Signal()
+        # The held beat only loads; a counter picks the part that leaves (a multiplexer per
+        # output bit): shifting the held beat instead costs a multiplexer per held bit, which
+        # ECP5's mapping turns into far more.
+        m.d.comb += [
+            last.eq(index == beats - 1),
+            self.o.valid.eq(full),
+            self.o.payload.eq(held.word_select(index, out_bits)),
+            take_out.eq(self.o.valid & self.o.ready),
+            self.i.ready.eq(~full | (last & self.o.ready)),
+            take_in.eq(self.i.valid & self.i.ready),
+        ]
+        with m.If(take_in):
+            m.d.sync += [held.eq(self.i.payload), full.eq(1)]
+        with m.Elif(take_out & last):
+            m.d.sync += full.eq(0)
+        with m.If(take_out):
+            m.d.sync += index.eq(Mux(last, 0, index + 1))
+
+    def _shift_buffer(self, m: Module) -> None:
+        w, n_in, n_out = self.elem_width, self.in_elems, self.out_elems
+        cap = n_in + n_out - 1
 
         slots = [Signal(w, name=f"slot{p}") for p in range(cap)]
         count = Signal(range(cap + 1))
@@ -147,5 +223,3 @@ class WidthConverter(wiring.Component):
             shifted = slots[p + n_out] if p + n_out < cap else slots[p]
             arriving = Cat(plane[p] for plane in planes)
             m.d.sync += slots[p].eq(Mux(take_in & landing[p], arriving, Mux(take_out, shifted, slots[p])))
-        return m
-

@@ -62,6 +62,36 @@ def accumulator_range(weights: np.ndarray, in_dtype: DataType) -> tuple[int, int
     return int(lo.min()), int(hi.max())
 
 
+#: Largest ROM (bits) whose contents :func:`rom_live_bits` reads; a larger one never stays in logic.
+_LIVE_BITS_LIMIT = 1 << 17
+
+
+def rom_live_bits(rows: list[int], width: int) -> int:
+    """Bit columns of a ROM (``rows`` of ``width`` bits) that cost logic when it stays out of block
+    RAM: Yosys drops a column that holds the same bit in every row and shares equal columns, so
+    only the distinct non-constant ones need LUTs and read registers. -1 for a ROM too large to
+    stay in logic (not counted)."""
+    if not rows or width * len(rows) > _LIVE_BITS_LIMIT:
+        return -1
+    size = (width + 7) // 8
+    packed = np.frombuffer(b"".join(int(row).to_bytes(size, "little") for row in rows), dtype=np.uint8)
+    bits = np.unpackbits(packed.reshape(len(rows), size), axis=1, bitorder="little")[:, :width]
+    varying = bits[:, bits.min(axis=0) != bits.max(axis=0)]
+    return len({column.tobytes() for column in np.packbits(varying, axis=0).T})
+
+
+def _may_stay_in_logic(width: int, depth: int) -> bool:
+    """Whether a ROM of ``depth`` words of ``width`` bits stays in logic on some device family."""
+    return any(memory_mapping(width=width, depth=depth, rom=True, family=family).kind == "logic"
+               for family in FAMILIES)
+
+
+def _live_bits_of(rows_of, width: int, depth: int) -> int:
+    """:func:`rom_live_bits` of the ROM whose rows ``rows_of()`` builds, if it may stay in logic
+    (reading its contents costs time the planner spends on every folding it tries); else -1."""
+    return rom_live_bits(rows_of(), width) if _may_stay_in_logic(width, depth) else -1
+
+
 class _Spec:
     def to_dict(self) -> dict:
         return asdict(self)
@@ -75,7 +105,8 @@ class MVAUSpec(_Spec):
     comparator, ``product_bits`` one lane's product; ``mul_a``/``mul_b`` the operand widths of a
     lane's multiply as Yosys sees it (0 when the lane does not multiply: XNOR or a bipolar
     operand). ``thresholds`` per channel (0: none); the ``rq_*`` fields describe the
-    requantization's multiply (0 without one).
+    requantization's multiply (0 without one). ``weight_rom_live`` and ``threshold_rom_live``:
+    the :func:`rom_live_bits` of the weight and threshold ROMs (-1: not known, all bits count).
     """
 
     mh: int
@@ -96,6 +127,9 @@ class MVAUSpec(_Spec):
     rq_product_bits: int = 0
     rq_offset_bits: int = 0
     rq_sum_bits: int = 0
+    weight_rom_live: int = -1
+    threshold_rom_live: int = -1
+    signed_multiply: bool = False
     ram_style: str = "auto"
     ram_style_thresholds: str = "auto"
     res_type: str = "auto"
@@ -134,11 +168,18 @@ class MVAUSpec(_Spec):
                       rq_multiplier_bits=mult.width + (1 if mixed and not mult.signed else 0),
                       rq_product_bits=unit.product_shape.width, rq_offset_bits=unit._offset_shape.width,
                       rq_sum_bits=unit.sum_shape.width)
+        lanes, nf = unit._pe * unit._simd, unit._weights.shape[0] // unit._pe
+        live = dict(weight_rom_live=_live_bits_of(unit._weight_rom_rows, lanes * w_dt.bitwidth,
+                                                  nf * unit._weights.shape[1] // unit._simd))
+        if thresholds:
+            live["threshold_rom_live"] = _live_bits_of(lambda: unit._threshold_rom_rows(0, unit._pe),
+                                                       unit._pe * thresholds * unit.acc_shape.width, nf)
         return cls(mh=unit._weights.shape[0], mw=unit._weights.shape[1], pe=unit._pe, simd=unit._simd,
                    in_bits=in_dt.bitwidth, weight_bits=w_dt.bitwidth, out_bits=unit.out_width,
                    acc_bits=unit.acc_shape.width, product_bits=product_bits, mul_a=mul_a, mul_b=mul_b,
-                   xnor=xnor, thresholds=thresholds, ram_style=unit.ram_style,
-                   ram_style_thresholds=unit.ram_style_thresholds, res_type=unit.res_type, **rq)
+                   xnor=xnor, thresholds=thresholds,
+                   signed_multiply=bool(mul_a and in_dt.signed and w_dt.signed), ram_style=unit.ram_style,
+                   ram_style_thresholds=unit.ram_style_thresholds, res_type=unit.res_type, **rq, **live)
 
 
 @dataclass(frozen=True)
@@ -164,6 +205,12 @@ class WindowSpec(_Spec):
     bits: int
     simd: int
     buffer_rows: int
+    pad_top: int = 0
+    pad_left: int = 0
+    stride_h: int = 1
+    stride_w: int = 1
+    dilation_h: int = 1
+    dilation_w: int = 1
 
     @property
     def ring_words(self) -> int:
@@ -173,7 +220,8 @@ class WindowSpec(_Spec):
     def of_unit(cls, unit) -> "WindowSpec":
         return cls(height=unit._h, width=unit._w, channels=unit._c, kernel_h=unit._kh, kernel_w=unit._kw,
                    out_h=unit._oh, out_w=unit._ow, bits=unit.in_width, simd=unit.in_elems,
-                   buffer_rows=unit.buffer_rows)
+                   buffer_rows=unit.buffer_rows, pad_top=unit._top, pad_left=unit._left, stride_h=unit._sh,
+                   stride_w=unit._sw, dilation_h=unit._dh, dilation_w=unit._dw)
 
     @classmethod
     def of_stage(cls, stage) -> "WindowSpec":
@@ -212,6 +260,13 @@ class ConverterSpec(_Spec):
     in_elems: int
     out_elems: int
 
+    @property
+    def structure(self) -> str:
+        """How the converter is built (:attr:`streamc.rtl.stream.WidthConverter.structure`)."""
+        from .rtl.stream import conversion_structure
+
+        return conversion_structure(self.in_elems, self.out_elems)
+
 
 @dataclass(frozen=True)
 class VVAUSpec(_Spec):
@@ -220,7 +275,8 @@ class VVAUSpec(_Spec):
     ``C = channels`` partial sums of ``acc_bits`` sit in registers; the weights in a ROM of
     ``taps * C / simd`` rows of ``simd`` weights unless every row is the same
     (``constant_weights``, an average pool). ``mul_a``/``mul_b`` as for :class:`MVAUSpec`
-    (0: no multiplier, also when a constant weight is a power of two or zero).
+    (0: no multiplier, also when a constant weight is a power of two or zero); ``weight_rom_live``
+    the ROM's :func:`rom_live_bits`.
     """
 
     channels: int
@@ -235,6 +291,7 @@ class VVAUSpec(_Spec):
     mul_b: int
     xnor: bool
     constant_weights: bool
+    weight_rom_live: int = -1
     ram_style: str = "auto"
     res_type: str = "auto"
 
@@ -247,7 +304,8 @@ class VVAUSpec(_Spec):
         """The spec of a constructed :class:`~streamc.rtl.vvau.VectorVectorUnit` (not elaborated)."""
         in_dt, w_dt = unit._in_dtype, unit._weight_dtype
         mul_a, mul_b, product_bits, xnor = _lane_multiply(in_dt, w_dt)
-        constant = len(set(unit._weight_rom_rows())) == 1
+        rows = unit._weight_rom_rows()
+        constant = len(set(rows)) == 1
         if constant and mul_a:
             # Yosys folds a product by a constant power of two (or zero) into wiring.
             lanes = {abs(int(w)) for w in unit._weights[:, 0]}
@@ -257,13 +315,15 @@ class VVAUSpec(_Spec):
         return cls(channels=channels, taps=taps, simd=unit._simd, in_bits=in_dt.bitwidth,
                    weight_bits=w_dt.bitwidth, out_bits=unit.out_width, acc_bits=unit.acc_shape.width,
                    product_bits=product_bits, mul_a=mul_a, mul_b=mul_b, xnor=xnor, constant_weights=constant,
+                   weight_rom_live=_live_bits_of(lambda: rows, unit._simd * w_dt.bitwidth, len(rows)),
                    ram_style=unit.ram_style, res_type=unit.res_type)
 
 
 @dataclass(frozen=True)
 class ThresholdSpec(_Spec):
     """A :class:`~streamc.rtl.threshold.ThresholdUnit`: ``elems * thresholds`` comparators of
-    ``compare_bits``, against constants (``shared``) or a ROM of one row per channel group."""
+    ``compare_bits``, against constants (``shared``) or a ROM of one row per channel group
+    (``rom_live``: its :func:`rom_live_bits`)."""
 
     channels: int
     elems: int
@@ -272,12 +332,17 @@ class ThresholdSpec(_Spec):
     compare_bits: int
     out_bits: int
     shared: bool
+    rom_live: int = -1
 
     @classmethod
     def of_unit(cls, unit) -> "ThresholdSpec":
-        return cls(channels=unit._thresholds.shape[0], elems=unit._elems, thresholds=unit._thresholds.shape[1],
+        rows = unit._rom_rows()
+        thresholds = unit._thresholds.shape[1]
+        return cls(channels=unit._thresholds.shape[0], elems=unit._elems, thresholds=thresholds,
                    in_bits=unit.in_width, compare_bits=unit.compare_shape.width, out_bits=unit.out_width,
-                   shared=len(set(unit._rom_rows())) == 1)
+                   shared=len(set(rows)) == 1,
+                   rom_live=_live_bits_of(lambda: rows, unit._elems * thresholds * unit.compare_shape.width,
+                                          len(rows)))
 
 
 @dataclass(frozen=True)
@@ -306,11 +371,11 @@ class AddSpec(_Spec):
                                      (self.b_bits, self.b_signed, self.b_weight)):
             if weight in (0, 1, -1) or (weight > 0 and weight & (weight - 1) == 0):
                 continue
-            # Amaranth gives the constant its narrowest shape and widens the unsigned side of a mixed product.
+            # Amaranth gives the constant its narrowest shape and widens the unsigned side of a mixed
+            # product; Yosys' wreduce takes the sign bit it adds to a positive constant off again.
             const_bits, const_signed = _bits_of_range(min(weight, 0), max(weight, 0))
             a = bits + (1 if const_signed and not signed else 0)
-            b = const_bits + (1 if signed and not const_signed else 0)
-            kept.append((a, b, a + b, weight))
+            kept.append((a, const_bits, a + const_bits, weight))
         return kept
 
     @classmethod
@@ -471,6 +536,22 @@ def memory_mapping(*, width: int, depth: int, rom: bool, family: str, style: str
     return best[1]
 
 
+def _bram_read_mux(*, width: int, depth: int, rom: bool, family: str, style: str = "auto") -> int:
+    """Bits of the read multiplexer joining a block-RAM memory's address banks: ``width`` times
+    (banks - 1) for the configuration :func:`memory_mapping` picks (0 when not in block RAM)."""
+    if memory_mapping(width=width, depth=depth, rom=rom, family=family, style=style).kind != "bram":
+        return 0
+    best = None
+    for block in _BLOCK_RAMS[family]:
+        for log2, unit in enumerate(block["widths"]):
+            mult_a = (depth - 1) // (1 << (block["abits"] - log2)) + 1
+            padded = width if rom else -(-width // min(block["byte"] or unit, unit)) * min(block["byte"] or unit, unit)
+            cost = block["cost"] * -(-mult_a * padded // unit) + 0.5 * (mult_a - 1) * width
+            if best is None or cost < best[0]:
+                best = (cost, mult_a)
+    return width * (best[1] - 1)
+
+
 # --- Multipliers ----------------------------------------------------------------------------------
 
 _DSP_RULES = {"ice40": dict(max_width=16, min_width=2, min_result=11),
@@ -560,19 +641,54 @@ def _log2(n: int) -> int:
 
 def _range_bits(n: int) -> int:
     """Width of an Amaranth ``Signal(range(n))``."""
-    return max(1, (n - 1).bit_length())
+    return max(0, (n - 1).bit_length())
 
 
-def _window_counter_bits(spec: WindowSpec) -> int:
-    """Bits of the sliding window's counters and addresses (write side, read side, row and column
-    positions with padding, ring addresses), each one adder and compare in logic."""
-    h, w, cf, ring = spec.height, spec.width, spec.channels // spec.simd, spec.ring_words
-    write = _range_bits(spec.buffer_rows + h + 1) + _range_bits(h * w) + 1 + _range_bits(cf) + _range_bits(w)
-    read = (_range_bits(cf) + _range_bits(spec.kernel_w) + _range_bits(spec.kernel_h) + _range_bits(spec.out_w)
-            + _range_bits(spec.out_h))
-    positions = (2 * (_range_bits(h) + 1) + 2 * (_range_bits(w) + 1) + _range_bits(h * w) + 1
-                 + 2 * (_range_bits(w * cf) + 1))
-    return write + read + positions + 4 * _range_bits(ring)
+def _signed_range_bits(lo: int, hi: int) -> int:
+    """Width of an Amaranth ``Signal(range(lo, hi))``."""
+    return _bits_of_range(lo, hi - 1)[0] if hi - 1 >= lo else 0
+
+
+def _window_features(spec: WindowSpec) -> tuple[dict[str, float], dict[str, float]]:
+    """LUT and FF features of a :class:`~streamc.rtl.window.SlidingWindow`, from the widths of its
+    registers as the generator declares them: the loop counters (an incrementer and a compare with
+    a constant each), the row, column and pixel positions (an adder each), the ring addresses (an
+    adder, a compare and a subtraction each, and two adders forming the read address), and the
+    compares that decide padding and whether the pixels a patch needs have arrived."""
+    h, w, cf = spec.height, spec.width, spec.channels // spec.simd
+    kh, kw, sh = spec.kernel_h, spec.kernel_w, spec.stride_h
+    top, left = spec.pad_top, spec.pad_left
+    extent_h = spec.dilation_h * (kh - 1) + 1
+    extent_w = spec.dilation_w * (kw - 1) + 1
+    ring = _range_bits(spec.ring_words)
+    counters = (_range_bits(cf) * 2 + _range_bits(w) + _range_bits(kw) + _range_bits(kh) + _range_bits(spec.out_w)
+                + _range_bits(spec.out_h) + ring)
+    # The patch corner (r0, c0, r0_pixels, c0_beat) is constant along an axis with one output;
+    # the beat's position (r, c, col_beat, row_addr) moves with the corner (and Yosys merges the
+    # two) along an axis the kernel does not span.
+    one_row, one_col = spec.out_h == 1, spec.out_w == 1
+    r0 = 0 if one_row else _signed_range_bits(-top - 1, h + 1)
+    r = 0 if kh == 1 else _signed_range_bits(-top - 1, h + extent_h)
+    c0 = 0 if one_col else _signed_range_bits(-left - 1, w + 1)
+    c = 0 if kw == 1 else _signed_range_bits(-left - 1, w + extent_w)
+    pixels = 0 if one_row else _signed_range_bits(-top * w, (h + 1) * w + 1)
+    beats = ((0 if kw == 1 else _signed_range_bits(-left * cf, (w + extent_w) * cf))
+             + (0 if one_col else _signed_range_bits(-left * cf, (w + 1) * cf)))
+    credit = _range_bits(spec.buffer_rows + h + sh + 1)
+    written = _signed_range_bits(-h * w, (h + spec.buffer_rows) * w + 1)
+    # top_addr and base_addr step around the ring; row_addr too when the kernel spans rows.
+    ring_steps = (3 if kh > 1 else 2) * ring
+    positions = r0 + r + c0 + c + pixels + beats + credit + written
+    # Each register above, the ring addresses (row_addr merged with top_addr when the kernel spans
+    # one row), the output valid and the padding flag.
+    registers = counters + positions + ring_steps + 2
+    # A window over several rows costs Yosys a beat-wide term more (fitted); a one-dimensional one not.
+    rows_payload = spec.simd * spec.bits if kh > 1 else 0
+    lut = {"control": 1.0, "counters": counters, "positions": positions, "ring_steps": ring_steps,
+           "read_address": 2 * ring, "compares": written + _signed_range_bits(-top - 1, h + extent_h)
+           + _signed_range_bits(-left - 1, w + extent_w), "payload": 0.0, "rows_payload": rows_payload,
+           "logic_memory": 0.0, "lutram_read_mux": 0.0, "bram_read_mux": 0.0}
+    return lut, {"registers": registers, "memory_registers": 0.0, "payload": 0.0}
 
 
 def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str, float], dict[str, float]]:
@@ -585,6 +701,23 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
     if spec.thresholds:
         memories.add(width=spec.pe * spec.thresholds * spec.acc_bits, depth=spec.nf, rom=True, family=family,
                      style=spec.ram_style_thresholds)
+    # The ROMs kept in logic, counting only their live bit columns where the contents are known.
+    roms = [(lanes * spec.weight_bits, spec.nf * spec.sf, spec.weight_rom_live, spec.ram_style)]
+    if spec.thresholds:
+        roms.append((spec.pe * spec.thresholds * spec.acc_bits, spec.nf, spec.threshold_rom_live,
+                     spec.ram_style_thresholds))
+    if spec.rq_multiplier_bits:
+        roms += [(spec.pe * spec.rq_multiplier_bits, spec.nf, -1, "auto"), (spec.pe * spec.rq_offset_bits, spec.nf, -1, "auto")]
+    rom_luts, rom_muxes, rom_regs = (sum(values) for values in zip(*(_logic_rom(width, depth, live, family, style)
+                                                                      for width, depth, live, style in roms)))
+    # Block RAM read ports with an enable: the read data is held beside the block.
+    memories_read = [(width, depth, True, style) for width, depth, _, style in roms]
+    if spec.nf > 1:
+        memories_read.append((spec.simd * spec.in_bits, spec.sf, False, "auto"))
+    bram_read = sum(width for width, depth, rom, style in memories_read
+                    if memory_mapping(width=width, depth=depth, rom=rom, family=family, style=style).kind == "bram")
+    bram_read_mux = sum(_bram_read_mux(width=width, depth=depth, rom=rom, family=family, style=style)
+                        for width, depth, rom, style in memories_read)
     lane_dsps = dsp_count(spec.mul_a, spec.mul_b, spec.product_bits, family, dsp=dsp and spec.res_type == "auto")
     rq_dsps = 0
     if spec.rq_multiplier_bits:
@@ -596,25 +729,64 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
     # Yosys' soft signed multipliers grow faster than their partial products (4 x 4: about 55 LUTs, 3 x 2: 8).
     soft_mult_wide = soft_mult * spec.mul_a * spec.mul_b / 16
     negate = lanes * spec.product_bits if not spec.mul_a and not spec.xnor else 0
-    tree = spec.pe * ((spec.simd - 1) * (spec.product_bits + _log2(spec.simd) / 2) + spec.acc_bits)
+    tree = spec.pe * (_adder_tree_bits(spec.simd, spec.product_bits) + spec.acc_bits)
     # XNOR products are single bits: the popcount tree costs differently per lane from a sum of products.
     popcount, tree = (tree, 0) if spec.xnor else (0, tree)
     rq_soft = 0 if rq_dsps or not spec.rq_multiplier_bits else spec.pe * spec.rq_acc_bits * spec.rq_multiplier_bits
     lut = {"control": 1.0, "soft_multiply": soft_mult, "soft_multiply_wide": soft_mult_wide,
+           "soft_multiply_signed": soft_mult if spec.signed_multiply else 0,
+           "hard_multiply_signed": lanes * spec.product_bits if lane_dsps and spec.signed_multiply else 0,
            "negate_or_xnor": negate + (lanes if spec.xnor else 0), "adders": tree, "popcount": popcount,
            "thresholds": spec.pe * spec.thresholds * spec.acc_bits,
            "requant": spec.pe * spec.rq_sum_bits + rq_soft,
-           "logic_memory": memories.logic_rom_luts + memories.ff_ram_mux,
-           "rom_muxes": memories.logic_rom_muxes,
-           "counters": _log2(spec.nf * spec.sf)}
-    ff = {"control": 1.0, "operands": spec.simd * spec.in_bits,
-          "products": lanes * spec.product_bits if not lane_dsps else 0,
+           "logic_memory": rom_luts + memories.ff_ram_mux,
+           "rom_muxes": rom_muxes,
+           "counters": _log2(spec.nf * spec.sf), "bram_read": bram_read, "bram_read_mux": bram_read_mux}
+    ff = {"registers": _mvau_registers(spec, lane_dsps, rq_dsps), "bram_read": bram_read,
           "dsp_products": lanes * spec.product_bits if lane_dsps else 0,
-          "accumulators": spec.pe * (spec.acc_bits + spec.out_bits + spec.thresholds),
-          "requant": spec.pe * (spec.rq_product_bits + spec.rq_sum_bits),
-          "memory_registers": memories.logic_rom_regs + memories.sync_regs + memories.ff_ram_bits,
-          "counters": _log2(spec.nf * spec.sf)}
+          "rq_dsp_products": spec.pe * spec.rq_product_bits if rq_dsps else 0,
+          "memory_registers": rom_regs + memories.sync_regs + memories.ff_ram_bits}
     return memories, dsps, lut, ff
+
+
+def _adder_tree_bits(count: int, width: int) -> int:
+    """Output bits of all adders of :func:`streamc.rtl.mvau._adder_tree` over ``count`` values of
+    ``width`` bits: pairs are summed level by level, each sum one bit wider than its wider operand."""
+    level, bits = [width] * count, 0
+    while len(level) > 1:
+        pairs = [max(level[n], level[n + 1]) + 1 for n in range(0, len(level) - 1, 2)]
+        bits += sum(pairs)
+        level = pairs + ([level[-1]] if len(level) % 2 else [])
+    return bits
+
+
+def _logic_rom(width: int, depth: int, live: int, family: str, style: str = "auto") -> tuple[int, int, int]:
+    """LUT4s holding the words, 2:1 multiplexers joining them and read registers of a ROM that
+    ``memory_mapping`` keeps in logic (zeros for one in block RAM): per live bit column
+    (:func:`rom_live_bits`; all ``width`` when ``live`` is -1)."""
+    if memory_mapping(width=width, depth=depth, rom=True, family=family, style=style).kind != "logic":
+        return 0, 0, 0
+    columns = width if live < 0 else live
+    leaves = max(1, -(-depth // 16))
+    return columns * leaves, columns * (leaves - 1), columns
+
+
+def _mvau_registers(spec: MVAUSpec, lane_dsps: int, rq_dsps: int) -> int:
+    """Register bits a :class:`~streamc.rtl.mvau.MatrixVectorUnit` declares, stage by stage, except
+    memory read registers and the products a hard multiplier holds in its own registers."""
+    nf, sf, pe, lanes = spec.nf, spec.sf, spec.pe, spec.pe * spec.simd
+    counters = _range_bits(nf) + _range_bits(sf) + _range_bits(nf * sf)
+    operands = 3 + _range_bits(nf) + spec.simd * spec.in_bits + (1 if nf > 1 else 0)
+    products = 3 + _range_bits(nf) + (0 if lane_dsps else lanes * spec.product_bits)
+    accumulators = 1 + pe * spec.acc_bits
+    output = 1 + pe * spec.out_bits
+    if spec.rq_multiplier_bits:
+        stage4 = 2 + _range_bits(nf) + (0 if rq_dsps else pe * spec.rq_product_bits) + pe * spec.rq_sum_bits
+    elif spec.thresholds:
+        stage4 = 1 + pe * spec.thresholds
+    else:
+        stage4 = 0
+    return counters + operands + products + accumulators + stage4 + output
 
 
 def _vvau_parts(spec: VVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str, float], dict[str, float]]:
@@ -626,13 +798,16 @@ def _vvau_parts(spec: VVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
     soft_mult = 0 if lane_dsps or not spec.mul_a else spec.simd * spec.mul_a * spec.mul_b
     negate = spec.simd * spec.product_bits if not spec.mul_a and not spec.xnor and not spec.constant_weights else 0
     counters = _log2(spec.groups) + _log2(spec.taps) + (0 if spec.constant_weights else _log2(spec.taps * spec.groups))
+    rom_luts, rom_muxes, rom_regs = ((0, 0, 0) if spec.constant_weights else
+                                     _logic_rom(spec.simd * spec.weight_bits, spec.taps * spec.groups,
+                                                spec.weight_rom_live, family, spec.ram_style))
     lut = {"control": 1.0, "multiply": soft_mult + negate + (spec.simd if spec.xnor else 0),
            "multiply_wide": soft_mult * spec.mul_a * spec.mul_b / 16,
            "adders": spec.simd * spec.acc_bits + counters,
-           "logic_memory": memories.logic_rom_luts + memories.logic_rom_muxes}
+           "logic_memory": rom_luts + rom_muxes}
     ff = {"control": 1.0, "pipeline": spec.simd * (spec.in_bits + spec.out_bits) + counters,
           "products": spec.simd * spec.product_bits, "partial_sums": spec.channels * spec.acc_bits,
-          "memory_registers": memories.logic_rom_regs}
+          "memory_registers": rom_regs}
     return memories, spec.simd * lane_dsps, lut, ff
 
 
@@ -642,13 +817,88 @@ def _threshold_parts(spec: ThresholdSpec, family: str) -> tuple[_Memories, int, 
     if not spec.shared:
         memories.add(width=comparators * spec.compare_bits, depth=spec.channels // spec.elems, rom=True,
                      family=family)
+    rom_luts, rom_muxes, rom_regs = ((0, 0, 0) if spec.shared else
+                                     _logic_rom(comparators * spec.compare_bits, spec.channels // spec.elems,
+                                                spec.rom_live, family))
     lut = {"control": 1.0, "compare_rom": 0 if spec.shared else comparators * spec.compare_bits,
            "compare_constant": comparators * spec.compare_bits if spec.shared else 0,
-           "count": spec.elems * spec.thresholds * _log2(spec.thresholds + 1) if spec.thresholds > 1 else 0,
-           "logic_memory": memories.logic_rom_luts + memories.logic_rom_muxes}
+           # The thresholds reached are summed: an adder tree of 1-bit inputs, whose adders widen
+           # towards the root (ECP5 builds each of carry cells).
+           "count": spec.elems * (spec.thresholds - 1),
+           "count_tree": spec.elems * spec.thresholds * _log2(spec.thresholds + 1) if spec.thresholds > 1 else 0,
+           "logic_memory": rom_luts + rom_muxes}
     ff = {"control": 1.0, "pipeline": spec.elems * (spec.in_bits + spec.out_bits) + comparators,
-          "memory_registers": memories.logic_rom_regs}
+          "memory_registers": rom_regs}
     return memories, 0, lut, ff
+
+
+def _fifo_features(spec: FIFOSpec, family: str) -> tuple[dict[str, float], dict[str, float]]:
+    """LUT and FF features of a :class:`~streamc.rtl.stream.StreamFIFO`.
+
+    A shallow queue (``depth < 16``, Amaranth's ``SyncFIFO``) reads its storage combinationally:
+    LUT RAM on ECP5, flip-flops and a read multiplexer on iCE40; a write and a read pointer and a
+    level count it. A deep one (``SyncFIFOBuffered``) keeps ``depth - 1`` words in a memory read
+    synchronously (block RAM, LUT RAM beside a multiplexer over its 16-word blocks, or flip-flops),
+    and one more in an output register.
+    """
+    width, depth = spec.width, spec.depth
+    lut = dict.fromkeys(("shallow", "shallow_pointers", "shallow_words", "shallow_read_mux", "deep", "deep_pointers",
+                         "bram_width", "lutram", "lutram_banked", "lutram_read_mux", "ff_read_mux"), 0.0)
+    ff = dict.fromkeys(("storage", "pointers", "output_register", "bram_output"), 0.0)
+    if depth < 16:
+        pointers = 2 * _range_bits(depth) + _range_bits(depth + 1)
+        # Each word's write enable decodes the write pointer.
+        lut.update(shallow=1.0, shallow_pointers=pointers, shallow_words=depth)
+        ff.update(pointers=pointers)
+        if family != "ecp5":
+            lut.update(shallow_read_mux=width * (depth - 1))
+            ff.update(storage=width * depth)
+        return lut, ff
+    words = depth - 1
+    pointers = 2 * _range_bits(words) + _range_bits(words + 1) + _range_bits(depth + 1)
+    lut.update(deep=1.0, deep_pointers=pointers)
+    ff.update(pointers=pointers, output_register=width)
+    mapping = memory_mapping(width=width, depth=words, rom=False, family=family)
+    if mapping.kind == "bram":
+        # Block RAM output registers sit beside the FIFO's own, with a multiplexer per bit.
+        lut.update(bram_width=width)
+        ff.update(bram_output=width)
+    elif mapping.kind == "lutram":
+        # Past 16 words the LUT RAM is banked: a write enable per bank, a read multiplexer across them.
+        banks = -(-words // 16)
+        lut.update(lutram=1.0 if banks == 1 else 0.0, lutram_banked=1.0 if banks > 1 else 0.0,
+                   lutram_read_mux=width * (banks - 1))
+        ff.update(bram_output=0.0, storage=width)
+    else:
+        lut.update(ff_read_mux=width * (words - 1))
+        ff.update(storage=width * words + width)
+    return lut, ff
+
+
+def _converter_features(spec: ConverterSpec) -> tuple[dict[str, float], dict[str, float]]:
+    """LUT and FF features of a width converter, by how it is built (each kernel's features share
+    their names, so the structures a converter is not built as count zero)."""
+    lut = dict.fromkeys(("gather", "gather_count", "split", "split_select", "split_count", "shift_buffer",
+                         "slot_muxes", "shifter", "counters"), 0.0)
+    structure = spec.structure
+    if structure == "gather":
+        # A shift register with an enable (no logic per bit) and a beat counter.
+        count = _range_bits(spec.out_elems // spec.in_elems + 1)
+        lut.update(gather=1.0, gather_count=count)
+        return lut, {"registers": spec.out_elems * spec.bits + count}
+    if structure == "split":
+        # The held beat only loads; a counter drives a multiplexer per output bit.
+        beats = spec.in_elems // spec.out_elems
+        count = _range_bits(beats)
+        lut.update(split=1.0, split_select=spec.out_elems * spec.bits * (beats - 1), split_count=count)
+        return lut, {"registers": spec.in_elems * spec.bits + 1 + count}
+    slots = spec.in_elems + spec.out_elems - 1
+    # An input beat lands behind what stays: a barrel shifter per element bit, whose stage s
+    # moves at most in_elems + 2**(s+1) - 1 live bits (the rest are constant zero), into slots.
+    shift_bits = _log2(slots + 1)
+    barrel = sum(min(spec.in_elems + 2 ** (s + 1) - 1, slots) for s in range(shift_bits))
+    lut.update(shift_buffer=1.0, slot_muxes=slots * spec.bits, shifter=spec.bits * barrel, counters=shift_bits)
+    return lut, {"registers": slots * spec.bits + _range_bits(slots + 1)}
 
 
 def _parts(spec: Spec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str, float], dict[str, float]]:
@@ -665,21 +915,28 @@ def _parts(spec: Spec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str
     if isinstance(spec, WindowSpec):
         beat = spec.simd * spec.bits
         memories.add(width=beat, depth=spec.ring_words, rom=False, family=family)
-        counters = _window_counter_bits(spec)
-        # A window over several rows selects among them (beat-wide); a one-dimensional one never does.
-        rows_payload = beat if spec.kernel_h > 1 else 0
-        dims = _range_bits(spec.height) + _range_bits(spec.width)
-        return (memories, 0, {"control": 1.0, "counters": counters, "payload": beat, "rows_payload": rows_payload,
-                              "dims": dims, "channel_fold": _range_bits(spec.channels // spec.simd),
-                              "logic_memory": memories.ff_ram_mux},
-                {"control": 1.0, "counters": counters, "memory_registers": memories.sync_regs + memories.ff_ram_bits,
-                 "payload": beat, "rows_payload": rows_payload, "image": _range_bits(spec.height * spec.width)})
+        lut, ff = _window_features(spec)
+        # LUT RAM past 16 words is banked, with a read multiplexer across the banks.
+        banks = -(-spec.ring_words // 16) if memories.lutram else 1
+        lut.update(payload=beat, logic_memory=memories.ff_ram_mux, lutram_read_mux=beat * (banks - 1),
+                   bram_read_mux=_bram_read_mux(width=beat, depth=spec.ring_words, rom=False, family=family))
+        # Block RAM reads with an enable and no transparency: Yosys keeps the read data beside it.
+        ff.update(memory_registers=memories.sync_regs + memories.ff_ram_bits, payload=beat if memories.bram else 0)
+        return memories, 0, lut, ff
     if isinstance(spec, PoolSpec):
         value_bits = spec.bits + 1
         groups = spec.channels // spec.simd
+        # The running values are read through a multiplexer over the groups (padded to a power of
+        # two) and written with an enable decoded per group.
+        padded = 1 << _range_bits(groups)
         return (memories, 0, {"control": 1.0, "compare": spec.simd * value_bits,
-                              "select": spec.simd * value_bits * (groups - 1), "counters": _log2(groups * spec.window)},
-                {"control": 1.0, "running": spec.channels * value_bits, "payload": spec.simd * spec.bits,
+                              "select": spec.simd * value_bits * (padded - 1), "decode": groups if groups > 1 else 0,
+                              "counters": _log2(groups * spec.window)},
+                # With every channel in one beat the output register holds what the running values
+                # hold, and Yosys keeps one of each pair (without the constant top bit of a max).
+                {"control": 1.0, "running": spec.channels * value_bits if groups > 1 else 0,
+                 "payload": spec.simd * spec.bits if groups > 1 else 0,
+                 "shared": spec.channels * spec.bits if groups == 1 else 0,
                  "counters": _log2(groups) + _log2(spec.window)})
     if isinstance(spec, FIFOSpec):
         if spec.depth < 16 and family == "ecp5":
@@ -690,35 +947,28 @@ def _parts(spec: Spec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str
             memories.ff_ram_mux += spec.width * max(spec.depth - 1, 0) / 3
         else:
             memories.add(width=spec.width, depth=spec.depth, rom=False, family=family)
-        return (memories, 0, {"control": 1.0, "counters": _log2(spec.depth), "logic_memory": memories.ff_ram_mux,
-                              "payload": spec.width if spec.depth >= 16 else 0},
-                {"control": 1.0, "counters": _log2(spec.depth),
-                 "memory_registers": memories.sync_regs + memories.ff_ram_bits,
-                 "payload": spec.width if spec.depth >= 16 else 0})
+        return memories, 0, *_fifo_features(spec, family)
     if isinstance(spec, ConverterSpec):
-        slots = spec.in_elems + spec.out_elems - 1
-        # An input beat lands behind what stays: a barrel shifter per element bit, whose stage s
-        # moves at most in_elems + 2**(s+1) - 1 live bits (the rest are constant zero), into slots.
-        shift_bits = _log2(slots + 1)
-        barrel = sum(min(spec.in_elems + 2 ** (s + 1) - 1, slots) for s in range(shift_bits))
-        # Each slot decodes the fill count it lands at, once for all bits of an element.
-        return (memories, 0, {"control": 1.0, "slot_muxes": slots * spec.bits, "shifter": spec.bits * barrel,
-                              "decode": slots * shift_bits, "counters": shift_bits},
-                {"control": 1.0, "slots": slots * spec.bits + _log2(slots + 1)})
+        return memories, 0, *_converter_features(spec)
     if isinstance(spec, VVAUSpec):
         return _vvau_parts(spec, family, dsp)
     if isinstance(spec, ThresholdSpec):
         return _threshold_parts(spec, family)
     if isinstance(spec, AddSpec):
-        dsps, adders = 0, spec.terms - 1
+        dsps, adders, hard_products = 0, spec.terms - 1, 0
         for a, b, product, weight in spec.multiplies():
             hard = dsp_count(a, b, product, family, dsp=dsp)
             dsps += spec.elems * hard
+            hard_products += bool(hard)
             # A multiply left to logic is shift-and-add, one adder per further set bit of the weight.
             adders -= (bin(abs(weight)).count("1") - 1) if hard else 0
+        # The final sum of a hard product may go into the multiplier block's own adder (iCE40's
+        # SB_MAC16 has one, ECP5's MULT18X18D not): counted apart.
+        final = spec.elems * spec.out_bits if hard_products else 0
+        soft = spec.elems * spec.out_bits * adders - final
         # An ECP5 carry cell adds two bits and counts as two LUTs.
-        return (memories, dsps, {"control": 1.0, "adders": spec.elems * spec.out_bits * adders,
-                                 "carry_cells": spec.elems * 2 * -(-(spec.out_bits + 1) // 2) * adders},
+        return (memories, dsps, {"control": 1.0, "adders": soft, "adders_after_multiplier": final,
+                                 "carry_cells": soft // max(spec.out_bits, 1) * 2 * -(-(spec.out_bits + 1) // 2)},
                 {"control": 1.0, "registers": spec.elems * spec.out_bits})
     if isinstance(spec, ConcatSpec):
         counters = _log2(spec.inputs) + _log2(spec.max_beats)
@@ -752,4 +1002,4 @@ def estimate_kernel(spec: Spec, family: str, *, dsp: bool = True) -> ResourceEst
 
 
 #: Fitted by benchmarks/calibrate_resources.py (benchmarks/calibration/fit.json) on Yosys 0.70.
-COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.3433, "soft_multiply_wide": 0.997, "negate_or_xnor": 0.2191, "adders": 2.5725, "popcount": 0.6809, "thresholds": 0.0, "requant": 2.0965, "logic_memory": 1.2628, "rom_muxes": 0.7778, "counters": 6.5763}, "ff": {"control": 22.2166, "operands": 1.4902, "products": 1.5305, "dsp_products": 1.9566, "accumulators": 0.228, "requant": 1.2881, "memory_registers": 0.6049, "counters": 3.699}}, "lut": {"lut": {"control": 2.0, "logic_memory": 1.0, "rom_muxes": 1.5667}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 4.4173, "counters": 0.8383, "payload": 0.0, "rows_payload": 3.4836, "dims": 12.7813, "channel_fold": 0.0, "logic_memory": 0.0}, "ff": {"control": 16.4362, "counters": 0.4413, "memory_registers": 0.0, "payload": 0.8681, "rows_payload": 1.4219, "image": 4.3461}}, "pool": {"lut": {"control": 0.0, "compare": 1.3296, "select": 1.0643, "counters": 4.9284}, "ff": {"control": 1.0, "running": 1.0, "payload": 1.0, "counters": 1.0}}, "fifo": {"lut": {"control": 4.7886, "counters": 7.1914, "logic_memory": 3.0224, "payload": 1.0263}, "ff": {"control": 0.0, "counters": 4.3735, "memory_registers": 0.9823, "payload": 2.0288}}, "convert": {"lut": {"control": 0.0, "slot_muxes": 0.7735, "shifter": 0.0605, "decode": 0.2257, "counters": 0.8431}, "ff": {"control": 0.3322, "slots": 0.967}}, "vvau": {"lut": {"control": 4.5953, "multiply": 1.5828, "multiply_wide": 0.0346, "adders": 1.8313, "logic_memory": 1.084}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 20.5504, "compare_rom": 0.0, "compare_constant": 0.0, "count": 0.3605, "logic_memory": 0.1396}, "ff": {"control": 24.0232, "pipeline": 0.7041, "memory_registers": 0.0825}}, "add": {"lut": {"control": 3.2844, "adders": 0.9186, "carry_cells": 0.0}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 4.0}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.0, "soft_multiply_wide": 0.0, "negate_or_xnor": 2.6656, "adders": 2.6595, "popcount": 0.6838, "thresholds": 0.4479, "requant": 1.4809, "logic_memory": 1.1916, "rom_muxes": 0.157, "counters": 4.4734}, "ff": {"control": 27.9443, "operands": 0.7787, "products": 1.5591, "dsp_products": 1.4905, "accumulators": 0.2865, "requant": 1.3774, "memory_registers": 0.5102, "counters": 1.7815}}, "lut": {"lut": {"control": 1.0, "logic_memory": 1.0, "rom_muxes": 0.3421}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 28.2726, "counters": 0.5755, "payload": 0.0, "rows_payload": 5.6522, "dims": 23.214, "channel_fold": 6.2864, "logic_memory": 0.0}, "ff": {"control": 0.0, "counters": 0.708, "memory_registers": 0.0, "payload": 0.0, "rows_payload": 1.5408, "image": 3.2351}}, "pool": {"lut": {"control": 0.0, "compare": 0.0, "select": 1.9481, "counters": 3.1477}, "ff": {"control": 1.0, "running": 1.0, "payload": 1.0, "counters": 1.0}}, "fifo": {"lut": {"control": 0.0, "counters": 8.9592, "logic_memory": 0.0, "payload": 1.454}, "ff": {"control": 0.5358, "counters": 3.347, "memory_registers": 0.0, "payload": 1.485}}, "convert": {"lut": {"control": 0.0, "slot_muxes": 0.3128, "shifter": 0.4304, "decode": 0.0175, "counters": 2.0739}, "ff": {"control": 0.3322, "slots": 0.967}}, "vvau": {"lut": {"control": 7.1646, "multiply": 0.8573, "multiply_wide": 0.0, "adders": 1.7961, "logic_memory": 0.8124}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 7.8395, "compare_rom": 0.5664, "compare_constant": 0.0, "count": 1.4385, "logic_memory": 0.6241}, "ff": {"control": 24.0232, "pipeline": 0.7041, "memory_registers": 0.0825}}, "add": {"lut": {"control": 3.8205, "adders": 1.1315, "carry_cells": 0.0}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 3.3588}, "ff": {"control": 0.0, "outputs": 1.0}}}}
+COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 59.2756, "soft_multiply": 0.0, "soft_multiply_wide": 1.1317, "soft_multiply_signed": 1.2283, "hard_multiply_signed": 0.0, "negate_or_xnor": 0.0, "adders": 1.6492, "popcount": 0.604, "thresholds": 0.0884, "requant": 0.179, "logic_memory": 2.2507, "rom_muxes": 0.0, "counters": 0.0, "bram_read": 0.9862, "bram_read_mux": 0.9493}, "ff": {"registers": 1.0727, "bram_read": 0.1042, "dsp_products": 1.7903, "rq_dsp_products": 0.838, "memory_registers": 0.9023}}, "lut": {"lut": {"control": 2.0, "logic_memory": 1.0, "rom_muxes": 1.5667}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 0.8682, "positions": 3.0171, "ring_steps": 0.2149, "read_address": 0.0, "compares": 0.0, "payload": 1.0333, "rows_payload": 1.7425, "logic_memory": 0.0, "lutram_read_mux": 0.0, "bram_read_mux": 0.0}, "ff": {"registers": 0.8678, "memory_registers": 0.0, "payload": 2.2623}}, "pool": {"lut": {"control": 4.9204, "compare": 1.7414, "select": 0.7905, "decode": 1.4761, "counters": 2.2408}, "ff": {"control": 0.7903, "running": 1.0148, "payload": 0.9729, "shared": 0.9828, "counters": 0.9101}}, "fifo": {"lut": {"shallow": 8.3351, "shallow_pointers": 0.0, "shallow_words": 2.1377, "shallow_read_mux": 0.9619, "deep": 0.0, "deep_pointers": 1.9506, "bram_width": 1.026, "lutram": 0.0, "lutram_banked": 0.0, "lutram_read_mux": 0.0, "ff_read_mux": 1.3768}, "ff": {"storage": 0.9697, "pointers": 1.0714, "output_register": 0.0, "bram_output": 2.0389}}, "convert": {"lut": {"gather": 2.7719, "gather_count": 1.493, "split": 6.1086, "split_select": 0.9276, "split_count": 0.8223, "shift_buffer": 0.0, "slot_muxes": 1.1199, "shifter": 0.455, "counters": 0.0}, "ff": {"registers": 0.9966}}, "vvau": {"lut": {"control": 4.5953, "multiply": 1.5828, "multiply_wide": 0.0346, "adders": 1.8313, "logic_memory": 1.084}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 6.4669, "compare_rom": 0.0, "compare_constant": 0.0013, "count": 1.2374, "count_tree": 0.2117, "logic_memory": 1.8397}, "ff": {"control": 7.6556, "pipeline": 0.9065, "memory_registers": 1.0499}}, "add": {"lut": {"control": 4.398, "adders": 0.0, "adders_after_multiplier": 0.0, "carry_cells": 0.474}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 4.0}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.0, "soft_multiply_wide": 0.0, "soft_multiply_signed": 0.0, "hard_multiply_signed": 0.5429, "negate_or_xnor": 1.0584, "adders": 2.3948, "popcount": 1.6595, "thresholds": 1.0878, "requant": 1.2254, "logic_memory": 1.2692, "rom_muxes": 0.0, "counters": 3.8492, "bram_read": 0.0, "bram_read_mux": 0.0}, "ff": {"registers": 0.9108, "bram_read": 0.1295, "dsp_products": 0.895, "rq_dsp_products": 1.0156, "memory_registers": 1.0662}}, "lut": {"lut": {"control": 1.0, "logic_memory": 1.0, "rom_muxes": 0.3421}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 0.0, "positions": 2.7519, "ring_steps": 3.92, "read_address": 0.0, "compares": 1.3661, "payload": 1.263, "rows_payload": 1.765, "logic_memory": 0.0, "lutram_read_mux": 1.1952, "bram_read_mux": 0.0}, "ff": {"registers": 0.9076, "memory_registers": 0.9661, "payload": 2.3759}}, "pool": {"lut": {"control": 0.0, "compare": 2.195, "select": 1.1758, "decode": 3.8847, "counters": 0.0}, "ff": {"control": 0.8204, "running": 1.0127, "payload": 0.9768, "shared": 1.3117, "counters": 0.923}}, "fifo": {"lut": {"shallow": 2.5549, "shallow_pointers": 0.0, "shallow_words": 3.0333, "shallow_read_mux": 0.0, "deep": 0.0, "deep_pointers": 2.3829, "bram_width": 1.3307, "lutram": 0.0, "lutram_banked": 12.0133, "lutram_read_mux": 1.0647, "ff_read_mux": 0.0}, "ff": {"storage": 0.0, "pointers": 0.9325, "output_register": 0.7922, "bram_output": 1.4053}}, "convert": {"lut": {"gather": 0.0, "gather_count": 3.9444, "split": 0.0, "split_select": 0.9247, "split_count": 4.4495, "shift_buffer": 0.0, "slot_muxes": 3.4142, "shifter": 0.0, "counters": 0.0}, "ff": {"registers": 0.9966}}, "vvau": {"lut": {"control": 7.1646, "multiply": 0.8573, "multiply_wide": 0.0, "adders": 1.7961, "logic_memory": 0.8124}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 0.0, "compare_rom": 1.2744, "compare_constant": 0.5136, "count": 0.0, "count_tree": 0.6608, "logic_memory": 0.7211}, "ff": {"control": 7.6556, "pipeline": 0.9065, "memory_registers": 1.0499}}, "add": {"lut": {"control": 3.6602, "adders": 1.1471, "adders_after_multiplier": 1.0832, "carry_cells": 0.0}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 3.3588}, "ff": {"control": 0.0, "outputs": 1.0}}}}

@@ -22,7 +22,7 @@ def test_estimate_writes_json_and_markdown(tmp_path):
     stages = [k for k in report["kernels"] if k["cycles"] is not None]
     assert report["predicted_cycles_per_frame"] == max(k["cycles"] for k in stages) <= report["cycle_budget"]
     # Block RAM and DSP counts as Yosys 0.70 maps this folding, ROMs placed in block RAM (the digits build's synth reports).
-    assert report["devices"]["ice40-up5k"]["total"]["bram"] == 21
+    assert report["devices"]["ice40-up5k"]["total"]["bram"] == 16
     assert report["devices"]["ecp5-85f"]["total"]["dsp"] == 13
     assert report["devices"]["ice40-up5k"]["fits"]
     markdown = (reports / "estimate.md").read_text()

@@ -165,10 +165,12 @@ def test_budget_mode_takes_more_lanes_for_more_budget(tfc):
 
 
 def test_a_block_ram_limit_is_met_by_pricing_block_ram(tfc):
-    # The cheapest folding in LUTs keeps 19 block RAMs; allow 15 and the planner trades LUTs for them,
+    # The cheapest folding in LUTs keeps 18 block RAMs; allow 15 and the planner trades LUTs for them,
     # nearly as well as trying every folding (of lanes: with every placement too there are too many).
+    # (The first layer's weights alone fill 13 block RAMs: with the other layers', no folding fits 14
+    # but by keeping weights in logic, more LUTs than there are.)
     free = plan_for_cycles(tfc, cycles=256, device=UP5K, placement=False)
-    limits = dict(device_limits(UP5K), bram=free.resources.bram - 4)
+    limits = dict(device_limits(UP5K), bram=free.resources.bram - 3)
     fitted = plan_for_cycles(tfc, cycles=256, device=UP5K, limits=limits, placement=False)
     best = exhaustive_for_cycles(tfc, cycles=256, device=UP5K, limits=limits, placement=False)
     assert fitted.fits and fitted.resources.bram <= limits["bram"] and fitted.cycles <= 256

@@ -14,7 +14,7 @@ from streamc.rtl.stream import StreamFIFO, WidthConverter
 ELEM = UINT(3)
 
 
-@pytest.mark.parametrize("in_elems,out_elems", [(4, 6), (6, 4), (3, 1), (1, 3), (2, 2)])
+@pytest.mark.parametrize("in_elems,out_elems", [(4, 6), (6, 4), (3, 1), (1, 3), (2, 2), (2, 6), (6, 2)])
 @pytest.mark.parametrize("in_gap,out_stall", [(0.3, 0.4), (0.0, 0.6), (0.6, 0.0)])
 def test_width_converter_keeps_every_element_in_order(in_elems, out_elems, in_gap, out_stall):
     n = 2 * 12 * 3  # a multiple of every lcm above
@@ -25,7 +25,7 @@ def test_width_converter_keeps_every_element_in_order(in_elems, out_elems, in_ga
     np.testing.assert_array_equal(unpack(run.beats, ELEM, out_elems), values)
 
 
-@pytest.mark.parametrize("in_elems,out_elems", [(4, 6), (6, 4), (3, 1), (1, 3), (2, 2)])
+@pytest.mark.parametrize("in_elems,out_elems", [(4, 6), (6, 4), (3, 1), (1, 3), (2, 2), (2, 6), (6, 2)])
 def test_width_converter_runs_at_the_slower_side_rate(in_elems, out_elems):
     n = 240
     values = np.arange(n) % 8
