@@ -46,7 +46,7 @@ def make_mvau(p: dict):
     in_dt, w_dt = from_name(p["in_dtype"]), from_name(p["weight_dtype"])
     weights = _weights(rng, w_dt, p["mh"], p["mw"])
     common = dict(weights=weights, in_dtype=in_dt, weight_dtype=w_dt, pe=p["pe"], simd=p["simd"],
-                  name="mvau")
+                  res_type=p.get("res_type", "auto"), name="mvau")
     # Reach of a dot product: what thresholds and multipliers are spread over.
     x = _weights(rng, in_dt, 256, p["mw"]) if in_dt.bipolar else rng.integers(in_dt.min, in_dt.max + 1,
                                                                                 size=(256, p["mw"]))
@@ -138,7 +138,7 @@ def make_branch_unit(kernel: str, p: dict):
         weights = (np.full((p["channels"], p["taps"]), p["constant"]) if "constant" in p
                    else _weights(rng, w_dt, p["channels"], p["taps"]))
         return VectorVectorUnit(weights=weights, in_dtype=from_name(p["in_dtype"]), weight_dtype=w_dt,
-                                simd=p["simd"], name="vvau")
+                                simd=p["simd"], res_type=p.get("res_type", "auto"), name="vvau")
     if kernel == "threshold":
         in_dt, out_dt = from_name(p["in_dtype"]), from_name(p["out_dtype"])
         levels = 1 if out_dt.bipolar else out_dt.max - out_dt.min
@@ -156,8 +156,10 @@ def make_branch_unit(kernel: str, p: dict):
     return StreamFork(elem_width=p["bits"], elems=p["elems"], outputs=p["outputs"], name="fork")
 
 
-def _mvau(mh, mw, pe, simd, in_dtype, weight_dtype, stage, out_dtype=None, shift=None):
+def _mvau(mh, mw, pe, simd, in_dtype, weight_dtype, stage, out_dtype=None, shift=None, res_type=None):
     p = dict(mh=mh, mw=mw, pe=pe, simd=simd, in_dtype=in_dtype, weight_dtype=weight_dtype, stage=stage)
+    if res_type:
+        p["res_type"] = res_type
     if out_dtype:
         p["out_dtype"] = out_dtype
     if shift is not None:
@@ -168,6 +170,13 @@ def _mvau(mh, mw, pe, simd, in_dtype, weight_dtype, stage, out_dtype=None, shift
 #: The sweep: small widths first, and weight memories on both sides of the block-RAM threshold.
 SWEEP = [
     _mvau(16, 16, 2, 2, "INT4", "INT4", "accumulator"),
+    # Multiplies in LUTs (res_type="lut"): partial products, never a hard multiplier.
+    _mvau(16, 16, 2, 2, "INT4", "INT4", "accumulator", res_type="lut"),
+    _mvau(32, 32, 4, 8, "INT4", "INT4", "accumulator", res_type="lut"),
+    _mvau(64, 64, 4, 4, "UINT2", "INT2", "accumulator", res_type="lut"),
+    _mvau(16, 32, 1, 4, "INT8", "INT8", "accumulator", res_type="lut"),
+    _mvau(64, 64, 4, 8, "UINT4", "INT4", "thresholds", "UINT2", res_type="lut"),
+    _mvau(32, 64, 8, 8, "UINT2", "INT2", "thresholds", "UINT2", res_type="lut"),
     _mvau(16, 16, 4, 4, "INT4", "INT4", "accumulator"),
     _mvau(32, 32, 4, 8, "INT4", "INT4", "accumulator"),
     _mvau(32, 64, 2, 4, "INT2", "INT2", "accumulator"),
@@ -311,6 +320,9 @@ SWEEP = [
     ("convert", dict(bits=2, in_elems=9, out_elems=6)),
     ("vvau", dict(channels=8, taps=9, simd=1, in_dtype="UINT2", weight_dtype="INT2")),
     ("vvau", dict(channels=16, taps=9, simd=4, in_dtype="UINT4", weight_dtype="INT4")),
+    # Multiplies in LUTs (res_type="lut"): partial products, never a hard multiplier.
+    ("vvau", dict(channels=16, taps=9, simd=4, in_dtype="UINT4", weight_dtype="INT4", res_type="lut")),
+    ("vvau", dict(channels=32, taps=9, simd=8, in_dtype="UINT2", weight_dtype="INT2", res_type="lut")),
     ("vvau", dict(channels=8, taps=9, simd=2, in_dtype="INT8", weight_dtype="INT8")),
     ("vvau", dict(channels=32, taps=9, simd=8, in_dtype="UINT2", weight_dtype="BIPOLAR")),
     ("vvau", dict(channels=64, taps=9, simd=2, in_dtype="UINT4", weight_dtype="INT4")),
@@ -423,7 +435,11 @@ def refresh_specs(devices: list[str]) -> None:
 
 
 def fit(devices: list[str]) -> dict:
-    """Least-squares LUT and FF coefficients per device family and kernel, on relative error."""
+    """Least-squares LUT and FF coefficients per device family and kernel, on relative error.
+
+    Designs with a placement (``res_type``) are fitted after the others, for the features only they
+    have: what a multiply in LUTs adds must not bend the model of every other design.
+    """
     fitted: dict = {}
     for device in devices:
         family = resources.family_of(device)
@@ -432,15 +448,21 @@ def fit(devices: list[str]) -> dict:
             by_kernel.setdefault(record["kernel"], []).append(record)
         for kernel, records in by_kernel.items():
             for what in ("lut", "ff"):
-                rows, target = [], []
+                rows, target, placed = [], [], []
                 for record in records:
                     spec = resources.spec_from_dict(record["kernel"], record["spec"])
                     features = resources.features(spec, family, what)
                     scale = max(record[what], 1)
                     rows.append([v / scale for v in features.values()])
                     target.append(record[what] / scale)
+                    placed.append("res_type" in record["params"])
                 names = list(features)
-                coef = _nonnegative_lstsq(np.array(rows), np.array(target))
+                a, b, placed = np.array(rows), np.array(target), np.array(placed)
+                coef = _nonnegative_lstsq(a[~placed], b[~placed])
+                own = (a[~placed] == 0).all(axis=0) & (a[placed] != 0).any(axis=0)
+                if own.any():
+                    residual = b[placed] - a[placed][:, ~own] @ coef[~own]
+                    coef[own] = _nonnegative_lstsq(a[placed][:, own], residual)
                 fitted.setdefault(family, {}).setdefault(kernel, {})[what] = dict(zip(names, np.round(coef, 4).tolist()))
     return fitted
 

@@ -137,7 +137,9 @@ def test_a_sliding_window_that_limits_the_throughput_is_named(digits_cnn):
 @pytest.mark.parametrize("device", [UP5K, ECP5], ids=lambda d: d.name)
 @pytest.mark.parametrize("cycles", [1024, 128, 16])
 def test_within_5_percent_of_exhaustive(digits, device, cycles):
-    best = exhaustive_for_cycles(digits, cycles=cycles, device=device)
+    # Within the device where some folding fits (the fewest LUTs would take more DSPs than the ECP5 has).
+    best = (exhaustive_for_cycles(digits, cycles=cycles, device=device, limits=device_limits(device))
+            or exhaustive_for_cycles(digits, cycles=cycles, device=device))
     plan = plan_for_cycles(digits, cycles=cycles, device=device)
     assert plan.resources.lut <= 1.05 * best.resources.lut
     assert plan.resources.lut >= best.resources.lut      # exhaustive is the optimum

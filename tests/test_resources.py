@@ -59,13 +59,21 @@ KNOWN_OFF = {
     ('ecp5-85f', 'threshold', '8', '1', 'INT13', 'UINT4', 'True'),
     ('ecp5-85f', 'threshold', '16', '2', 'INT12', 'UINT3', 'True'),
     ('ecp5-85f', 'fork', '4', '8', '3'),
+    # Multiplies in LUTs: Yosys merges small partial products into the adder tree (2-bit weights cost
+    # less than the shift-and-add adders suggest) and wide ones into longer carry chains on the ECP5.
+    ('ice40-up5k', 'mvau', 16, 32, 1, 4, 'INT8', 'lut'),
+    ('ice40-up5k', 'mvau', 64, 64, 4, 4, 'UINT2', 'lut'),
+    ('ecp5-85f', 'mvau', 32, 32, 4, 8, 'INT4', 'lut'),
+    ('ecp5-85f', 'mvau', 64, 64, 4, 4, 'UINT2', 'lut'),
+    ('ecp5-85f', 'mvau', 32, 64, 8, 8, 'UINT2', 'lut'),
 }
 
 
 def _key(record):
     p = record["params"]
     if record["kernel"] == "mvau":
-        return (record["device"], "mvau", p["mh"], p["mw"], p["pe"], p["simd"], p["in_dtype"])
+        placed = (p["res_type"],) if "res_type" in p else ()
+        return (record["device"], "mvau", p["mh"], p["mw"], p["pe"], p["simd"], p["in_dtype"], *placed)
     return (record["device"], record["kernel"], *(str(v) for v in p.values()))
 
 
