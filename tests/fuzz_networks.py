@@ -51,6 +51,7 @@ from streamc.build.steps import TOP, STEP_FUNCTIONS, BuildState, _timeout_cycles
 from streamc.errors import BuildError, StreamcError
 from streamc.execute import execute
 from streamc.folding import divisors
+from streamc.rtl.placement import RAM_STYLES, RES_TYPES
 from streamc.frontend.load import graph_from_model
 from streamc.hw import Dataflow, MVAULayer, to_hw
 from streamc.ir import Graph
@@ -140,16 +141,17 @@ class CnnSpec:
 class NetworkSpec:
     """One random network: its family's description, a folding and the seed of its frames.
 
-    ``folding`` holds ``(pe_pick, simd_pick)`` per matrix layer (cycled if there are more layers):
-    layer ``i`` gets the ``pe_pick``-th divisor of its MH and the ``simd_pick``-th of its MW,
-    modulo their count.
+    ``folding`` holds ``(pe_pick, simd_pick, placement_pick)`` per matrix layer (cycled if there are
+    more layers): layer ``i`` gets the ``pe_pick``-th divisor of its MH and the ``simd_pick``-th of
+    its MW, modulo their count, and the placement of its ROMs and multiplies ``placement_pick`` names
+    (:func:`placement_of`).
     """
 
     family: str
     mlp: MlpSpec | None = None
     cnn: CnnSpec | None = None
     dialect: tuple[str, int] | None = None
-    folding: tuple[tuple[int, int], ...] = ((0, 0),)
+    folding: tuple[tuple[int, int, int], ...] = ((0, 0, 0),)
     frames_seed: int = 0
 
 
@@ -270,7 +272,8 @@ def _mlp_spec(choose) -> MlpSpec:
 def network_spec(choose) -> NetworkSpec:
     """A random :class:`NetworkSpec`; every decision is asked of ``choose``."""
     family = choose.pick(("mlp", "cnn", "dialect"))
-    folding = tuple((choose.integer(0, 15), choose.integer(0, 15)) for _ in range(choose.integer(1, 4)))
+    folding = tuple((choose.integer(0, 15), choose.integer(0, 15), choose.integer(0, 17))
+                    for _ in range(choose.integer(1, 4)))
     common = dict(family=family, folding=folding, frames_seed=choose.integer(0, 2**31 - 1))
     if family == "mlp":
         return NetworkSpec(mlp=_mlp_spec(choose), **common)
@@ -427,14 +430,20 @@ def build_network(spec: NetworkSpec, *, frames: int = SIM_FRAMES) -> FuzzNetwork
     return FuzzNetwork(spec, case.model, case.frames[np.sort(pick)], qonnx_reference=case.reference == "qonnx")
 
 
-def folding_for(layers: list[MVAULayer], picks: tuple[tuple[int, int], ...]) -> dict[str, dict[str, int]]:
-    """PE and SIMD per layer from the spec's picks: always divisors of MH and MW."""
+def placement_of(pick: int) -> dict[str, str]:
+    """One of the 18 placements of a layer's weight ROM, threshold ROM and multiplies."""
+    return {"ram_style": RAM_STYLES[pick % 3], "ram_style_thresholds": RAM_STYLES[pick // 3 % 3],
+            "res_type": RES_TYPES[pick // 9 % 2]}
+
+
+def folding_for(layers: list[MVAULayer], picks: tuple[tuple[int, int, int], ...]) -> dict[str, dict]:
+    """PE, SIMD and placements per layer from the spec's picks: PE and SIMD always divisors of MH and MW."""
     folding = {}
     for index, layer in enumerate(layers):
-        pe_pick, simd_pick = picks[index % len(picks)]
+        pe_pick, simd_pick, placement_pick = picks[index % len(picks)]
         pe_options, simd_options = divisors(layer.mh), divisors(layer.mw)
         folding[layer.name] = {"pe": pe_options[pe_pick % len(pe_options)],
-                               "simd": simd_options[simd_pick % len(simd_options)]}
+                               "simd": simd_options[simd_pick % len(simd_options)], **placement_of(placement_pick)}
     return folding
 
 
@@ -652,7 +661,9 @@ def _simulate_selected(state: BuildState, index: int, verilog: Path, build_dir: 
                 first_mismatch=result.first_mismatch._asdict() if result.first_mismatch else None,
                 measured_cycles_per_frame=result.measured_cycles_per_frame,
                 predicted_cycles_per_frame=dataflow.cycles_per_frame(), sim_seconds=round(result.sim_seconds, 3),
-                folding={layer.name: {"pe": layer.pe, "simd": layer.simd} for layer in dataflow.layers})
+                folding={layer.name: {"pe": layer.pe, "simd": layer.simd, "ram_style": layer.ram_style,
+                                      "ram_style_thresholds": layer.ram_style_thresholds, "res_type": layer.res_type}
+                         for layer in dataflow.layers})
 
 
 def check_verilator_batch(networks: list[FuzzNetwork], folder: Path, *, seed: int = 0) -> list[dict | Exception]:
