@@ -197,6 +197,7 @@ class _Chain:
         (self._node_specs, self._edge_specs, self._node_cycles, self._edge_cycles, self._node_cache,
          self._edge_cache, self._whole_cache) = _caches_of(dataflow, fifo_depth)
         self._priced_as = (self._family, self._dsp)
+        self._node_vectors: dict[int, list[tuple[Choice, Choice, tuple[int, ...]]]] = {}
 
     def folded(self, k: int, choice: Choice) -> Choice:
         """The lanes of ``choice``, without where its ROMs go."""
@@ -392,7 +393,7 @@ class _Chain:
             # Cheapest predecessors first: a segment costs at least nothing, so once the cost so far
             # reaches the best found, no later predecessor can win (and its segment is never priced).
             ordered = sorted(reachable.items(), key=lambda item: item[1][0])
-            for choice in self._placed_cheapest(k, price):
+            for choice in self._placed_cheapest(k, [prices.get(name, 0.0) for name in _FIELDS]):
                 if self.node_cycles(k, choice) > cycles:
                     continue
                 in_key, entry = self.in_key(k, choice), (inf, None)
@@ -423,15 +424,29 @@ class _Chain:
             assignment.append(best[k][assignment[-1]][1])
         return assignment[::-1]
 
-    def _placed_cheapest(self, k: int, price) -> list[Choice]:
-        """Stage ``k``'s choices, of those that fold it alike the one whose ROM placement costs least:
-        placement changes the stage alone, so the others can never be part of the cheapest design."""
+    def _placed_cheapest(self, k: int, weights: list[float]) -> list[Choice]:
+        """Stage ``k``'s choices, of those that fold it alike the one whose placement costs least at
+        ``weights`` (a price per resource): placement changes the stage alone, so the others can never
+        be part of the cheapest design."""
+        if k not in self._node_vectors:
+            self._node_vectors[k] = [(self.folded(k, c), c, _vector(self.node(k, c))) for c in self.options[k]]
         best: dict[Choice, tuple[float, Choice]] = {}
-        for choice in self.options[k]:
-            folded, cost = self.folded(k, choice), price(self.node(k, choice))
+        for folded, choice, vector in self._node_vectors[k]:
+            cost = sum(w * v for w, v in zip(weights, vector))
             if folded not in best or cost < best[folded][0]:
                 best[folded] = (cost, choice)
         return [choice for _, choice in best.values()]
+
+    def _fits_nowhere(self, cycles: int, limits: dict[str, int]) -> bool:
+        """Whether the least each stage can take of some resource within ``cycles``, summed, is already
+        over ``limits`` (a bound: the links between stages take something too)."""
+        least = [0] * len(_FIELDS)
+        for k, options in enumerate(self.options):
+            vectors = [_vector(self.node(k, c)) for c in options if self.node_cycles(k, c) <= cycles]
+            if not vectors:
+                return False
+            least = [total + min(v[i] for v in vectors) for i, total in enumerate(least)]
+        return any(least[_FIELDS.index(key)] > limit for key, limit in limits.items())
 
     def _descend(self, cycles: int, price) -> list[Choice] | None:
         """A branching design: start from each stage's own cheapest folding within ``cycles`` (or the
@@ -473,6 +488,8 @@ class _Chain:
         else the last one tried (which does not fit), or None when no folding reaches ``cycles``.
         """
         prices = {"lut": 1.0, "ff": _FF_WEIGHT}
+        if self._fits_nowhere(cycles, limits):
+            return self.cheapest(cycles, prices)
         tried = []
 
         def attempt() -> list[str] | None:
