@@ -329,6 +329,8 @@ SWEEP = [
     # Many thresholds shared by every channel: what follows an average pool.
     ("threshold", dict(channels=16, elems=1, in_dtype="INT10", out_dtype="UINT8", shared=True)),
     ("threshold", dict(channels=32, elems=2, in_dtype="INT9", out_dtype="UINT6", shared=True)),
+    ("threshold", dict(channels=8, elems=1, in_dtype="UINT9", out_dtype="UINT7", shared=True)),
+    ("threshold", dict(channels=12, elems=2, in_dtype="UINT10", out_dtype="UINT6", shared=True)),
     ("threshold", dict(channels=8, elems=1, in_dtype="INT13", out_dtype="UINT4", shared=True)),
     ("threshold", dict(channels=16, elems=2, in_dtype="INT12", out_dtype="UINT3", shared=True)),
     ("add", dict(a_dtype="INT4", b_dtype="INT4", a_weight=1, b_weight=1, elems=1)),
