@@ -9,7 +9,7 @@ YoWASP cannot see /tmp), and its cell counts stored with the kernel's parameters
 only the stored results are used. Then the LUT and FF coefficients of :mod:`streamc.resources`
 are fitted (least squares on relative error) and written to ``benchmarks/calibration/fit.json``,
 and a table compares the model (with the coefficients it ships) against every stored design.
-The whole sweep takes about 20 minutes on two cores; small widths first.
+The whole sweep takes about 30 minutes on two cores; small widths first.
 """
 
 from __future__ import annotations

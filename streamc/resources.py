@@ -24,7 +24,11 @@ Block RAM and DSP counts follow the rules Yosys itself applies, so they are exac
 LUT and FF counts are linear models over structural features of each kernel (datapath bits,
 comparators, ROM bits kept in logic, pipeline registers), with coefficients fitted per device
 family by ``benchmarks/calibrate_resources.py`` on a sweep of single-kernel syntheses stored in
-``benchmarks/calibration/``.
+``benchmarks/calibration/``. Where the logic is regular the features count it as the generator
+builds it: the register bits a sliding window or an MVAU declares (less what Yosys merges or
+finds constant), the adders of an MVAU's adder tree, the bank multiplexers of block and LUT RAM.
+A ROM kept in logic costs per *live* bit column (:func:`rom_live_bits`): its contents, which the
+specs read off the units, decide how many columns Yosys keeps.
 """
 
 from __future__ import annotations
