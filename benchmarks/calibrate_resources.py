@@ -9,7 +9,7 @@ YoWASP cannot see /tmp), and its cell counts stored with the kernel's parameters
 only the stored results are used. Then the LUT and FF coefficients of :mod:`streamc.resources`
 are fitted (least squares on relative error) and written to ``benchmarks/calibration/fit.json``,
 and a table compares the model (with the coefficients it ships) against every stored design.
-The whole sweep takes about 20 minutes on two cores; small widths first.
+The whole sweep takes about 30 minutes on two cores; small widths first.
 """
 
 from __future__ import annotations
@@ -341,6 +341,8 @@ SWEEP = [
     # Many thresholds shared by every channel: what follows an average pool.
     ("threshold", dict(channels=16, elems=1, in_dtype="INT10", out_dtype="UINT8", shared=True)),
     ("threshold", dict(channels=32, elems=2, in_dtype="INT9", out_dtype="UINT6", shared=True)),
+    ("threshold", dict(channels=8, elems=1, in_dtype="UINT9", out_dtype="UINT7", shared=True)),
+    ("threshold", dict(channels=12, elems=2, in_dtype="UINT10", out_dtype="UINT6", shared=True)),
     ("threshold", dict(channels=8, elems=1, in_dtype="INT13", out_dtype="UINT4", shared=True)),
     ("threshold", dict(channels=16, elems=2, in_dtype="INT12", out_dtype="UINT3", shared=True)),
     ("add", dict(a_dtype="INT4", b_dtype="INT4", a_weight=1, b_weight=1, elems=1)),

@@ -94,7 +94,8 @@ class WidthConverter(wiring.Component):
     ``o.valid`` depends on registers only. How it is built depends on the ratio:
 
     - ``out_elems`` a multiple of ``in_elems`` (gathering, as FINN converts): a shift register of
-      one output beat takes each input beat at its top; the beat leaves once it is full.
+      one output beat takes each input beat at its top; the beat leaves once it is full (a
+      one-hot phase counts the input beats).
     - ``in_elems`` a multiple of ``out_elems`` (splitting): a register holds one input beat; a
       counter selects the part of it that leaves.
     - Any other pair: a shift buffer of ``in_elems + out_elems - 1`` slots, the smallest with
@@ -147,21 +148,27 @@ class WidthConverter(wiring.Component):
         beats = self.out_elems // self.in_elems
         in_bits = self.in_elems * self.elem_width
         gathered = Signal(self.out_elems * self.elem_width)
-        count = Signal(range(beats + 1))
+        # One-hot: bit k set while k beats of the next output are in. It rotates with each input
+        # beat, a register enable and no logic; a binary count would need an adder and a compare,
+        # which ECP5's mapping sizes unevenly with the count's width.
+        phase = Signal(beats, init=1)
+        full = Signal()
         take_in = Signal()
         m.d.comb += [
-            self.o.valid.eq(count == beats),
+            self.o.valid.eq(full),
             self.o.payload.eq(gathered),
-            self.i.ready.eq(~self.o.valid | self.o.ready),
+            self.i.ready.eq(~full | self.o.ready),
             take_in.eq(self.i.valid & self.i.ready),
         ]
         # What is gathered shifts down a beat and the new one enters at the top: after ``beats``
-        # beats the first sits at the bottom. Nothing but the enable depends on the count.
+        # beats the first sits at the bottom.
         with m.If(take_in):
             m.d.sync += [gathered.eq(Cat(gathered[in_bits:], self.i.payload)),
-                         count.eq(Mux(self.o.valid, 1, count + 1))]
-        with m.Elif(self.o.valid & self.o.ready):
-            m.d.sync += count.eq(0)
+                         phase.eq(Cat(phase[-1], phase[:-1]))]
+        with m.If(take_in & phase[-1]):
+            m.d.sync += full.eq(1)
+        with m.Elif(self.o.ready):
+            m.d.sync += full.eq(0)
 
     def _split(self, m: Module) -> None:
         beats = self.in_elems // self.out_elems

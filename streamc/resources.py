@@ -24,7 +24,11 @@ Block RAM and DSP counts follow the rules Yosys itself applies, so they are exac
 LUT and FF counts are linear models over structural features of each kernel (datapath bits,
 comparators, ROM bits kept in logic, pipeline registers), with coefficients fitted per device
 family by ``benchmarks/calibrate_resources.py`` on a sweep of single-kernel syntheses stored in
-``benchmarks/calibration/``.
+``benchmarks/calibration/``. Where the logic is regular the features count it as the generator
+builds it: the register bits a sliding window or an MVAU declares (less what Yosys merges or
+finds constant), the adders of an MVAU's adder tree, the bank multiplexers of block and LUT RAM.
+A ROM kept in logic costs per *live* bit column (:func:`rom_live_bits`): its contents, which the
+specs read off the units, decide how many columns Yosys keeps.
 """
 
 from __future__ import annotations
@@ -323,7 +327,7 @@ class VVAUSpec(_Spec):
 class ThresholdSpec(_Spec):
     """A :class:`~streamc.rtl.threshold.ThresholdUnit`: ``elems * thresholds`` comparators of
     ``compare_bits``, against constants (``shared``) or a ROM of one row per channel group
-    (``rom_live``: its :func:`rom_live_bits`)."""
+    (``rom_live``: its :func:`rom_live_bits`); ``signed``: the compares are signed."""
 
     channels: int
     elems: int
@@ -333,6 +337,7 @@ class ThresholdSpec(_Spec):
     out_bits: int
     shared: bool
     rom_live: int = -1
+    signed: bool = False
 
     @classmethod
     def of_unit(cls, unit) -> "ThresholdSpec":
@@ -340,7 +345,7 @@ class ThresholdSpec(_Spec):
         thresholds = unit._thresholds.shape[1]
         return cls(channels=unit._thresholds.shape[0], elems=unit._elems, thresholds=thresholds,
                    in_bits=unit.in_width, compare_bits=unit.compare_shape.width, out_bits=unit.out_width,
-                   shared=len(set(rows)) == 1,
+                   shared=len(set(rows)) == 1, signed=unit.compare_shape.signed,
                    rom_live=_live_bits_of(lambda: rows, unit._elems * thresholds * unit.compare_shape.width,
                                           len(rows)))
 
@@ -836,6 +841,7 @@ def _threshold_parts(spec: ThresholdSpec, family: str) -> tuple[_Memories, int, 
                                                 spec.rom_live, family))
     lut = {"control": 1.0, "compare_rom": 0 if spec.shared else comparators * spec.compare_bits,
            "compare_constant": comparators * spec.compare_bits if spec.shared else 0,
+           "compare_constant_signed": comparators * spec.compare_bits if spec.shared and spec.signed else 0,
            # The thresholds reached are summed: an adder tree of 1-bit inputs, whose adders widen
            # towards the root (ECP5 builds each of carry cells).
            "count": spec.elems * (spec.thresholds - 1),
@@ -892,14 +898,14 @@ def _fifo_features(spec: FIFOSpec, family: str) -> tuple[dict[str, float], dict[
 def _converter_features(spec: ConverterSpec) -> tuple[dict[str, float], dict[str, float]]:
     """LUT and FF features of a width converter, by how it is built (each kernel's features share
     their names, so the structures a converter is not built as count zero)."""
-    lut = dict.fromkeys(("gather", "gather_count", "split", "split_select", "split_count", "shift_buffer",
+    lut = dict.fromkeys(("gather", "split", "split_select", "split_count", "shift_buffer",
                          "slot_muxes", "shifter", "counters"), 0.0)
     structure = spec.structure
     if structure == "gather":
-        # A shift register with an enable (no logic per bit) and a beat counter.
-        count = _range_bits(spec.out_elems // spec.in_elems + 1)
-        lut.update(gather=1.0, gather_count=count)
-        return lut, {"registers": spec.out_elems * spec.bits + count}
+        # A shift register with an enable (no logic per bit), a one-hot phase and a full flag.
+        beats = spec.out_elems // spec.in_elems
+        lut.update(gather=1.0)
+        return lut, {"registers": spec.out_elems * spec.bits + (beats if beats > 1 else 0) + 1}
     if structure == "split":
         # The held beat only loads; a counter drives a multiplexer per output bit.
         beats = spec.in_elems // spec.out_elems
@@ -960,7 +966,8 @@ def _parts(spec: Spec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str
             memories.ff_ram_bits += spec.width * spec.depth
             memories.ff_ram_mux += spec.width * max(spec.depth - 1, 0) / 3
         else:
-            memories.add(width=spec.width, depth=spec.depth, rom=False, family=family)
+            # SyncFIFOBuffered: depth - 1 words in the memory, one in its output register.
+            memories.add(width=spec.width, depth=spec.depth - 1, rom=False, family=family)
         return memories, 0, *_fifo_features(spec, family)
     if isinstance(spec, ConverterSpec):
         return memories, 0, *_converter_features(spec)
@@ -1016,4 +1023,4 @@ def estimate_kernel(spec: Spec, family: str, *, dsp: bool = True) -> ResourceEst
 
 
 #: Fitted by benchmarks/calibrate_resources.py (benchmarks/calibration/fit.json) on Yosys 0.70.
-COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 59.2756, "soft_multiply": 0.0, "soft_multiply_wide": 1.1317, "soft_multiply_signed": 1.2283, "lut_multiply": 1.2677, "hard_multiply_signed": 0.0, "negate_or_xnor": 0.0, "adders": 1.6492, "popcount": 0.604, "thresholds": 0.0884, "requant": 0.179, "logic_memory": 2.2507, "rom_muxes": 0.0, "counters": 0.0, "bram_read": 0.9862, "bram_read_mux": 0.9493}, "ff": {"registers": 1.0727, "bram_read": 0.1042, "dsp_products": 1.7903, "rq_dsp_products": 0.838, "memory_registers": 0.9023}}, "lut": {"lut": {"control": 2.0, "logic_memory": 1.0, "rom_muxes": 1.5667}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 0.8682, "positions": 3.0171, "ring_steps": 0.2149, "read_address": 0.0, "compares": 0.0, "payload": 1.0333, "rows_payload": 1.7425, "logic_memory": 0.0, "lutram_read_mux": 0.0, "bram_read_mux": 0.0}, "ff": {"registers": 0.8678, "memory_registers": 0.0, "payload": 2.2623}}, "pool": {"lut": {"control": 4.9204, "compare": 1.7414, "select": 0.7905, "decode": 1.4761, "counters": 2.2408}, "ff": {"control": 0.7903, "running": 1.0148, "payload": 0.9729, "shared": 0.9828, "counters": 0.9101}}, "fifo": {"lut": {"shallow": 8.3351, "shallow_pointers": 0.0, "shallow_words": 2.1377, "shallow_read_mux": 0.9619, "deep": 0.0, "deep_pointers": 1.9506, "bram_width": 1.026, "lutram": 0.0, "lutram_banked": 0.0, "lutram_read_mux": 0.0, "ff_read_mux": 1.3768}, "ff": {"storage": 0.9697, "pointers": 1.0714, "output_register": 0.0, "bram_output": 2.0389}}, "convert": {"lut": {"gather": 2.7719, "gather_count": 1.493, "split": 6.1086, "split_select": 0.9276, "split_count": 0.8223, "shift_buffer": 0.0, "slot_muxes": 1.1199, "shifter": 0.455, "counters": 0.0}, "ff": {"registers": 0.9966}}, "vvau": {"lut": {"control": 4.5953, "multiply": 1.5828, "multiply_wide": 0.0346, "lut_multiply": 1.4864, "adders": 1.8313, "logic_memory": 1.084}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 6.4669, "compare_rom": 0.0, "compare_constant": 0.0013, "count": 1.2374, "count_tree": 0.2117, "logic_memory": 1.8397}, "ff": {"control": 7.6556, "pipeline": 0.9065, "memory_registers": 1.0499}}, "add": {"lut": {"control": 4.398, "adders": 0.0, "adders_after_multiplier": 0.0, "carry_cells": 0.474}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 4.0}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.0, "soft_multiply_wide": 0.0, "soft_multiply_signed": 0.0, "lut_multiply": 1.4444, "hard_multiply_signed": 0.5429, "negate_or_xnor": 1.0584, "adders": 2.3948, "popcount": 1.6595, "thresholds": 1.0878, "requant": 1.2254, "logic_memory": 1.2692, "rom_muxes": 0.0, "counters": 3.8492, "bram_read": 0.0, "bram_read_mux": 0.0}, "ff": {"registers": 0.9108, "bram_read": 0.1295, "dsp_products": 0.895, "rq_dsp_products": 1.0156, "memory_registers": 1.0662}}, "lut": {"lut": {"control": 1.0, "logic_memory": 1.0, "rom_muxes": 0.3421}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 0.0, "positions": 2.7519, "ring_steps": 3.92, "read_address": 0.0, "compares": 1.3661, "payload": 1.263, "rows_payload": 1.765, "logic_memory": 0.0, "lutram_read_mux": 1.1952, "bram_read_mux": 0.0}, "ff": {"registers": 0.9076, "memory_registers": 0.9661, "payload": 2.3759}}, "pool": {"lut": {"control": 0.0, "compare": 2.195, "select": 1.1758, "decode": 3.8847, "counters": 0.0}, "ff": {"control": 0.8204, "running": 1.0127, "payload": 0.9768, "shared": 1.3117, "counters": 0.923}}, "fifo": {"lut": {"shallow": 2.5549, "shallow_pointers": 0.0, "shallow_words": 3.0333, "shallow_read_mux": 0.0, "deep": 0.0, "deep_pointers": 2.3829, "bram_width": 1.3307, "lutram": 0.0, "lutram_banked": 12.0133, "lutram_read_mux": 1.0647, "ff_read_mux": 0.0}, "ff": {"storage": 0.0, "pointers": 0.9325, "output_register": 0.7922, "bram_output": 1.4053}}, "convert": {"lut": {"gather": 0.0, "gather_count": 3.9444, "split": 0.0, "split_select": 0.9247, "split_count": 4.4495, "shift_buffer": 0.0, "slot_muxes": 3.4142, "shifter": 0.0, "counters": 0.0}, "ff": {"registers": 0.9966}}, "vvau": {"lut": {"control": 7.1646, "multiply": 0.8573, "multiply_wide": 0.0, "lut_multiply": 2.358, "adders": 1.7961, "logic_memory": 0.8124}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 0.0, "compare_rom": 1.2744, "compare_constant": 0.5136, "count": 0.0, "count_tree": 0.6608, "logic_memory": 0.7211}, "ff": {"control": 7.6556, "pipeline": 0.9065, "memory_registers": 1.0499}}, "add": {"lut": {"control": 3.6602, "adders": 1.1471, "adders_after_multiplier": 1.0832, "carry_cells": 0.0}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 3.3588}, "ff": {"control": 0.0, "outputs": 1.0}}}}
+COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 59.2756, "soft_multiply": 0.0, "soft_multiply_wide": 1.1317, "soft_multiply_signed": 1.2283, "lut_multiply": 1.2677, "hard_multiply_signed": 0.0, "negate_or_xnor": 0.0, "adders": 1.6492, "popcount": 0.604, "thresholds": 0.0884, "requant": 0.179, "logic_memory": 2.2507, "rom_muxes": 0.0, "counters": 0.0, "bram_read": 0.9862, "bram_read_mux": 0.9493}, "ff": {"registers": 1.0727, "bram_read": 0.1042, "dsp_products": 1.7903, "rq_dsp_products": 0.838, "memory_registers": 0.9023}}, "lut": {"lut": {"control": 2.0, "logic_memory": 1.0, "rom_muxes": 1.5667}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 0.8682, "positions": 3.0171, "ring_steps": 0.2149, "read_address": 0.0, "compares": 0.0, "payload": 1.0333, "rows_payload": 1.7425, "logic_memory": 0.0, "lutram_read_mux": 0.0, "bram_read_mux": 0.0}, "ff": {"registers": 0.8678, "memory_registers": 0.0, "payload": 2.2623}}, "pool": {"lut": {"control": 4.9204, "compare": 1.7414, "select": 0.7905, "decode": 1.4761, "counters": 2.2408}, "ff": {"control": 0.7903, "running": 1.0148, "payload": 0.9729, "shared": 0.9828, "counters": 0.9101}}, "fifo": {"lut": {"shallow": 8.3351, "shallow_pointers": 0.0, "shallow_words": 2.1377, "shallow_read_mux": 0.9619, "deep": 0.0, "deep_pointers": 1.9506, "bram_width": 1.026, "lutram": 0.0, "lutram_banked": 0.0, "lutram_read_mux": 0.0, "ff_read_mux": 1.3768}, "ff": {"storage": 0.9697, "pointers": 1.0714, "output_register": 0.0, "bram_output": 2.0389}}, "convert": {"lut": {"gather": 6.4615, "split": 6.1086, "split_select": 0.9276, "split_count": 0.8223, "shift_buffer": 0.0, "slot_muxes": 1.1199, "shifter": 0.455, "counters": 0.0}, "ff": {"registers": 0.9966}}, "vvau": {"lut": {"control": 4.5953, "multiply": 1.5828, "multiply_wide": 0.0346, "lut_multiply": 1.4864, "adders": 1.8313, "logic_memory": 1.084}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 3.8864, "compare_rom": 0.0297, "compare_constant": 0.0, "compare_constant_signed": 0.0553, "count": 1.1544, "count_tree": 0.1187, "logic_memory": 1.9095}, "ff": {"control": 7.6382, "pipeline": 0.9068, "memory_registers": 1.0502}}, "add": {"lut": {"control": 4.398, "adders": 0.0, "adders_after_multiplier": 0.0, "carry_cells": 0.474}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 4.0}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.0, "soft_multiply_wide": 0.0, "soft_multiply_signed": 0.0, "lut_multiply": 1.4444, "hard_multiply_signed": 0.5429, "negate_or_xnor": 1.0584, "adders": 2.3948, "popcount": 1.6595, "thresholds": 1.0878, "requant": 1.2254, "logic_memory": 1.2692, "rom_muxes": 0.0, "counters": 3.8492, "bram_read": 0.0, "bram_read_mux": 0.0}, "ff": {"registers": 0.9108, "bram_read": 0.1295, "dsp_products": 0.895, "rq_dsp_products": 1.0156, "memory_registers": 1.0662}}, "lut": {"lut": {"control": 1.0, "logic_memory": 1.0, "rom_muxes": 0.3421}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 0.0, "positions": 2.7519, "ring_steps": 3.92, "read_address": 0.0, "compares": 1.3661, "payload": 1.263, "rows_payload": 1.765, "logic_memory": 0.0, "lutram_read_mux": 1.1952, "bram_read_mux": 0.0}, "ff": {"registers": 0.9076, "memory_registers": 0.9661, "payload": 2.3759}}, "pool": {"lut": {"control": 0.0, "compare": 2.195, "select": 1.1758, "decode": 3.8847, "counters": 0.0}, "ff": {"control": 0.8204, "running": 1.0127, "payload": 0.9768, "shared": 1.3117, "counters": 0.923}}, "fifo": {"lut": {"shallow": 2.5549, "shallow_pointers": 0.0, "shallow_words": 3.0333, "shallow_read_mux": 0.0, "deep": 0.0, "deep_pointers": 2.3829, "bram_width": 1.3307, "lutram": 0.0, "lutram_banked": 12.0133, "lutram_read_mux": 1.0647, "ff_read_mux": 0.0}, "ff": {"storage": 0.0, "pointers": 0.9325, "output_register": 0.7922, "bram_output": 1.4053}}, "convert": {"lut": {"gather": 3.8873, "split": 0.0, "split_select": 0.9247, "split_count": 4.4495, "shift_buffer": 0.0, "slot_muxes": 3.4142, "shifter": 0.0, "counters": 0.0}, "ff": {"registers": 0.9966}}, "vvau": {"lut": {"control": 7.1646, "multiply": 0.8573, "multiply_wide": 0.0, "lut_multiply": 2.358, "adders": 1.7961, "logic_memory": 0.8124}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 0.0, "compare_rom": 1.2542, "compare_constant": 0.504, "compare_constant_signed": 0.0, "count": 0.0, "count_tree": 0.7282, "logic_memory": 0.724}, "ff": {"control": 7.6382, "pipeline": 0.9068, "memory_registers": 1.0502}}, "add": {"lut": {"control": 3.6602, "adders": 1.1471, "adders_after_multiplier": 1.0832, "carry_cells": 0.0}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 3.3588}, "ff": {"control": 0.0, "outputs": 1.0}}}}
