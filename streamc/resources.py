@@ -70,6 +70,17 @@ def accumulator_range(weights: np.ndarray, in_dtype: DataType) -> tuple[int, int
 _LIVE_BITS_LIMIT = 1 << 17
 
 
+def varying_bits(words: np.ndarray, bits: int) -> int:
+    """Bit columns of a ROM that differ between its words: ``words[i, j]`` is field ``j`` of word ``i``
+    (``bits`` wide, non-negative). Yosys drops the constant ones before it maps the memory, so they
+    take no block RAM width."""
+    words = np.asarray(words, dtype=np.int64)
+    if len(words) < 2:
+        return 0
+    columns = (words[:, :, None] >> np.arange(bits)) & 1
+    return int((columns.min(axis=0) != columns.max(axis=0)).sum())
+
+
 def rom_live_bits(rows: list[int], width: int) -> int:
     """Bit columns of a ROM (``rows`` of ``width`` bits) that cost logic when it stays out of block
     RAM: Yosys drops a column that holds the same bit in every row and shares equal columns, so
@@ -133,6 +144,8 @@ class MVAUSpec(_Spec):
     rq_sum_bits: int = 0
     weight_rom_live: int = -1
     threshold_rom_live: int = -1
+    weight_rom_varying: int = -1
+    threshold_rom_varying: int = -1
     signed_multiply: bool = False
     ram_style: str = "auto"
     ram_style_thresholds: str = "auto"
@@ -178,6 +191,13 @@ class MVAUSpec(_Spec):
         if thresholds:
             live["threshold_rom_live"] = _live_bits_of(lambda: unit._threshold_rom_rows(0, unit._pe),
                                                        unit._pe * thresholds * unit.acc_shape.width, nf)
+            width = unit.acc_shape.width
+            fields = (unit._thresholds & ((1 << width) - 1)).reshape(nf, -1)
+            live["threshold_rom_varying"] = varying_bits(fields, width)
+        sf = unit._weights.shape[1] // unit._simd
+        words = (w_dt.to_hw(unit._weights).reshape(nf, unit._pe, sf, unit._simd).transpose(0, 2, 1, 3)
+                 .reshape(nf * sf, lanes))
+        live["weight_rom_varying"] = varying_bits(words, w_dt.bitwidth)
         return cls(mh=unit._weights.shape[0], mw=unit._weights.shape[1], pe=unit._pe, simd=unit._simd,
                    in_bits=in_dt.bitwidth, weight_bits=w_dt.bitwidth, out_bits=unit.out_width,
                    acc_bits=unit.acc_shape.width, product_bits=product_bits, mul_a=mul_a, mul_b=mul_b,
@@ -296,6 +316,7 @@ class VVAUSpec(_Spec):
     xnor: bool
     constant_weights: bool
     weight_rom_live: int = -1
+    weight_rom_varying: int = -1
     ram_style: str = "auto"
     res_type: str = "auto"
 
@@ -320,6 +341,9 @@ class VVAUSpec(_Spec):
                    weight_bits=w_dt.bitwidth, out_bits=unit.out_width, acc_bits=unit.acc_shape.width,
                    product_bits=product_bits, mul_a=mul_a, mul_b=mul_b, xnor=xnor, constant_weights=constant,
                    weight_rom_live=_live_bits_of(lambda: rows, unit._simd * w_dt.bitwidth, len(rows)),
+                   weight_rom_varying=varying_bits(
+                       w_dt.to_hw(unit._weights).reshape(channels // unit._simd, unit._simd, taps).transpose(2, 0, 1)
+                       .reshape(-1, unit._simd), w_dt.bitwidth),
                    ram_style=unit.ram_style, res_type=unit.res_type)
 
 
@@ -696,21 +720,25 @@ def _window_features(spec: WindowSpec) -> tuple[dict[str, float], dict[str, floa
     return lut, {"registers": registers, "memory_registers": 0.0, "payload": 0.0}
 
 
+def _known(count: int, otherwise: int) -> int:
+    return otherwise if count < 0 else count
+
+
 def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str, float], dict[str, float]]:
     lanes = spec.pe * spec.simd
     memories = _Memories()
-    memories.add(width=lanes * spec.weight_bits, depth=spec.nf * spec.sf, rom=True, family=family,
-                 style=spec.ram_style)
+    # Yosys maps a ROM without its constant bit columns (where the contents are known).
+    weight_width = _known(spec.weight_rom_varying, lanes * spec.weight_bits)
+    threshold_width = _known(spec.threshold_rom_varying, spec.pe * spec.thresholds * spec.acc_bits)
+    memories.add(width=weight_width, depth=spec.nf * spec.sf, rom=True, family=family, style=spec.ram_style)
     if spec.nf > 1:
         memories.add(width=spec.simd * spec.in_bits, depth=spec.sf, rom=False, family=family)
     if spec.thresholds:
-        memories.add(width=spec.pe * spec.thresholds * spec.acc_bits, depth=spec.nf, rom=True, family=family,
-                     style=spec.ram_style_thresholds)
+        memories.add(width=threshold_width, depth=spec.nf, rom=True, family=family, style=spec.ram_style_thresholds)
     # The ROMs kept in logic, counting only their live bit columns where the contents are known.
-    roms = [(lanes * spec.weight_bits, spec.nf * spec.sf, spec.weight_rom_live, spec.ram_style)]
+    roms = [(weight_width, spec.nf * spec.sf, spec.weight_rom_live, spec.ram_style)]
     if spec.thresholds:
-        roms.append((spec.pe * spec.thresholds * spec.acc_bits, spec.nf, spec.threshold_rom_live,
-                     spec.ram_style_thresholds))
+        roms.append((threshold_width, spec.nf, spec.threshold_rom_live, spec.ram_style_thresholds))
     if spec.rq_multiplier_bits:
         roms += [(spec.pe * spec.rq_multiplier_bits, spec.nf, -1, "auto"), (spec.pe * spec.rq_offset_bits, spec.nf, -1, "auto")]
     rom_luts, rom_muxes, rom_regs = (sum(values) for values in zip(*(_logic_rom(width, depth, live, family, style)
@@ -808,9 +836,9 @@ def _mvau_registers(spec: MVAUSpec, lane_dsps: int, rq_dsps: int) -> int:
 
 def _vvau_parts(spec: VVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str, float], dict[str, float]]:
     memories = _Memories()
+    weight_width = _known(spec.weight_rom_varying, spec.simd * spec.weight_bits)
     if not spec.constant_weights:
-        memories.add(width=spec.simd * spec.weight_bits, depth=spec.taps * spec.groups, rom=True, family=family,
-                     style=spec.ram_style)
+        memories.add(width=weight_width, depth=spec.taps * spec.groups, rom=True, family=family, style=spec.ram_style)
     lane_dsps = dsp_count(spec.mul_a, spec.mul_b, spec.product_bits, family, dsp=dsp and spec.res_type == "auto")
     soft_mult = 0 if lane_dsps or not spec.mul_a or spec.res_type == "lut" else spec.simd * spec.mul_a * spec.mul_b
     lut_mult = (spec.simd * _shift_add_bits(spec.in_bits, spec.weight_bits) if spec.mul_a and spec.res_type == "lut"
@@ -818,7 +846,7 @@ def _vvau_parts(spec: VVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
     negate = spec.simd * spec.product_bits if not spec.mul_a and not spec.xnor and not spec.constant_weights else 0
     counters = _log2(spec.groups) + _log2(spec.taps) + (0 if spec.constant_weights else _log2(spec.taps * spec.groups))
     rom_luts, rom_muxes, rom_regs = ((0, 0, 0) if spec.constant_weights else
-                                     _logic_rom(spec.simd * spec.weight_bits, spec.taps * spec.groups,
+                                     _logic_rom(weight_width, spec.taps * spec.groups,
                                                 spec.weight_rom_live, family, spec.ram_style))
     lut = {"control": 1.0, "multiply": soft_mult + negate + (spec.simd if spec.xnor else 0),
            "multiply_wide": soft_mult * spec.mul_a * spec.mul_b / 16, "lut_multiply": lut_mult,
@@ -1023,4 +1051,4 @@ def estimate_kernel(spec: Spec, family: str, *, dsp: bool = True) -> ResourceEst
 
 
 #: Fitted by benchmarks/calibrate_resources.py (benchmarks/calibration/fit.json) on Yosys 0.70.
-COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 59.2756, "soft_multiply": 0.0, "soft_multiply_wide": 1.1317, "soft_multiply_signed": 1.2283, "lut_multiply": 1.2677, "hard_multiply_signed": 0.0, "negate_or_xnor": 0.0, "adders": 1.6492, "popcount": 0.604, "thresholds": 0.0884, "requant": 0.179, "logic_memory": 2.2507, "rom_muxes": 0.0, "counters": 0.0, "bram_read": 0.9862, "bram_read_mux": 0.9493}, "ff": {"registers": 1.0727, "bram_read": 0.1042, "dsp_products": 1.7903, "rq_dsp_products": 0.838, "memory_registers": 0.9023}}, "lut": {"lut": {"control": 2.0, "logic_memory": 1.0, "rom_muxes": 1.5667}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 0.8682, "positions": 3.0171, "ring_steps": 0.2149, "read_address": 0.0, "compares": 0.0, "payload": 1.0333, "rows_payload": 1.7425, "logic_memory": 0.0, "lutram_read_mux": 0.0, "bram_read_mux": 0.0}, "ff": {"registers": 0.8678, "memory_registers": 0.0, "payload": 2.2623}}, "pool": {"lut": {"control": 4.9204, "compare": 1.7414, "select": 0.7905, "decode": 1.4761, "counters": 2.2408}, "ff": {"control": 0.7903, "running": 1.0148, "payload": 0.9729, "shared": 0.9828, "counters": 0.9101}}, "fifo": {"lut": {"shallow": 8.3351, "shallow_pointers": 0.0, "shallow_words": 2.1377, "shallow_read_mux": 0.9619, "deep": 0.0, "deep_pointers": 1.9506, "bram_width": 1.026, "lutram": 0.0, "lutram_banked": 0.0, "lutram_read_mux": 0.0, "ff_read_mux": 1.3768}, "ff": {"storage": 0.9697, "pointers": 1.0714, "output_register": 0.0, "bram_output": 2.0389}}, "convert": {"lut": {"gather": 6.4615, "split": 6.1086, "split_select": 0.9276, "split_count": 0.8223, "shift_buffer": 0.0, "slot_muxes": 1.1199, "shifter": 0.455, "counters": 0.0}, "ff": {"registers": 0.9966}}, "vvau": {"lut": {"control": 4.5953, "multiply": 1.5828, "multiply_wide": 0.0346, "lut_multiply": 1.4864, "adders": 1.8313, "logic_memory": 1.084}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 3.8864, "compare_rom": 0.0297, "compare_constant": 0.0, "compare_constant_signed": 0.0553, "count": 1.1544, "count_tree": 0.1187, "logic_memory": 1.9095}, "ff": {"control": 7.6382, "pipeline": 0.9068, "memory_registers": 1.0502}}, "add": {"lut": {"control": 4.398, "adders": 0.0, "adders_after_multiplier": 0.0, "carry_cells": 0.474}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 4.0}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.0, "soft_multiply_wide": 0.0, "soft_multiply_signed": 0.0, "lut_multiply": 1.4444, "hard_multiply_signed": 0.5429, "negate_or_xnor": 1.0584, "adders": 2.3948, "popcount": 1.6595, "thresholds": 1.0878, "requant": 1.2254, "logic_memory": 1.2692, "rom_muxes": 0.0, "counters": 3.8492, "bram_read": 0.0, "bram_read_mux": 0.0}, "ff": {"registers": 0.9108, "bram_read": 0.1295, "dsp_products": 0.895, "rq_dsp_products": 1.0156, "memory_registers": 1.0662}}, "lut": {"lut": {"control": 1.0, "logic_memory": 1.0, "rom_muxes": 0.3421}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 0.0, "positions": 2.7519, "ring_steps": 3.92, "read_address": 0.0, "compares": 1.3661, "payload": 1.263, "rows_payload": 1.765, "logic_memory": 0.0, "lutram_read_mux": 1.1952, "bram_read_mux": 0.0}, "ff": {"registers": 0.9076, "memory_registers": 0.9661, "payload": 2.3759}}, "pool": {"lut": {"control": 0.0, "compare": 2.195, "select": 1.1758, "decode": 3.8847, "counters": 0.0}, "ff": {"control": 0.8204, "running": 1.0127, "payload": 0.9768, "shared": 1.3117, "counters": 0.923}}, "fifo": {"lut": {"shallow": 2.5549, "shallow_pointers": 0.0, "shallow_words": 3.0333, "shallow_read_mux": 0.0, "deep": 0.0, "deep_pointers": 2.3829, "bram_width": 1.3307, "lutram": 0.0, "lutram_banked": 12.0133, "lutram_read_mux": 1.0647, "ff_read_mux": 0.0}, "ff": {"storage": 0.0, "pointers": 0.9325, "output_register": 0.7922, "bram_output": 1.4053}}, "convert": {"lut": {"gather": 3.8873, "split": 0.0, "split_select": 0.9247, "split_count": 4.4495, "shift_buffer": 0.0, "slot_muxes": 3.4142, "shifter": 0.0, "counters": 0.0}, "ff": {"registers": 0.9966}}, "vvau": {"lut": {"control": 7.1646, "multiply": 0.8573, "multiply_wide": 0.0, "lut_multiply": 2.358, "adders": 1.7961, "logic_memory": 0.8124}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 0.0, "compare_rom": 1.2542, "compare_constant": 0.504, "compare_constant_signed": 0.0, "count": 0.0, "count_tree": 0.7282, "logic_memory": 0.724}, "ff": {"control": 7.6382, "pipeline": 0.9068, "memory_registers": 1.0502}}, "add": {"lut": {"control": 3.6602, "adders": 1.1471, "adders_after_multiplier": 1.0832, "carry_cells": 0.0}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 3.3588}, "ff": {"control": 0.0, "outputs": 1.0}}}}
+COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 59.3966, "soft_multiply": 0.0, "soft_multiply_wide": 1.1305, "soft_multiply_signed": 1.2288, "lut_multiply": 1.2676, "hard_multiply_signed": 0.0, "negate_or_xnor": 0.0, "adders": 1.6482, "popcount": 0.6032, "thresholds": 0.0896, "requant": 0.1785, "logic_memory": 2.2508, "rom_muxes": 0.0, "counters": 0.0, "bram_read": 0.9861, "bram_read_mux": 0.9491}, "ff": {"registers": 1.0726, "bram_read": 0.1048, "dsp_products": 1.79, "rq_dsp_products": 0.8381, "memory_registers": 0.9024}}, "lut": {"lut": {"control": 2.0, "logic_memory": 1.0, "rom_muxes": 1.5667}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 0.8682, "positions": 3.0171, "ring_steps": 0.2149, "read_address": 0.0, "compares": 0.0, "payload": 1.0333, "rows_payload": 1.7425, "logic_memory": 0.0, "lutram_read_mux": 0.0, "bram_read_mux": 0.0}, "ff": {"registers": 0.8678, "memory_registers": 0.0, "payload": 2.2623}}, "pool": {"lut": {"control": 4.9204, "compare": 1.7414, "select": 0.7905, "decode": 1.4761, "counters": 2.2408}, "ff": {"control": 0.7903, "running": 1.0148, "payload": 0.9729, "shared": 0.9828, "counters": 0.9101}}, "fifo": {"lut": {"shallow": 8.3351, "shallow_pointers": 0.0, "shallow_words": 2.1377, "shallow_read_mux": 0.9619, "deep": 0.0, "deep_pointers": 1.9506, "bram_width": 1.026, "lutram": 0.0, "lutram_banked": 0.0, "lutram_read_mux": 0.0, "ff_read_mux": 1.3768}, "ff": {"storage": 0.9697, "pointers": 1.0714, "output_register": 0.0, "bram_output": 2.0389}}, "convert": {"lut": {"gather": 6.4615, "split": 6.1086, "split_select": 0.9276, "split_count": 0.8223, "shift_buffer": 0.0, "slot_muxes": 1.1199, "shifter": 0.455, "counters": 0.0}, "ff": {"registers": 0.9966}}, "vvau": {"lut": {"control": 4.5953, "multiply": 1.5828, "multiply_wide": 0.0346, "lut_multiply": 1.4864, "adders": 1.8313, "logic_memory": 1.084}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 3.8864, "compare_rom": 0.0297, "compare_constant": 0.0, "compare_constant_signed": 0.0553, "count": 1.1544, "count_tree": 0.1187, "logic_memory": 1.9095}, "ff": {"control": 7.6382, "pipeline": 0.9068, "memory_registers": 1.0502}}, "add": {"lut": {"control": 4.398, "adders": 0.0, "adders_after_multiplier": 0.0, "carry_cells": 0.474}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 4.0}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.0, "soft_multiply_wide": 0.0, "soft_multiply_signed": 0.0, "lut_multiply": 1.4444, "hard_multiply_signed": 0.5429, "negate_or_xnor": 1.0584, "adders": 2.3948, "popcount": 1.6595, "thresholds": 1.0878, "requant": 1.2254, "logic_memory": 1.2692, "rom_muxes": 0.0, "counters": 3.8492, "bram_read": 0.0, "bram_read_mux": 0.0}, "ff": {"registers": 0.9109, "bram_read": 0.1297, "dsp_products": 0.895, "rq_dsp_products": 1.0154, "memory_registers": 1.066}}, "lut": {"lut": {"control": 1.0, "logic_memory": 1.0, "rom_muxes": 0.3421}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 0.0, "positions": 2.7519, "ring_steps": 3.92, "read_address": 0.0, "compares": 1.3661, "payload": 1.263, "rows_payload": 1.765, "logic_memory": 0.0, "lutram_read_mux": 1.1952, "bram_read_mux": 0.0}, "ff": {"registers": 0.9076, "memory_registers": 0.9661, "payload": 2.3759}}, "pool": {"lut": {"control": 0.0, "compare": 2.195, "select": 1.1758, "decode": 3.8847, "counters": 0.0}, "ff": {"control": 0.8204, "running": 1.0127, "payload": 0.9768, "shared": 1.3117, "counters": 0.923}}, "fifo": {"lut": {"shallow": 2.5549, "shallow_pointers": 0.0, "shallow_words": 3.0333, "shallow_read_mux": 0.0, "deep": 0.0, "deep_pointers": 2.3829, "bram_width": 1.3307, "lutram": 0.0, "lutram_banked": 12.0133, "lutram_read_mux": 1.0647, "ff_read_mux": 0.0}, "ff": {"storage": 0.0, "pointers": 0.9325, "output_register": 0.7922, "bram_output": 1.4053}}, "convert": {"lut": {"gather": 3.8873, "split": 0.0, "split_select": 0.9247, "split_count": 4.4495, "shift_buffer": 0.0, "slot_muxes": 3.4142, "shifter": 0.0, "counters": 0.0}, "ff": {"registers": 0.9966}}, "vvau": {"lut": {"control": 7.1646, "multiply": 0.8573, "multiply_wide": 0.0, "lut_multiply": 2.358, "adders": 1.7961, "logic_memory": 0.8124}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 0.0, "compare_rom": 1.2542, "compare_constant": 0.504, "compare_constant_signed": 0.0, "count": 0.0, "count_tree": 0.7282, "logic_memory": 0.724}, "ff": {"control": 7.6382, "pipeline": 0.9068, "memory_registers": 1.0502}}, "add": {"lut": {"control": 3.6602, "adders": 1.1471, "adders_after_multiplier": 1.0832, "carry_cells": 0.0}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 3.3588}, "ff": {"control": 0.0, "outputs": 1.0}}}}
