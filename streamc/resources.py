@@ -70,15 +70,18 @@ def accumulator_range(weights: np.ndarray, in_dtype: DataType) -> tuple[int, int
 _LIVE_BITS_LIMIT = 1 << 17
 
 
-def varying_bits(words: np.ndarray, bits: int) -> int:
-    """Bit columns of a ROM that differ between its words: ``words[i, j]`` is field ``j`` of word ``i``
-    (``bits`` wide, non-negative). Yosys drops the constant ones before it maps the memory, so they
-    take no block RAM width."""
-    words = np.asarray(words, dtype=np.int64)
-    if len(words) < 2:
+def varying_bits(fields: np.ndarray, bits: int, word_axes: tuple[int, ...] = (0,)) -> int:
+    """Bit columns of a ROM that differ between its words: ``fields`` holds the ROM's ``bits``-wide,
+    non-negative fields, indexed along ``word_axes`` by word and along the others by position in the
+    word. Yosys drops the constant columns before it maps the memory: they take no block RAM width."""
+    fields = np.asarray(fields, dtype=np.int64)
+    if np.prod([fields.shape[axis] for axis in word_axes]) < 2:
         return 0
-    columns = (words[:, :, None] >> np.arange(bits)) & 1
-    return int((columns.min(axis=0) != columns.max(axis=0)).sum())
+    same, any_set = fields, fields
+    for axis in sorted(word_axes, reverse=True):
+        same, any_set = np.bitwise_and.reduce(same, axis=axis), np.bitwise_or.reduce(any_set, axis=axis)
+    differ = same ^ any_set
+    return int(sum(((differ >> b) & 1).sum() for b in range(bits)))
 
 
 def rom_live_bits(rows: list[int], width: int) -> int:
@@ -195,9 +198,8 @@ class MVAUSpec(_Spec):
             fields = (unit._thresholds & ((1 << width) - 1)).reshape(nf, -1)
             live["threshold_rom_varying"] = varying_bits(fields, width)
         sf = unit._weights.shape[1] // unit._simd
-        words = (w_dt.to_hw(unit._weights).reshape(nf, unit._pe, sf, unit._simd).transpose(0, 2, 1, 3)
-                 .reshape(nf * sf, lanes))
-        live["weight_rom_varying"] = varying_bits(words, w_dt.bitwidth)
+        live["weight_rom_varying"] = varying_bits(w_dt.to_hw(unit._weights).reshape(nf, unit._pe, sf, unit._simd),
+                                                  w_dt.bitwidth, word_axes=(0, 2))
         return cls(mh=unit._weights.shape[0], mw=unit._weights.shape[1], pe=unit._pe, simd=unit._simd,
                    in_bits=in_dt.bitwidth, weight_bits=w_dt.bitwidth, out_bits=unit.out_width,
                    acc_bits=unit.acc_shape.width, product_bits=product_bits, mul_a=mul_a, mul_b=mul_b,
@@ -342,8 +344,8 @@ class VVAUSpec(_Spec):
                    product_bits=product_bits, mul_a=mul_a, mul_b=mul_b, xnor=xnor, constant_weights=constant,
                    weight_rom_live=_live_bits_of(lambda: rows, unit._simd * w_dt.bitwidth, len(rows)),
                    weight_rom_varying=varying_bits(
-                       w_dt.to_hw(unit._weights).reshape(channels // unit._simd, unit._simd, taps).transpose(2, 0, 1)
-                       .reshape(-1, unit._simd), w_dt.bitwidth),
+                       w_dt.to_hw(unit._weights).reshape(channels // unit._simd, unit._simd, taps), w_dt.bitwidth,
+                       word_axes=(0, 2)),
                    ram_style=unit.ram_style, res_type=unit.res_type)
 
 
