@@ -442,10 +442,13 @@ def symbolic_feature_dim(folder):
 
 @case
 def too_large_for_the_device(folder):
-    # 1024x1024 two-bit weights (2 Mbit, from a 4-byte constant) on an UP5K (1 Mbit SPRAM, 120 kbit EBR).
+    # 1024x1024 two-bit weights (2 Mbit, a column plus a row broadcast: weights all alike would fold into
+    # a constant) on an UP5K (1 Mbit SPRAM, 120 kbit EBR).
     b = ModelBuilder()
     b.quant("x", "xq", "QuantIn", scale=1 / 64, bits=8.0)
-    b.node("Expand", [b.const("w", 0.25), b.const("w_shape", [1024, 1024], np.int64)], "W0", "expand_weights")
+    rng = np.random.default_rng(5)
+    column, row = (rng.integers(-1, 2, size=shape).astype(np.float32) * 0.25 for shape in ((1024, 1), (1, 1024)))
+    b.node("Add", [b.const("w_column", column), b.const("w_row", row)], "W0", "spread_weights")
     b.quant("W0", "W0q", "WeightQuant0", scale=0.25, bits=2.0, narrow=1)
     b.node("MatMul", ["xq", "W0q"], "fc0", "fc0")
     b.quant("fc0", "y", "ActQuant0", scale=4.0, bits=4.0)
