@@ -51,9 +51,8 @@ def _spec_of_kernels(kernels: list) -> Spec:
 
 def _folding(stage: Stage) -> dict:
     if isinstance(stage, MVAULayer):
-        thresholds = stage.thresholds is not None and stage.requant is None
         return {"pe": stage.pe, "simd": stage.simd, "ram_style": stage.ram_style,
-                **({"ram_style_thresholds": stage.ram_style_thresholds} if thresholds else {}),
+                **({"ram_style_thresholds": stage.ram_style_thresholds} if stage.threshold_rom else {}),
                 "res_type": stage.res_type}
     if isinstance(stage, VVAULayer):
         return {"simd": stage.simd, "ram_style": stage.ram_style, "res_type": stage.res_type}

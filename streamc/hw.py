@@ -80,6 +80,11 @@ class MVAULayer:
         return _activate(acc, self.thresholds, self.requant, self.out_dtype, self.out_bias).reshape(len(x), -1)
 
     @property
+    def threshold_rom(self) -> bool:
+        """Whether the unit keeps thresholds in a ROM (a requantization replaces them)."""
+        return self.thresholds is not None and self.requant is None
+
+    @property
     def output_stage(self) -> str:
         if self.requant is not None:
             return f"requant (x{self.requant.multiplier.max()} >> {self.requant.shift})"

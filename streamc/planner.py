@@ -86,8 +86,7 @@ def fold_knobs(stage: Stage, *, placement: bool = True) -> tuple[Knob, ...]:
     """
     if isinstance(stage, MVAULayer):
         knobs = (Knob("simd", tuple(divisors(stage.mw)), "in"), Knob("pe", tuple(divisors(stage.mh)), "out"))
-        roms = ["ram_style"] + (["ram_style_thresholds"] if stage.thresholds is not None and stage.requant is None
-                                else [])
+        roms = ["ram_style"] + (["ram_style_thresholds"] if stage.threshold_rom else [])
         multiplies = not (stage.in_dtype.bipolar or stage.weight_dtype.bipolar)
     elif isinstance(stage, VVAULayer):
         knobs = (Knob("simd", tuple(divisors(stage.channels)), "both"),)
@@ -428,21 +427,25 @@ class _Chain:
         """Stage ``k``'s choices, of those that fold it alike the one whose placement costs least at
         ``weights`` (a price per resource): placement changes the stage alone, so the others can never
         be part of the cheapest design."""
-        if k not in self._node_vectors:
-            self._node_vectors[k] = [(self.folded(k, c), c, _vector(self.node(k, c))) for c in self.options[k]]
         best: dict[Choice, tuple[float, Choice]] = {}
-        for folded, choice, vector in self._node_vectors[k]:
+        for folded, choice, vector in self._vectors(k):
             cost = sum(w * v for w, v in zip(weights, vector))
             if folded not in best or cost < best[folded][0]:
                 best[folded] = (cost, choice)
         return [choice for _, choice in best.values()]
 
+    def _vectors(self, k: int) -> list[tuple[Choice, Choice, tuple[int, ...]]]:
+        """Each choice of stage ``k`` with its lanes and its resources as a vector."""
+        if k not in self._node_vectors:
+            self._node_vectors[k] = [(self.folded(k, c), c, _vector(self.node(k, c))) for c in self.options[k]]
+        return self._node_vectors[k]
+
     def _fits_nowhere(self, cycles: int, limits: dict[str, int]) -> bool:
         """Whether the least each stage can take of some resource within ``cycles``, summed, is already
         over ``limits`` (a bound: the links between stages take something too)."""
         least = [0] * len(_FIELDS)
-        for k, options in enumerate(self.options):
-            vectors = [_vector(self.node(k, c)) for c in options if self.node_cycles(k, c) <= cycles]
+        for k in range(len(self.options)):
+            vectors = [vector for _, c, vector in self._vectors(k) if self.node_cycles(k, c) <= cycles]
             if not vectors:
                 return False
             least = [total + min(v[i] for v in vectors) for i, total in enumerate(least)]
