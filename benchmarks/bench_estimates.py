@@ -35,11 +35,12 @@ from pathlib import Path
 from streamc.build.steps import stage_components
 from streamc.devices import get_device
 from streamc.errors import FoldingError
-from streamc.estimate import estimate_design
+from streamc.estimate import kernel_rows
 from streamc.fifo_sizing import fifo_depths
 from streamc.frontend.load import load_onnx
 from streamc.hw import to_hw
 from streamc.planner import plan_for_budget
+from streamc.resources import ChainSpec, estimate_kernel, kernel_name
 from streamc.rtl.top import StreamAccelerator, to_verilog
 from streamc.synth import DEVICES as SYNTH_FLOWS
 from streamc.synth import synthesize
@@ -72,7 +73,7 @@ def build(path: Path, device: str, budget: float) -> tuple[list[dict], str, dict
         # A model too big for the budget at any folding: the whole device, as the build would try.
         budget = 1.0
         plan = plan_for_budget(flow, device=get_device(device), budget=budget, fifo_depth=FIFO_DEPTH)
-    rows = estimate_design(flow.stages, [get_device(device)], FIFO_DEPTH)
+    rows = kernel_rows(flow.stages, FIFO_DEPTH)
     # The rtl step's layout (streamc.build.steps.rtl_step): a stage's kernels follow each other directly.
     depths = fifo_depths(flow, FIFO_DEPTH)
     components, sources, component_depths, last_of, kernel_count = [], [], [], {-1: -1}, {}
@@ -93,10 +94,18 @@ def build(path: Path, device: str, budget: float) -> tuple[list[dict], str, dict
         groups.append([name] + [next(named)[0] for _ in range(kernel_count.get(id(unit), 1) - 1)])
     if len(groups) != len(rows):
         raise RuntimeError(f"{path.name}: {len(groups)} kernel instances against {len(rows)} estimate rows")
-    table = [dict(name=row.name, kind=row.kind, folding=row.folding, instances=group,
-                  estimated={k: getattr(row.resources[device], k) for k in RESOURCES})
-             for row, group in zip(rows, groups)]
+    target = get_device(device)
+    table = [dict(name=row.name, kind=row.kind, folding=row.folding, instances=group, specs=spec_records(spec),
+                  estimated=estimate_kernel(spec, target.family, dsp=target.dsp > 0).to_dict())
+             for (row, spec), group in zip(rows, groups)]
     return table, verilog, dict(folding=plan.folding, cycles=plan.cycles, budget=budget)
+
+
+def spec_records(spec) -> list[dict]:
+    """A row's kernel specs as the calibration data stores them (``kernel``, ``spec``): the
+    ``--json`` output is a check set for the resource models, kernels Yosys built in real designs."""
+    parts = spec.kernels if isinstance(spec, ChainSpec) else (spec,)
+    return [dict(kernel=kernel_name(part), spec=part.to_dict()) for part in parts]
 
 
 def _hierarchical_script(device: str, source: str) -> str:

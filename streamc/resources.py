@@ -1031,7 +1031,8 @@ def _parts(spec: Spec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str
     raise TypeError(f"no resource model for {type(spec).__name__}")
 
 
-def _kernel_name(spec: Spec) -> str:
+def kernel_name(spec: Spec) -> str:
+    """The calibration name of a spec's kernel (``\"mvau\"``, ``\"window\"``, ...)."""
     return next(name for name, cls in _SPEC_OF_KERNEL.items() if isinstance(spec, cls))
 
 
@@ -1046,7 +1047,7 @@ def estimate_kernel(spec: Spec, family: str, *, dsp: bool = True) -> ResourceEst
     if isinstance(spec, ChainSpec):
         return sum((estimate_kernel(part, family, dsp=dsp) for part in spec.kernels), ResourceEstimate())
     memories, dsps, lut_features, ff_features = _parts(spec, family, dsp)
-    coefficients = COEFFICIENTS[family][_kernel_name(spec)]
+    coefficients = COEFFICIENTS[family][kernel_name(spec)]
     lut = sum(coefficients["lut"].get(name, 0.0) * value for name, value in lut_features.items())
     ff = sum(coefficients["ff"].get(name, 0.0) * value for name, value in ff_features.items())
     return ResourceEstimate(lut=round(lut), ff=round(ff), bram=memories.bram, dsp=dsps, lutram=memories.lutram)
