@@ -46,7 +46,8 @@ def make_mvau(p: dict):
     in_dt, w_dt = from_name(p["in_dtype"]), from_name(p["weight_dtype"])
     weights = _weights(rng, w_dt, p["mh"], p["mw"])
     common = dict(weights=weights, in_dtype=in_dt, weight_dtype=w_dt, pe=p["pe"], simd=p["simd"],
-                  res_type=p.get("res_type", "auto"), name="mvau")
+                  res_type=p.get("res_type", "auto"), ram_style=p.get("ram_style", "auto"),
+                  ram_style_thresholds=p.get("ram_style_thresholds", "auto"), name="mvau")
     # Reach of a dot product: what thresholds and multipliers are spread over.
     x = _weights(rng, in_dt, 256, p["mw"]) if in_dt.bipolar else rng.integers(in_dt.min, in_dt.max + 1,
                                                                                 size=(256, p["mw"]))
@@ -156,10 +157,15 @@ def make_branch_unit(kernel: str, p: dict):
     return StreamFork(elem_width=p["bits"], elems=p["elems"], outputs=p["outputs"], name="fork")
 
 
-def _mvau(mh, mw, pe, simd, in_dtype, weight_dtype, stage, out_dtype=None, shift=None, res_type=None):
+def _mvau(mh, mw, pe, simd, in_dtype, weight_dtype, stage, out_dtype=None, shift=None, res_type=None,
+          ram_style=None, ram_style_thresholds=None):
     p = dict(mh=mh, mw=mw, pe=pe, simd=simd, in_dtype=in_dtype, weight_dtype=weight_dtype, stage=stage)
     if res_type:
         p["res_type"] = res_type
+    if ram_style:
+        p["ram_style"] = ram_style
+    if ram_style_thresholds:
+        p["ram_style_thresholds"] = ram_style_thresholds
     if out_dtype:
         p["out_dtype"] = out_dtype
     if shift is not None:
@@ -223,6 +229,19 @@ SWEEP = [
     _mvau(10, 32, 5, 1, "UINT2", "INT4", "accumulator"),
     _mvau(32, 392, 4, 14, "INT2", "INT2", "thresholds", "TERNARY"),
     _mvau(10, 32, 2, 2, "INT2", "INT2", "accumulator"),
+    # Convolutions as the planner places them on a small device: multiplies in LUTs, 15 thresholds per
+    # channel in LUTs (few folds: thresholds nearly or wholly constant), weights in block RAM.
+    _mvau(16, 24, 4, 1, "UINT4", "INT4", "thresholds", "UINT4", res_type="lut", ram_style="block",
+          ram_style_thresholds="distributed"),
+    _mvau(8, 36, 8, 1, "UINT4", "INT4", "thresholds", "UINT4", res_type="lut", ram_style="block",
+          ram_style_thresholds="distributed"),
+    _mvau(16, 64, 2, 4, "UINT3", "INT4", "thresholds", "UINT4", res_type="lut", ram_style="block",
+          ram_style_thresholds="distributed"),
+    _mvau(32, 16, 4, 2, "UINT4", "INT4", "thresholds", "UINT4", res_type="lut", ram_style="block",
+          ram_style_thresholds="distributed"),
+    _mvau(12, 96, 2, 3, "UINT4", "INT4", "accumulator", res_type="lut", ram_style="block"),
+    _mvau(16, 32, 2, 2, "UINT2", "INT4", "thresholds", "UINT2", res_type="lut", ram_style="block",
+          ram_style_thresholds="distributed"),
     # Layers of trained CNNs: unsigned activations, 8 to 24 lanes, weights read over many folds.
     _mvau(12, 128, 1, 8, "UINT4", "INT4", "accumulator"),
     _mvau(16, 144, 2, 8, "UINT4", "INT4", "thresholds", "UINT4"),
@@ -447,11 +466,19 @@ def refresh_specs(devices: list[str]) -> None:
         data_path(device).write_text(json.dumps(records, indent=1) + "\n")
 
 
+#: Families whose placed designs are fitted with the others: a UP5K multiplies a layer's narrow
+#: operands in logic either way (its DSPs take only products of 11 bits and more), so a multiply in
+#: LUTs changes the amount of the same kind of logic, not its kind.
+FITTED_TOGETHER = {"ice40"}
+
+
 def fit(devices: list[str]) -> dict:
     """Least-squares LUT and FF coefficients per device family and kernel, on relative error.
 
-    Designs with a placement (``res_type``) are fitted after the others, for the features only they
-    have: what a multiply in LUTs adds must not bend the model of every other design.
+    On the ECP5, designs with a placement (``res_type``) are fitted after the others, for the features
+    only they have: there a multiply in LUTs replaces a hard multiplier with partial products that join
+    the adder tree, and that must not bend the model of every other design. On the iCE40 (see
+    :data:`FITTED_TOGETHER`) all are fitted together.
     """
     fitted: dict = {}
     for device in devices:
@@ -468,7 +495,7 @@ def fit(devices: list[str]) -> dict:
                     scale = max(record[what], 1)
                     rows.append([v / scale for v in features.values()])
                     target.append(record[what] / scale)
-                    placed.append("res_type" in record["params"])
+                    placed.append("res_type" in record["params"] and family not in FITTED_TOGETHER)
                 names = list(features)
                 a, b, placed = np.array(rows), np.array(target), np.array(placed)
                 coef = _nonnegative_lstsq(a[~placed], b[~placed])
