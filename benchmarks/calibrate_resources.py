@@ -248,6 +248,18 @@ SWEEP = [
     _mvau(32, 72, 1, 24, "UINT4", "INT4", "thresholds", "UINT4"),
     _mvau(24, 96, 2, 12, "UINT2", "INT4", "thresholds", "UINT2"),
     _mvau(10, 64, 1, 16, "UINT4", "INT4", "accumulator"),
+    # Output layers on hard multipliers: a few lanes per PE, several PEs, unsigned activations.
+    _mvau(16, 64, 4, 2, "UINT4", "INT4", "accumulator"),
+    _mvau(12, 48, 3, 4, "UINT4", "INT4", "accumulator"),
+    _mvau(20, 32, 5, 2, "UINT2", "INT4", "accumulator"),
+    _mvau(8, 512, 1, 8, "UINT4", "INT4", "accumulator"),
+    _mvau(24, 64, 2, 8, "UINT3", "INT4", "thresholds", "UINT2"),
+    _mvau(10, 96, 2, 4, "UINT8", "INT4", "accumulator"),
+    # Weights and thresholds in block RAM, as the planner places them on an ECP5.
+    _mvau(16, 72, 2, 8, "UINT4", "INT4", "thresholds", "UINT4", ram_style="block", ram_style_thresholds="block"),
+    _mvau(32, 64, 1, 16, "UINT2", "INT4", "thresholds", "UINT2", ram_style="block", ram_style_thresholds="block"),
+    _mvau(8, 36, 1, 9, "UINT4", "INT4", "thresholds", "UINT4", ram_style="block", ram_style_thresholds="block"),
+    _mvau(16, 128, 2, 16, "UINT4", "INT4", "thresholds", "UINT2", ram_style="block", ram_style_thresholds="block"),
     ("lut", dict(in_dtype="INT4", out_dtype="INT4", elems=1)),
     ("lut", dict(in_dtype="INT4", out_dtype="INT4", elems=4)),
     ("lut", dict(in_dtype="INT8", out_dtype="INT8", elems=1)),
