@@ -280,6 +280,14 @@ class MatrixVectorUnit(wiring.Component):
         fields = (self._thresholds & ((1 << width) - 1)).reshape(self._nf, self._pe, -1)
         return _packed_rows(fields[:, first:first + lanes].reshape(self._nf, -1), width)
 
+    def _multiplier_rom_rows(self) -> list[int]:
+        """ROM row ``nf``: the requantization multipliers of channels ``nf*pe + j``."""
+        return _channel_rom_rows(self._requant_multiplier, self._pe, self.multiplier_shape)
+
+    def _offset_rom_rows(self) -> list[int]:
+        """ROM row ``nf``: the requantization offsets of channels ``nf*pe + j``."""
+        return _channel_rom_rows(self._requant_offset, self._pe, self._offset_shape)
+
     def _product(self, x_bits, w_bits):
         """Signed product of one input element and one weight, both as stored bits."""
         in_dt, w_dt = self._in_dtype, self._weight_dtype
@@ -330,7 +338,7 @@ class MatrixVectorUnit(wiring.Component):
         pe, rq = self._pe, self._requant
         m.submodules.multiplier_rom = multiplier_rom = Memory(
             shape=unsigned(pe * self.multiplier_shape.width), depth=self._nf,
-            init=_channel_rom_rows(self._requant_multiplier, pe, self.multiplier_shape))
+            init=self._multiplier_rom_rows())
         multiplier_read = multiplier_rom.read_port(domain="sync")
         # Read alongside the accumulator's last step, so the factors arrive with the sum.
         m.d.comb += [multiplier_read.addr.eq(nf2), multiplier_read.en.eq(advance)]
@@ -347,7 +355,7 @@ class MatrixVectorUnit(wiring.Component):
 
         m.submodules.offset_rom = offset_rom = Memory(
             shape=unsigned(pe * self._offset_shape.width), depth=self._nf,
-            init=_channel_rom_rows(self._requant_offset, pe, self._offset_shape))
+            init=self._offset_rom_rows())
         offset_read = offset_rom.read_port(domain="sync")
         # One stage later than the factors: the offsets arrive with the products.
         m.d.comb += [offset_read.addr.eq(nf3), offset_read.en.eq(advance)]
