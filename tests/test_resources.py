@@ -20,8 +20,6 @@ RECORDS = [record for device in ("ice40-up5k", "ecp5-85f")
 KNOWN_OFF = {
     ('ice40-up5k', 'mvau', 10, 32, 5, 2, 'BIPOLAR'),
     ('ice40-up5k', 'mvau', 32, 392, 8, 28, 'BIPOLAR'),
-    ('ice40-up5k', 'mvau', 12, 128, 1, 8, 'UINT4'),
-    ('ice40-up5k', 'mvau', 8, 512, 1, 8, 'UINT4'),
     ('ice40-up5k', 'window', '[8, 8, 8]', '[2, 2]', '[2, 2]', '[0, 0, 0, 0]', 'UINT4', '1'),
     ('ice40-up5k', 'window', '[6, 6, 8]', '[3, 3]', '[1, 1]', '[1, 1, 1, 1]', 'UINT4', '1'),
     ('ice40-up5k', 'window', '[5, 5, 16]', '[3, 3]', '[1, 1]', '[0, 0, 0, 0]', 'UINT4', '16'),
@@ -43,7 +41,6 @@ KNOWN_OFF = {
     ('ecp5-85f', 'mvau', 16, 64, 4, 2, 'UINT4'),
     ('ecp5-85f', 'mvau', 12, 48, 3, 4, 'UINT4'),
     ('ecp5-85f', 'mvau', 20, 32, 5, 2, 'UINT2'),
-    ('ecp5-85f', 'mvau', 8, 512, 1, 8, 'UINT4'),
     ('ecp5-85f', 'mvau', 10, 96, 2, 4, 'UINT8'),
     ('ecp5-85f', 'window', '[1, 8, 16]', '[1, 3]', '[1, 1]', '[0, 1, 0, 1]', 'UINT3', '1'),
     ('ecp5-85f', 'window', '[6, 6, 8]', '[3, 3]', '[1, 1]', '[1, 1, 1, 1]', 'UINT4', '1'),
@@ -67,7 +64,6 @@ KNOWN_OFF = {
     ('ecp5-85f', 'fork', '4', '8', '3'),
     # Multiplies in LUTs: Yosys merges small partial products into the adder tree (2-bit weights cost
     # less than the shift-and-add adders suggest) and wide ones into longer carry chains on the ECP5.
-    ('ice40-up5k', 'mvau', 16, 32, 1, 4, 'INT8', 'lut'),
     ('ecp5-85f', 'mvau', 16, 16, 2, 2, 'INT4', 'lut'),
     ('ecp5-85f', 'mvau', 32, 32, 4, 8, 'INT4', 'lut'),
     ('ecp5-85f', 'mvau', 64, 64, 4, 4, 'UINT2', 'lut'),
