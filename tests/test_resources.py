@@ -54,9 +54,6 @@ KNOWN_OFF = {
     ('ecp5-85f', 'convert', '2', '9', '6'),
     ('ecp5-85f', 'threshold', '16', '1', 'INT8', 'UINT2'),
     ('ecp5-85f', 'threshold', '16', '4', 'INT5', 'UINT2', 'True'),
-    ('ecp5-85f', 'threshold', '12', '2', 'UINT10', 'UINT6', 'True'),
-    ('ecp5-85f', 'threshold', '8', '1', 'INT13', 'UINT4', 'True'),
-    ('ecp5-85f', 'threshold', '16', '2', 'INT12', 'UINT3', 'True'),
     ('ecp5-85f', 'fork', '4', '8', '3'),
     # Multiplies in LUTs: Yosys merges small partial products into the adder tree (2-bit weights cost
     # less than the shift-and-add adders suggest) and wide ones into longer carry chains on the ECP5.
