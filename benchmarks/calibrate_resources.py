@@ -392,6 +392,10 @@ SWEEP = [
     # Residual adds whose branches are scaled by integer weights (multiplies by constants).
     ("add", dict(a_dtype="INT5", b_dtype="INT4", a_weight=57, b_weight=101, elems=1)),
     ("add", dict(a_dtype="INT4", b_dtype="INT6", a_weight=45, b_weight=77, elems=2)),
+    ("add", dict(a_dtype="INT3", b_dtype="INT4", a_weight=5, b_weight=1, elems=4)),
+    ("add", dict(a_dtype="UINT3", b_dtype="INT2", a_weight=3, b_weight=7, elems=2)),
+    ("add", dict(a_dtype="INT6", b_dtype="INT6", a_weight=1, b_weight=-1, elems=4)),
+    ("add", dict(a_dtype="UINT1", b_dtype="UINT2", a_weight=1, b_weight=1, elems=8)),
     ("concat", dict(channels=[8, 8], dtype="UINT2", elems=1)),
     ("concat", dict(channels=[16, 16], dtype="UINT4", elems=4)),
     ("concat", dict(channels=[8, 8, 16], dtype="INT8", elems=2)),
