@@ -401,12 +401,13 @@ def _threshold_structure(thresholds: np.ndarray, elems: int, lo: int, hi: int, w
     """:class:`ThresholdSpec`'s ``live_compares``, ``live_compare_bits`` and ``count_full_adders``
     of ``(channels, L)`` thresholds clamped to ``[lo, hi]``, ``elems`` per beat: element ``j``
     compares with column ``l`` of channels ``j, j + elems, ...`` (constants when ``shared``)."""
-    channels, levels = thresholds.shape
+    levels = thresholds.shape[1]
     live = live_bits = full_adders = 0
     for j in range(elems):
         columns = {tuple(int(t) for t in thresholds[j::elems, l]) for l in range(levels)}
         # A column every input reaches (t <= lo) or none does (t >= hi) folds to a constant.
-        distinct = [column for column in columns if not (all(t <= lo for t in column) or all(t >= hi for t in column))]
+        distinct = [column for column in columns
+                    if not (all(t <= lo for t in column) or all(t >= hi for t in column))]
         live += len(distinct)
         live_bits += sum(width - _low_zero_bits(column[0], width) if shared else width for column in distinct)
         full_adders += _full_adders(len(distinct))
@@ -434,10 +435,6 @@ class AddSpec(_Spec):
     b_weight: int
     a_signed: bool
     b_signed: bool
-
-    @property
-    def terms(self) -> int:
-        return bin(abs(self.a_weight)).count("1") + bin(abs(self.b_weight)).count("1")
 
     def multiplies(self) -> list[tuple[int, int, int, int]]:
         """Operand and product widths, and the weight, of each weight's multiply that Yosys keeps: a
@@ -1072,8 +1069,7 @@ def _parts(spec: Spec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str
                                  "small_adders": spec.elems if small and not hard_products else 0,
                                  "shift_adds": spec.elems * shift_adds,
                                  # A weight of -1 negates its operand: an adder of its own on iCE40.
-                                 "negations": spec.elems * spec.out_bits * (spec.a_weight == -1) + spec.elems
-                                 * spec.out_bits * (spec.b_weight == -1),
+                                 "negations": final * [spec.a_weight, spec.b_weight].count(-1),
                                  "adders_after_multiplier": final if hard_products else 0},
                 {"control": 1.0, "registers": spec.elems * spec.out_bits})
     if isinstance(spec, ConcatSpec):
