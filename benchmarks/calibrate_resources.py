@@ -144,7 +144,17 @@ def make_branch_unit(kernel: str, p: dict):
         in_dt, out_dt = from_name(p["in_dtype"]), from_name(p["out_dtype"])
         levels = 1 if out_dt.bipolar else out_dt.max - out_dt.min
         rows = 1 if p.get("shared") else p["channels"]
-        thresholds = np.sort(rng.integers(in_dt.min, in_dt.max + 1, size=(rows, levels)), axis=1)
+        if p.get("spacing") == "even":
+            # As training leaves them: evenly spaced from each channel's start, repeated from where
+            # they reach the channel's clip (some channels clip early; ``clip``: after that share of them).
+            span = in_dt.max - in_dt.min
+            step = rng.uniform(span / (4 * levels), span / (1.5 * levels), size=(rows, 1))
+            start = rng.uniform(in_dt.min, in_dt.min + span / 2, size=(rows, 1))
+            reach = rng.uniform(levels / 4, levels * 1.2, size=(rows, 1)) if "clip" not in p else p["clip"] * levels
+            clip = start + step * reach
+            thresholds = np.rint(np.minimum(start + step * np.arange(levels), clip)).astype(np.int64)
+        else:
+            thresholds = np.sort(rng.integers(in_dt.min, in_dt.max + 1, size=(rows, levels)), axis=1)
         return ThresholdUnit(thresholds=thresholds, in_dtype=in_dt, out_dtype=out_dt,
                              out_bias=0 if out_dt.bipolar else out_dt.min, channels=p["channels"],
                              elems=p["elems"], name="thresholds")
@@ -387,6 +397,25 @@ SWEEP = [
     ("threshold", dict(channels=12, elems=2, in_dtype="UINT10", out_dtype="UINT6", shared=True)),
     ("threshold", dict(channels=8, elems=1, in_dtype="INT13", out_dtype="UINT4", shared=True)),
     ("threshold", dict(channels=16, elems=2, in_dtype="INT12", out_dtype="UINT3", shared=True)),
+    # Thresholds as trained models have them: evenly spaced, repeated at the clip.
+    ("threshold", dict(channels=4, elems=4, in_dtype="INT9", out_dtype="UINT4", spacing="even")),
+    ("threshold", dict(channels=12, elems=12, in_dtype="INT11", out_dtype="UINT3", spacing="even")),
+    ("threshold", dict(channels=16, elems=16, in_dtype="INT8", out_dtype="UINT2", spacing="even")),
+    ("threshold", dict(channels=8, elems=4, in_dtype="INT10", out_dtype="UINT4", spacing="even")),
+    ("threshold", dict(channels=32, elems=4, in_dtype="INT10", out_dtype="UINT4", spacing="even")),
+    ("threshold", dict(channels=8, elems=4, in_dtype="INT13", out_dtype="UINT4", shared=True, spacing="even",
+                       clip=1.0)),
+    ("threshold", dict(channels=16, elems=1, in_dtype="INT12", out_dtype="UINT4", shared=True, spacing="even")),
+    ("threshold", dict(channels=16, elems=2, in_dtype="INT9", out_dtype="UINT6", shared=True, spacing="even",
+                       clip=0.7)),
+    ("threshold", dict(channels=8, elems=1, in_dtype="UINT11", out_dtype="UINT8", shared=True, spacing="even",
+                       clip=1.0)),
+    ("threshold", dict(channels=16, elems=2, in_dtype="UINT10", out_dtype="UINT6", shared=True, spacing="even",
+                       clip=1.0)),
+    ("threshold", dict(channels=8, elems=2, in_dtype="INT9", out_dtype="UINT4", shared=True, spacing="even",
+                       clip=1.0)),
+    ("threshold", dict(channels=8, elems=1, in_dtype="INT11", out_dtype="UINT7", shared=True, spacing="even",
+                       clip=1.0)),
     ("add", dict(a_dtype="INT4", b_dtype="INT4", a_weight=1, b_weight=1, elems=1)),
     ("add", dict(a_dtype="UINT2", b_dtype="UINT2", a_weight=1, b_weight=1, elems=4)),
     ("add", dict(a_dtype="INT8", b_dtype="INT4", a_weight=1, b_weight=3, elems=2)),
@@ -394,6 +423,10 @@ SWEEP = [
     # Residual adds whose branches are scaled by integer weights (multiplies by constants).
     ("add", dict(a_dtype="INT5", b_dtype="INT4", a_weight=57, b_weight=101, elems=1)),
     ("add", dict(a_dtype="INT4", b_dtype="INT6", a_weight=45, b_weight=77, elems=2)),
+    ("add", dict(a_dtype="INT3", b_dtype="INT4", a_weight=5, b_weight=1, elems=4)),
+    ("add", dict(a_dtype="UINT3", b_dtype="INT2", a_weight=3, b_weight=7, elems=2)),
+    ("add", dict(a_dtype="INT6", b_dtype="INT6", a_weight=1, b_weight=-1, elems=4)),
+    ("add", dict(a_dtype="UINT1", b_dtype="UINT2", a_weight=1, b_weight=1, elems=8)),
     ("concat", dict(channels=[8, 8], dtype="UINT2", elems=1)),
     ("concat", dict(channels=[16, 16], dtype="UINT4", elems=4)),
     ("concat", dict(channels=[8, 8, 16], dtype="INT8", elems=2)),

@@ -359,7 +359,13 @@ class VVAUSpec(_Spec):
 class ThresholdSpec(_Spec):
     """A :class:`~streamc.rtl.threshold.ThresholdUnit`: ``elems * thresholds`` comparators of
     ``compare_bits``, against constants (``shared``) or a ROM of one row per channel group
-    (``rom_live``: its :func:`rom_live_bits`); ``signed``: the compares are signed."""
+    (``rom_live``: its :func:`rom_live_bits`); ``signed``: the compares are signed.
+
+    Where the thresholds are known (trained ones repeat at the clip, and Yosys merges equal
+    compares and folds those no input can fail or pass): ``live_compares`` the distinct compares
+    left, ``live_compare_bits`` their width less the constant low zero bits of each threshold
+    (the input bits below them do not decide the compare), and ``count_full_adders`` those of the
+    compressor trees that sum each element's live compares (:func:`_full_adders`)."""
 
     channels: int
     elems: int
@@ -370,22 +376,62 @@ class ThresholdSpec(_Spec):
     shared: bool
     rom_live: int = -1
     signed: bool = False
+    live_compares: int = -1
+    live_compare_bits: int = -1
+    count_full_adders: int = -1
 
     @classmethod
     def of_unit(cls, unit) -> "ThresholdSpec":
         rows = unit._rom_rows()
         thresholds = unit._thresholds.shape[1]
+        shared = len(set(rows)) == 1
+        live, live_bits, full_adders = _threshold_structure(
+            unit._thresholds, unit._elems, unit._in_dtype.min, unit._in_dtype.max + 1, unit.compare_shape.width,
+            shared)
         return cls(channels=unit._thresholds.shape[0], elems=unit._elems, thresholds=thresholds,
                    in_bits=unit.in_width, compare_bits=unit.compare_shape.width, out_bits=unit.out_width,
-                   shared=len(set(rows)) == 1, signed=unit.compare_shape.signed,
+                   shared=shared, signed=unit.compare_shape.signed,
                    rom_live=_live_bits_of(lambda: rows, unit._elems * thresholds * unit.compare_shape.width,
-                                          len(rows)))
+                                          len(rows)),
+                   live_compares=live, live_compare_bits=live_bits, count_full_adders=full_adders)
+
+
+def _low_zero_bits(value: int, width: int) -> int:
+    """Trailing zero bits of ``value`` as a ``width``-bit field (``width`` for zero)."""
+    value &= (1 << width) - 1
+    return width if value == 0 else (value & -value).bit_length() - 1
+
+
+def _threshold_structure(thresholds: np.ndarray, elems: int, lo: int, hi: int, width: int,
+                         shared: bool) -> tuple[int, int, int]:
+    """:class:`ThresholdSpec`'s ``live_compares``, ``live_compare_bits`` and ``count_full_adders``
+    of ``(channels, L)`` thresholds clamped to ``[lo, hi]``, ``elems`` per beat: element ``j``
+    compares with column ``l`` of channels ``j, j + elems, ...`` (constants when ``shared``)."""
+    levels = thresholds.shape[1]
+    live = live_bits = full_adders = 0
+    for j in range(elems):
+        columns = {tuple(int(t) for t in thresholds[j::elems, l]) for l in range(levels)}
+        # A column every input reaches (t <= lo) or none does (t >= hi) folds to a constant.
+        distinct = [column for column in columns
+                    if not (all(t <= lo for t in column) or all(t >= hi for t in column))]
+        live += len(distinct)
+        live_bits += sum(width - _low_zero_bits(column[0], width) if shared else width for column in distinct)
+        full_adders += _full_adders(len(distinct))
+    return live, live_bits, full_adders
+
+
+def _full_adders(count: int) -> int:
+    """Full adders of the compressor tree Yosys' ``alumacc``/``maccmap`` build for a sum of
+    ``count`` single bits: each takes three bits of a column and leaves two, until the
+    ``count.bit_length()`` bits of the sum are left."""
+    return max(count - count.bit_length(), 0)
 
 
 @dataclass(frozen=True)
 class AddSpec(_Spec):
     """An :class:`~streamc.rtl.branch.ElementwiseAdd`: ``elems`` adders of ``out_bits``, a weight
-    other than a power of two costing one adder per further set bit (shift-and-add)."""
+    other than a power of two costing a DSP or, in logic, one operand-wide adder per further set
+    bit (shift-and-add)."""
 
     elems: int
     a_bits: int
@@ -395,10 +441,6 @@ class AddSpec(_Spec):
     b_weight: int
     a_signed: bool
     b_signed: bool
-
-    @property
-    def terms(self) -> int:
-        return bin(abs(self.a_weight)).count("1") + bin(abs(self.b_weight)).count("1")
 
     def multiplies(self) -> list[tuple[int, int, int, int]]:
         """Operand and product widths, and the weight, of each weight's multiply that Yosys keeps: a
@@ -881,15 +923,19 @@ def _threshold_parts(spec: ThresholdSpec, family: str) -> tuple[_Memories, int, 
     rom_luts, rom_muxes, rom_regs = ((0, 0, 0) if spec.shared else
                                      _logic_rom(comparators * spec.compare_bits, spec.channels // spec.elems,
                                                 spec.rom_live, family))
-    lut = {"control": 1.0, "compare_rom": 0 if spec.shared else comparators * spec.compare_bits,
-           "compare_constant": comparators * spec.compare_bits if spec.shared else 0,
-           "compare_constant_signed": comparators * spec.compare_bits if spec.shared and spec.signed else 0,
-           # The thresholds reached are summed: an adder tree of 1-bit inputs, whose adders widen
-           # towards the root (ECP5 builds each of carry cells).
-           "count": spec.elems * (spec.thresholds - 1),
-           "count_tree": spec.elems * spec.thresholds * _log2(spec.thresholds + 1) if spec.thresholds > 1 else 0,
+    # Where the thresholds are unknown every compare is live, full width, and summed by a full tree.
+    live = _known(spec.live_compares, comparators)
+    live_bits = _known(spec.live_compare_bits, comparators * spec.compare_bits)
+    full_adders = _known(spec.count_full_adders, spec.elems * _full_adders(spec.thresholds))
+    lut = {"control": 1.0, "compare_rom": 0 if spec.shared else live * spec.compare_bits,
+           "compare_constant": live_bits if spec.shared else 0,
+           # A signed compare decides on the sign bits apart (a LUT beside an iCE40 carry chain).
+           "signed_compares": live if spec.signed else 0,
+           # Yosys sums the compares reached in one $macc per element: a compressor of full adders.
+           "count_full_adders": full_adders,
            "logic_memory": rom_luts + rom_muxes}
-    ff = {"control": 1.0, "pipeline": spec.elems * (spec.in_bits + spec.out_bits) + comparators,
+    # Yosys merges the registers of equal compares and drops those of constant ones.
+    ff = {"control": 1.0, "pipeline": spec.elems * (spec.in_bits + spec.out_bits) + live,
           "memory_registers": rom_regs}
     return memories, 0, lut, ff
 
@@ -1018,20 +1064,25 @@ def _parts(spec: Spec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str
     if isinstance(spec, ThresholdSpec):
         return _threshold_parts(spec, family)
     if isinstance(spec, AddSpec):
-        dsps, adders, hard_products = 0, spec.terms - 1, 0
+        dsps, hard_products, shift_adds = 0, 0, 0
         for a, b, product, weight in spec.multiplies():
             hard = dsp_count(a, b, product, family, dsp=dsp)
             dsps += spec.elems * hard
             hard_products += bool(hard)
-            # A multiply left to logic is shift-and-add, one adder per further set bit of the weight.
-            adders -= (bin(abs(weight)).count("1") - 1) if hard else 0
+            # A multiply left to logic adds a shifted copy of its operand per further set bit of the
+            # weight, each sum about an operand wide (the shifted-out low bits pass through).
+            shift_adds += 0 if hard else (bin(abs(weight)).count("1") - 1) * (a + 1)
         # The final sum of a hard product may go into the multiplier block's own adder (iCE40's
-        # SB_MAC16 has one, ECP5's MULT18X18D not): counted apart.
-        final = spec.elems * spec.out_bits if hard_products else 0
-        soft = spec.elems * spec.out_bits * adders - final
-        # An ECP5 carry cell adds two bits and counts as two LUTs.
-        return (memories, dsps, {"control": 1.0, "adders": soft, "adders_after_multiplier": final,
-                                 "carry_cells": soft // max(spec.out_bits, 1) * 2 * -(-(spec.out_bits + 1) // 2)},
+        # SB_MAC16 has one, ECP5's MULT18X18D not): counted apart. A sum of three bits or fewer
+        # stays off the carry chain, in LUT logic.
+        final = spec.elems * spec.out_bits
+        small = spec.out_bits <= 3
+        return (memories, dsps, {"control": 1.0, "adders": 0 if hard_products or small else final,
+                                 "small_adders": spec.elems if small and not hard_products else 0,
+                                 "shift_adds": spec.elems * shift_adds,
+                                 # A weight of -1 negates its operand: an adder of its own on iCE40.
+                                 "negations": final * [spec.a_weight, spec.b_weight].count(-1),
+                                 "adders_after_multiplier": final if hard_products else 0},
                 {"control": 1.0, "registers": spec.elems * spec.out_bits})
     if isinstance(spec, ConcatSpec):
         counters = _log2(spec.inputs) + _log2(spec.max_beats)
@@ -1066,4 +1117,4 @@ def estimate_kernel(spec: Spec, family: str, *, dsp: bool = True) -> ResourceEst
 
 
 #: Fitted by benchmarks/calibrate_resources.py (benchmarks/calibration/fit.json) on Yosys 0.70.
-COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 59.6023, "soft_multiply": 0.3667, "soft_multiply_wide": 1.0541, "soft_multiply_signed": 1.3169, "lut_multiply": 1.4382, "hard_multiply_signed": 0.086, "negate_or_xnor": 0.8301, "adders": 1.242, "popcount": 0.3462, "thresholds": 0.1604, "requant": 0.7878, "logic_memory": 2.1565, "rom_muxes": 0.0723, "counters": 0.0, "bram_read": 0.9846, "bram_ram_read": 1.4683, "bram_read_mux": 1.003}, "ff": {"registers": 0.9612, "bram_read": 0.0, "bram_ram_read": 2.0596, "dsp_products": 0.9819, "rq_dsp_products": 1.2168, "memory_registers": 0.9998}}, "lut": {"lut": {"control": 2.0, "logic_memory": 1.0, "rom_muxes": 1.5667}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 0.0, "positions": 3.466, "ring_steps": 0.4914, "read_address": 0.0, "compares": 0.0, "payload": 0.9408, "rows_payload": 1.0707, "logic_memory": 0.0, "lutram_read_mux": 0.0, "bram_read_mux": 0.0}, "ff": {"registers": 0.8697, "memory_registers": 0.0, "payload": 2.2804}}, "pool": {"lut": {"control": 4.9204, "compare": 1.7414, "select": 0.7905, "decode": 1.4761, "counters": 2.2408}, "ff": {"control": 0.7903, "running": 1.0148, "payload": 0.9729, "shared": 0.9828, "counters": 0.9101}}, "fifo": {"lut": {"shallow": 8.3351, "shallow_pointers": 0.0, "shallow_words": 2.1377, "shallow_read_mux": 0.9619, "deep": 0.0, "deep_pointers": 1.9506, "bram_width": 1.026, "lutram": 0.0, "lutram_banked": 0.0, "lutram_read_mux": 0.0, "ff_read_mux": 1.3768}, "ff": {"storage": 0.9697, "pointers": 1.0714, "output_register": 0.0, "bram_output": 2.0389}}, "convert": {"lut": {"gather": 6.4615, "split": 6.1086, "split_select": 0.9276, "split_count": 0.8223, "shift_buffer": 0.0, "slot_muxes": 1.1199, "shifter": 0.455, "counters": 0.0}, "ff": {"registers": 0.9966}}, "vvau": {"lut": {"control": 3.009, "multiply": 1.4812, "multiply_wide": 0.0904, "lut_multiply": 1.4352, "adders": 1.9004, "logic_memory": 1.0948}, "ff": {"control": 5.4831, "pipeline": 1.0799, "products": 0.6934, "partial_sums": 0.9989, "memory_registers": 1.2222}}, "threshold": {"lut": {"control": 3.8864, "compare_rom": 0.0297, "compare_constant": 0.0, "compare_constant_signed": 0.0553, "count": 1.1544, "count_tree": 0.1187, "logic_memory": 1.9095}, "ff": {"control": 7.6382, "pipeline": 0.9068, "memory_registers": 1.0502}}, "add": {"lut": {"control": 4.398, "adders": 0.0, "adders_after_multiplier": 0.0, "carry_cells": 0.474}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 4.0}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.0, "soft_multiply_wide": 0.0, "soft_multiply_signed": 0.0, "lut_multiply": 1.3358, "hard_multiply_signed": 0.4206, "negate_or_xnor": 0.8477, "adders": 2.5378, "popcount": 1.7768, "thresholds": 1.1727, "requant": 1.658, "logic_memory": 1.1694, "rom_muxes": 0.0, "counters": 3.506, "bram_read": 0.0, "bram_ram_read": 2.7661, "bram_read_mux": 0.0}, "ff": {"registers": 0.9352, "bram_read": 0.0371, "bram_ram_read": 2.133, "dsp_products": 0.8784, "rq_dsp_products": 1.237, "memory_registers": 1.0469}}, "lut": {"lut": {"control": 1.0, "logic_memory": 1.0, "rom_muxes": 0.3421}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 0.0, "positions": 2.6985, "ring_steps": 3.8222, "read_address": 0.0, "compares": 1.9332, "payload": 1.044, "rows_payload": 1.3982, "logic_memory": 0.0, "lutram_read_mux": 1.2027, "bram_read_mux": 0.0}, "ff": {"registers": 0.9073, "memory_registers": 0.9982, "payload": 2.3773}}, "pool": {"lut": {"control": 0.0, "compare": 2.195, "select": 1.1758, "decode": 3.8847, "counters": 0.0}, "ff": {"control": 0.8204, "running": 1.0127, "payload": 0.9768, "shared": 1.3117, "counters": 0.923}}, "fifo": {"lut": {"shallow": 2.5549, "shallow_pointers": 0.0, "shallow_words": 3.0333, "shallow_read_mux": 0.0, "deep": 0.0, "deep_pointers": 2.3829, "bram_width": 1.3307, "lutram": 0.0, "lutram_banked": 12.0133, "lutram_read_mux": 1.0647, "ff_read_mux": 0.0}, "ff": {"storage": 0.0, "pointers": 0.9325, "output_register": 0.7922, "bram_output": 1.4053}}, "convert": {"lut": {"gather": 3.8873, "split": 0.0, "split_select": 0.9247, "split_count": 4.4495, "shift_buffer": 0.0, "slot_muxes": 3.4142, "shifter": 0.0, "counters": 0.0}, "ff": {"registers": 0.9966}}, "vvau": {"lut": {"control": 7.1646, "multiply": 0.8573, "multiply_wide": 0.0, "lut_multiply": 2.358, "adders": 1.7961, "logic_memory": 0.8124}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 0.0, "compare_rom": 1.2542, "compare_constant": 0.504, "compare_constant_signed": 0.0, "count": 0.0, "count_tree": 0.7282, "logic_memory": 0.724}, "ff": {"control": 7.6382, "pipeline": 0.9068, "memory_registers": 1.0502}}, "add": {"lut": {"control": 3.6602, "adders": 1.1471, "adders_after_multiplier": 1.0832, "carry_cells": 0.0}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 3.3588}, "ff": {"control": 0.0, "outputs": 1.0}}}}
+COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 59.6023, "soft_multiply": 0.3667, "soft_multiply_wide": 1.0541, "soft_multiply_signed": 1.3169, "lut_multiply": 1.4382, "hard_multiply_signed": 0.086, "negate_or_xnor": 0.8301, "adders": 1.242, "popcount": 0.3462, "thresholds": 0.1604, "requant": 0.7878, "logic_memory": 2.1565, "rom_muxes": 0.0723, "counters": 0.0, "bram_read": 0.9846, "bram_ram_read": 1.4683, "bram_read_mux": 1.003}, "ff": {"registers": 0.9612, "bram_read": 0.0, "bram_ram_read": 2.0596, "dsp_products": 0.9819, "rq_dsp_products": 1.2168, "memory_registers": 0.9998}}, "lut": {"lut": {"control": 2.0, "logic_memory": 1.0, "rom_muxes": 1.5667}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 0.0, "positions": 3.466, "ring_steps": 0.4914, "read_address": 0.0, "compares": 0.0, "payload": 0.9408, "rows_payload": 1.0707, "logic_memory": 0.0, "lutram_read_mux": 0.0, "bram_read_mux": 0.0}, "ff": {"registers": 0.8697, "memory_registers": 0.0, "payload": 2.2804}}, "pool": {"lut": {"control": 4.9204, "compare": 1.7414, "select": 0.7905, "decode": 1.4761, "counters": 2.2408}, "ff": {"control": 0.7903, "running": 1.0148, "payload": 0.9729, "shared": 0.9828, "counters": 0.9101}}, "fifo": {"lut": {"shallow": 8.3351, "shallow_pointers": 0.0, "shallow_words": 2.1377, "shallow_read_mux": 0.9619, "deep": 0.0, "deep_pointers": 1.9506, "bram_width": 1.026, "lutram": 0.0, "lutram_banked": 0.0, "lutram_read_mux": 0.0, "ff_read_mux": 1.3768}, "ff": {"storage": 0.9697, "pointers": 1.0714, "output_register": 0.0, "bram_output": 2.0389}}, "convert": {"lut": {"gather": 6.4615, "split": 6.1086, "split_select": 0.9276, "split_count": 0.8223, "shift_buffer": 0.0, "slot_muxes": 1.1199, "shifter": 0.455, "counters": 0.0}, "ff": {"registers": 0.9966}}, "vvau": {"lut": {"control": 3.009, "multiply": 1.4812, "multiply_wide": 0.0904, "lut_multiply": 1.4352, "adders": 1.9004, "logic_memory": 1.0948}, "ff": {"control": 5.4831, "pipeline": 1.0799, "products": 0.6934, "partial_sums": 0.9989, "memory_registers": 1.2222}}, "threshold": {"lut": {"control": 1.9927, "compare_rom": 0.0, "compare_constant": 0.0, "signed_compares": 0.8564, "count_full_adders": 2.0484, "logic_memory": 1.8495}, "ff": {"control": 4.6509, "pipeline": 0.9837, "memory_registers": 1.0634}}, "add": {"lut": {"control": 3.3383, "adders": 1.1199, "small_adders": 2.1166, "shift_adds": 0.8638, "negations": 0.7609, "adders_after_multiplier": 0.0586}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 4.0}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.0, "soft_multiply_wide": 0.0, "soft_multiply_signed": 0.0, "lut_multiply": 1.3358, "hard_multiply_signed": 0.4206, "negate_or_xnor": 0.8477, "adders": 2.5378, "popcount": 1.7768, "thresholds": 1.1727, "requant": 1.658, "logic_memory": 1.1694, "rom_muxes": 0.0, "counters": 3.506, "bram_read": 0.0, "bram_ram_read": 2.7661, "bram_read_mux": 0.0}, "ff": {"registers": 0.9352, "bram_read": 0.0371, "bram_ram_read": 2.133, "dsp_products": 0.8784, "rq_dsp_products": 1.237, "memory_registers": 1.0469}}, "lut": {"lut": {"control": 1.0, "logic_memory": 1.0, "rom_muxes": 0.3421}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 0.0, "positions": 2.6985, "ring_steps": 3.8222, "read_address": 0.0, "compares": 1.9332, "payload": 1.044, "rows_payload": 1.3982, "logic_memory": 0.0, "lutram_read_mux": 1.2027, "bram_read_mux": 0.0}, "ff": {"registers": 0.9073, "memory_registers": 0.9982, "payload": 2.3773}}, "pool": {"lut": {"control": 0.0, "compare": 2.195, "select": 1.1758, "decode": 3.8847, "counters": 0.0}, "ff": {"control": 0.8204, "running": 1.0127, "payload": 0.9768, "shared": 1.3117, "counters": 0.923}}, "fifo": {"lut": {"shallow": 2.5549, "shallow_pointers": 0.0, "shallow_words": 3.0333, "shallow_read_mux": 0.0, "deep": 0.0, "deep_pointers": 2.3829, "bram_width": 1.3307, "lutram": 0.0, "lutram_banked": 12.0133, "lutram_read_mux": 1.0647, "ff_read_mux": 0.0}, "ff": {"storage": 0.0, "pointers": 0.9325, "output_register": 0.7922, "bram_output": 1.4053}}, "convert": {"lut": {"gather": 3.8873, "split": 0.0, "split_select": 0.9247, "split_count": 4.4495, "shift_buffer": 0.0, "slot_muxes": 3.4142, "shifter": 0.0, "counters": 0.0}, "ff": {"registers": 0.9966}}, "vvau": {"lut": {"control": 7.1646, "multiply": 0.8573, "multiply_wide": 0.0, "lut_multiply": 2.358, "adders": 1.7961, "logic_memory": 0.8124}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 0.0, "compare_rom": 1.2637, "compare_constant": 0.8343, "signed_compares": 0.0, "count_full_adders": 3.8841, "logic_memory": 0.7234}, "ff": {"control": 4.6509, "pipeline": 0.9837, "memory_registers": 1.0634}}, "add": {"lut": {"control": 3.9257, "adders": 1.1808, "small_adders": 3.0133, "shift_adds": 0.0, "negations": 0.0, "adders_after_multiplier": 1.0411}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 3.3588}, "ff": {"control": 0.0, "outputs": 1.0}}}}

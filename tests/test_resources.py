@@ -29,8 +29,8 @@ KNOWN_OFF = {
     ('ice40-up5k', 'threshold', '32', '2', 'INT10', 'UINT4'),
     ('ice40-up5k', 'threshold', '64', '1', 'INT12', 'BIPOLAR'),
     ('ice40-up5k', 'add', 'INT8', 'INT4', '1', '3', '2'),
-    ('ice40-up5k', 'add', 'INT4', 'INT4', '1', '1', '16'),
-    ('ice40-up5k', 'add', 'INT4', 'INT6', '45', '77', '2'),
+    ('ice40-up5k', 'add', 'INT3', 'INT4', '5', '1', '4'),
+    ('ice40-up5k', 'add', 'UINT3', 'INT2', '3', '7', '2'),
     ('ecp5-85f', 'mvau', 16, 16, 2, 2, 'INT4'),
     ('ecp5-85f', 'mvau', 10, 64, 1, 8, 'BIPOLAR'),
     ('ecp5-85f', 'mvau', 12, 64, 1, 1, 'UINT4'),
@@ -58,9 +58,6 @@ KNOWN_OFF = {
     ('ecp5-85f', 'convert', '2', '9', '6'),
     ('ecp5-85f', 'threshold', '16', '1', 'INT8', 'UINT2'),
     ('ecp5-85f', 'threshold', '16', '4', 'INT5', 'UINT2', 'True'),
-    ('ecp5-85f', 'threshold', '12', '2', 'UINT10', 'UINT6', 'True'),
-    ('ecp5-85f', 'threshold', '8', '1', 'INT13', 'UINT4', 'True'),
-    ('ecp5-85f', 'threshold', '16', '2', 'INT12', 'UINT3', 'True'),
     ('ecp5-85f', 'fork', '4', '8', '3'),
     # Multiplies in LUTs: Yosys merges small partial products into the adder tree (2-bit weights cost
     # less than the shift-and-add adders suggest) and wide ones into longer carry chains on the ECP5.
