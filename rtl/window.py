@@ -459,6 +459,8 @@ class WindowReduce(wiring.Component):
         for j in range(simd):
             x = self._value(self.i.payload[j * iw:(j + 1) * iw])
             before = running[0][j]
+            # before > x as the sign of a subtraction one bit wider than the values: Yosys maps a
+            # compare of narrow values to LUT logic on the ECP5, a subtraction to its carry chain.
             combined = Mux((x - before)[-1], before, x) if self._mode == "max" else before + x
             result = Signal(self._value_shape, name=f"result_{j}")
             m.d.comb += result.eq(Mux(k == 0, x, combined))

@@ -724,8 +724,11 @@ def _window_features(spec: WindowSpec) -> tuple[dict[str, float], dict[str, floa
     # Stepping modulo a ring of 2**n words is an n-bit adder; any other ring needs a compare and
     # a subtraction as well.
     ring_wraps = ring_steps if spec.ring_words & (spec.ring_words - 1) else 0
+    # With padding the patch corner starts outside the image: its coordinates go below zero, and
+    # what they are compared and summed with is signed arithmetic on both sides (fitted).
+    padded_positions = r0 + c0 + pixels if top or left else 0
     lut = {"control": 1.0, "counters": counters, "positions": positions, "ring_steps": ring_steps,
-           "ring_wraps": ring_wraps, "padded_positions": r0 + c0 + pixels if top or left else 0,
+           "ring_wraps": ring_wraps, "padded_positions": padded_positions,
            "read_address": 2 * ring, "compares": written + _signed_range_bits(-top - 1, h + extent_h)
            + _signed_range_bits(-left - 1, w + extent_w), "payload": 0.0,
            "logic_memory": 0.0, "lutram_read_mux": 0.0, "bram_read_mux": 0.0}
