@@ -318,9 +318,13 @@ SWEEP = [
     ("pool", dict(channels=24, window=4, vectors=8, dtype="UINT3", simd=2)),
     ("pool", dict(channels=32, window=2, vectors=16, dtype="UINT2", simd=4)),
     ("pool", dict(channels=12, window=4, vectors=8, dtype="UINT4", simd=3)),
-    # Every channel in one beat: no group multiplexer.
+    ("pool", dict(channels=24, window=4, vectors=4, dtype="UINT4", simd=2)),
+    ("pool", dict(channels=8, window=2, vectors=8, dtype="UINT2", simd=2)),
+    # Every channel in one beat: Yosys finds the constant top bit of each running maximum.
     ("pool", dict(channels=16, window=4, vectors=8, dtype="UINT3", simd=16)),
     ("pool", dict(channels=4, window=9, vectors=4, dtype="UINT3", simd=4)),
+    ("pool", dict(channels=12, window=2, vectors=8, dtype="UINT2", simd=12)),
+    ("pool", dict(channels=6, window=4, vectors=8, dtype="UINT4", simd=6)),
     ("fifo", dict(width=8, depth=2)),
     ("fifo", dict(width=32, depth=4)),
     ("fifo", dict(width=16, depth=32)),

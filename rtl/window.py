@@ -8,7 +8,7 @@ by the weight matrix. A max or sum pool reduces the same patches with :class:`Wi
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -344,7 +344,8 @@ class WindowReduce(wiring.Component):
     beat. A global pool over an ``H x W`` image is ``window = H*W`` and ``vectors = 1``, fed
     straight from a layer's raster-order output.
 
-    One running value per channel sits in registers; the beat that brings a window's last
+    One running value per channel sits in registers that rotate by one group per beat (the
+    head holds the group the next beat brings); the beat that brings a window's last
     group for some channels also writes their results to the output register. The stage
     stalls as a whole while its output beat is not taken (``i.ready = ~o.valid | o.ready``).
 
@@ -441,8 +442,11 @@ class WindowReduce(wiring.Component):
 
         group = Signal(range(groups))
         k = Signal(range(self._window))
-        running = Array(Array(Signal(self._value_shape, name=f"running_{g}_{j}")
-                              for j in range(simd)) for g in range(groups))
+        # The groups arrive in turn, so the running values rotate through registers as they do:
+        # the head holds the values of the group the next beat brings, and no multiplexer over
+        # the groups reads or decodes a write.
+        running = [[Signal(self._value_shape, name=f"running_{g}_{j}") for j in range(simd)]
+                   for g in range(groups)]
         advance = Signal()
         take = Signal()
         m.d.comb += [
@@ -454,13 +458,16 @@ class WindowReduce(wiring.Component):
         results = []
         for j in range(simd):
             x = self._value(self.i.payload[j * iw:(j + 1) * iw])
-            before = running[group][j]
-            combined = Mux(before > x, before, x) if self._mode == "max" else before + x
+            before = running[0][j]
+            # before > x as the sign of a subtraction one bit wider than the values: Yosys maps a
+            # compare of narrow values to LUT logic on the ECP5, a subtraction to its carry chain.
+            combined = Mux((x - before)[-1], before, x) if self._mode == "max" else before + x
             result = Signal(self._value_shape, name=f"result_{j}")
             m.d.comb += result.eq(Mux(k == 0, x, combined))
             results.append(result)
             with m.If(take):
-                m.d.sync += running[group][j].eq(result)
+                m.d.sync += [running[g][j].eq(running[g + 1][j]) for g in range(groups - 1)]
+                m.d.sync += running[groups - 1][j].eq(result)
 
         with m.If(advance):
             m.d.sync += self.o.valid.eq(take & (k == self._window - 1))
