@@ -810,8 +810,8 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
     rom_luts, rom_muxes, rom_regs = (sum(values) for values in zip(*(_logic_rom(width, depth, live, family, style)
                                                                       for width, depth, live, style in roms)))
     if family == "ecp5":
-        # ECP5 joins the 16-word LUTs of a 32- or 64-word ROM in PFUMX and L6MUX cells, which are
-        # not LUTs; other depths need their joining multiplexers in LUTs.
+        # ECP5 joins the 16-word LUTs of a ROM of 32 or 64 words in PFUMX and L6MUX cells, which
+        # are not LUTs; at other depths ABC joins them in LUTs.
         rom_muxes = sum(_logic_rom(width, depth, live, family, style)[1] for width, depth, live, style in roms
                         if depth > 64 or depth & (depth - 1))
     # Block RAM read ports with an enable: the read data is held beside the block.
@@ -843,9 +843,9 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
     carry_save = carry_save_deep = 0
     if not spec.xnor:
         # The registered products and the accumulator are one sum to Yosys (alumacc), which maccmap
-        # builds as rows of full adders (and one carry-chain adder, as the tree's last sum above):
-        # count them as it builds them. ABC maps the rows for delay: past the first, each row of
-        # full adders makes every one dearer (wide PFUMX/L6MUX functions), up to about three rows.
+        # builds as rows of full adders and one carry-chain adder (``adders`` keeps the tree's bits
+        # as the sum's size): count the full adders as it builds them. ABC maps them for delay: each
+        # row past the first makes every one dearer (wide PFUMX/L6MUX functions), up to three rows.
         full, half, rows = _carry_save_adders(spec.simd, _product_operand_bits(spec), _product_signed(spec),
                                               spec.acc_bits)
         carry_save, carry_save_deep = spec.pe * (2 * full + half), spec.pe * full * min(max(rows - 1, 0), 3)
@@ -863,8 +863,7 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
            "soft_multiply_signed": soft_mult if spec.signed_multiply else 0, "lut_multiply": lut_mult,
            "hard_multiply_signed": lanes * spec.product_bits if lane_dsps and spec.signed_multiply else 0,
            "negate_or_xnor": negate + (lanes if spec.xnor else 0), "adders": tree, "carry_save": carry_save,
-           "carry_save_deep": carry_save_deep, "input_select": input_select,
-           "popcount": popcount,
+           "carry_save_deep": carry_save_deep, "input_select": input_select, "popcount": popcount,
            "thresholds": spec.pe * spec.thresholds * spec.acc_bits,
            "requant": spec.pe * spec.rq_sum_bits + rq_soft,
            "logic_memory": rom_luts + memories.ff_ram_mux,
