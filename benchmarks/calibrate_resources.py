@@ -270,6 +270,10 @@ SWEEP = [
     _mvau(32, 64, 1, 16, "UINT2", "INT4", "thresholds", "UINT2", ram_style="block", ram_style_thresholds="block"),
     _mvau(8, 36, 1, 9, "UINT4", "INT4", "thresholds", "UINT4", ram_style="block", ram_style_thresholds="block"),
     _mvau(16, 128, 2, 16, "UINT4", "INT4", "thresholds", "UINT2", ram_style="block", ram_style_thresholds="block"),
+    # One matrix at growing SIMD (weights in block RAM): how the carry-save sum of the lane
+    # products and the banks of the input buffer grow.
+    *(_mvau(8, 128, pe, simd, "UINT4", "INT4", "accumulator", ram_style="block")
+      for pe, simd in ((1, 2), (1, 4), (1, 8), (1, 16), (2, 4), (2, 8))),
     ("lut", dict(in_dtype="INT4", out_dtype="INT4", elems=1)),
     ("lut", dict(in_dtype="INT4", out_dtype="INT4", elems=4)),
     ("lut", dict(in_dtype="INT8", out_dtype="INT8", elems=1)),

@@ -28,16 +28,9 @@ KNOWN_OFF = {
     ('ice40-up5k', 'add', 'INT3', 'INT4', '5', '1', '4'),
     ('ice40-up5k', 'add', 'UINT3', 'INT2', '3', '7', '2'),
     ('ecp5-85f', 'mvau', 16, 16, 2, 2, 'INT4'),
-    ('ecp5-85f', 'mvau', 10, 64, 1, 8, 'BIPOLAR'),
-    ('ecp5-85f', 'mvau', 12, 64, 1, 1, 'UINT4'),
     ('ecp5-85f', 'mvau', 16, 16, 2, 2, 'INT8'),
-    ('ecp5-85f', 'mvau', 32, 64, 2, 16, 'BIPOLAR'),
-    ('ecp5-85f', 'mvau', 12, 32, 3, 2, 'UINT4'),
-    ('ecp5-85f', 'mvau', 12, 128, 1, 8, 'UINT4'),
-    ('ecp5-85f', 'mvau', 16, 64, 4, 2, 'UINT4'),
-    ('ecp5-85f', 'mvau', 12, 48, 3, 4, 'UINT4'),
-    ('ecp5-85f', 'mvau', 20, 32, 5, 2, 'UINT2'),
-    ('ecp5-85f', 'mvau', 10, 96, 2, 4, 'UINT8'),
+    ('ecp5-85f', 'mvau', 64, 64, 1, 32, 'BIPOLAR'),
+    ('ecp5-85f', 'mvau', 64, 784, 4, 7, 'INT2'),
     ('ecp5-85f', 'pool', '12', '2', '8', 'UINT2', '12'),
     ('ecp5-85f', 'fifo', '8', '256'),
     ('ecp5-85f', 'convert', '4', '8', '2'),
@@ -53,9 +46,7 @@ KNOWN_OFF = {
     # Multiplies in LUTs: Yosys merges small partial products into the adder tree (2-bit weights cost
     # less than the shift-and-add adders suggest) and wide ones into longer carry chains on the ECP5.
     ('ecp5-85f', 'mvau', 16, 16, 2, 2, 'INT4', 'lut'),
-    ('ecp5-85f', 'mvau', 32, 32, 4, 8, 'INT4', 'lut'),
     ('ecp5-85f', 'mvau', 64, 64, 4, 4, 'UINT2', 'lut'),
-    ('ecp5-85f', 'mvau', 16, 32, 1, 4, 'INT8', 'lut'),
     ('ecp5-85f', 'mvau', 32, 64, 8, 8, 'UINT2', 'lut'),
 }
 
