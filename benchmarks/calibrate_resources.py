@@ -374,6 +374,8 @@ SWEEP = [
     ("convert", dict(bits=2, in_elems=1, out_elems=12)),
     ("convert", dict(bits=4, in_elems=2, out_elems=3)),
     ("convert", dict(bits=2, in_elems=9, out_elems=6)),
+    ("convert", dict(bits=4, in_elems=6, out_elems=2)),
+    ("convert", dict(bits=2, in_elems=24, out_elems=3)),
     ("vvau", dict(channels=8, taps=9, simd=1, in_dtype="UINT2", weight_dtype="INT2")),
     ("vvau", dict(channels=16, taps=9, simd=4, in_dtype="UINT4", weight_dtype="INT4")),
     # Multiplies in LUTs (res_type="lut"): partial products, never a hard multiplier.
