@@ -441,6 +441,8 @@ SWEEP = [
     ("fork", dict(bits=8, elems=4, outputs=2)),
     ("fork", dict(bits=4, elems=8, outputs=3)),
     ("fork", dict(bits=4, elems=2, outputs=4)),
+    ("fork", dict(bits=2, elems=2, outputs=5)),
+    ("fork", dict(bits=1, elems=4, outputs=6)),
 ]
 
 
