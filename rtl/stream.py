@@ -179,7 +179,8 @@ class WidthConverter(wiring.Component):
         # that each held bit chooses between loading and shifting on one flip-flop's output
         # (ABC's mapping would otherwise copy the handshake logic into every bit's LUT).
         more = Signal()
-        # Parts left after the next one (none to count when a beat has two parts).
+        # Parts left after the next one (none to count when a beat has two parts); it runs past
+        # zero on the last part, which is why ``more`` also looks at itself.
         rest = Signal(range(beats - 1))
         take_in = Signal()
         take_out = Signal()
@@ -199,7 +200,7 @@ class WidthConverter(wiring.Component):
         with m.If(take_in | take_out):
             m.d.sync += [held[:-out_bits].eq(Mux(more, held[out_bits:], self.i.payload[:-out_bits])),
                          full.eq(take_in | more),
-                         more.eq(take_in | (rest != 0)),
+                         more.eq(take_in | (more & (rest != 0))),
                          rest.eq(Mux(take_in, beats - 2, rest - 1))]
         with m.If(take_in):
             m.d.sync += held[-out_bits:].eq(self.i.payload[-out_bits:])
