@@ -96,8 +96,8 @@ class WidthConverter(wiring.Component):
     - ``out_elems`` a multiple of ``in_elems`` (gathering, as FINN converts): a shift register of
       one output beat takes each input beat at its top; the beat leaves once it is full (a
       one-hot phase counts the input beats).
-    - ``in_elems`` a multiple of ``out_elems`` (splitting): a register holds one input beat; a
-      counter selects the part of it that leaves.
+    - ``in_elems`` a multiple of ``out_elems`` (splitting): a register holds one input beat, whose
+      bottom part leaves and the rest shifts down; a count of the parts left says when it is done.
     - Any other pair: a shift buffer of ``in_elems + out_elems - 1`` slots, the smallest with
       which one beat per cycle flows; an output beat leaves from the front, an input beat lands
       right behind what stays (a barrel shifter per element bit).
