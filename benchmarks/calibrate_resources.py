@@ -378,6 +378,8 @@ SWEEP = [
     ("convert", dict(bits=2, in_elems=1, out_elems=12)),
     ("convert", dict(bits=4, in_elems=2, out_elems=3)),
     ("convert", dict(bits=2, in_elems=9, out_elems=6)),
+    ("convert", dict(bits=4, in_elems=6, out_elems=2)),
+    ("convert", dict(bits=2, in_elems=24, out_elems=3)),
     ("vvau", dict(channels=8, taps=9, simd=1, in_dtype="UINT2", weight_dtype="INT2")),
     ("vvau", dict(channels=16, taps=9, simd=4, in_dtype="UINT4", weight_dtype="INT4")),
     # Multiplies in LUTs (res_type="lut"): partial products, never a hard multiplier.
@@ -443,6 +445,8 @@ SWEEP = [
     ("fork", dict(bits=8, elems=4, outputs=2)),
     ("fork", dict(bits=4, elems=8, outputs=3)),
     ("fork", dict(bits=4, elems=2, outputs=4)),
+    ("fork", dict(bits=2, elems=2, outputs=5)),
+    ("fork", dict(bits=1, elems=4, outputs=6)),
 ]
 
 

@@ -96,8 +96,8 @@ class WidthConverter(wiring.Component):
     - ``out_elems`` a multiple of ``in_elems`` (gathering, as FINN converts): a shift register of
       one output beat takes each input beat at its top; the beat leaves once it is full (a
       one-hot phase counts the input beats).
-    - ``in_elems`` a multiple of ``out_elems`` (splitting): a register holds one input beat; a
-      counter selects the part of it that leaves.
+    - ``in_elems`` a multiple of ``out_elems`` (splitting): a register holds one input beat, whose
+      bottom part leaves and the rest shifts down; a count of the parts left says when it is done.
     - Any other pair: a shift buffer of ``in_elems + out_elems - 1`` slots, the smallest with
       which one beat per cycle flows; an output beat leaves from the front, an input beat lands
       right behind what stays (a barrel shifter per element bit).
@@ -174,28 +174,36 @@ class WidthConverter(wiring.Component):
         beats = self.in_elems // self.out_elems
         out_bits = self.out_elems * self.elem_width
         held = Signal(self.in_elems * self.elem_width)
-        index = Signal(range(beats))
         full = Signal()
+        # Set while the held beat has parts left after the one at the bottom: a register, so
+        # that each held bit chooses between loading and shifting on one flip-flop's output
+        # (ABC's mapping would otherwise copy the handshake logic into every bit's LUT).
+        more = Signal()
+        # Parts left after the next one (none to count when a beat has two parts); it runs past
+        # zero on the last part, which is why ``more`` also looks at itself.
+        rest = Signal(range(beats - 1))
         take_in = Signal()
         take_out = Signal()
-        last = Signal()
-        # The held beat only loads; a counter picks the part that leaves (a multiplexer per
-        # output bit): shifting the held beat instead costs a multiplexer per held bit, which
-        # ECP5's mapping turns into far more.
+        # The held beat shifts down a part as each part leaves from the bottom: a flip-flop
+        # enable and a two-way choice per held bit, the same for every ratio (selecting the part
+        # by a count builds a wide multiplexer per output bit, which maps unevenly).
         m.d.comb += [
-            last.eq(index == beats - 1),
             self.o.valid.eq(full),
-            self.o.payload.eq(held.word_select(index, out_bits)),
-            take_out.eq(self.o.valid & self.o.ready),
-            self.i.ready.eq(~full | (last & self.o.ready)),
+            self.o.payload.eq(held[:out_bits]),
+            take_out.eq(full & self.o.ready),
+            self.i.ready.eq(~full | (~more & self.o.ready)),
             take_in.eq(self.i.valid & self.i.ready),
         ]
+        # What is held is free to change once the last part leaves: loading whatever the input
+        # shows then is harmless, so only ``more`` chooses. The top part is never read after a
+        # shift, so it only loads. A load while the last part leaves wins over the shift.
+        with m.If(take_in | take_out):
+            m.d.sync += [held[:-out_bits].eq(Mux(more, held[out_bits:], self.i.payload[:-out_bits])),
+                         full.eq(take_in | more),
+                         more.eq(take_in | (more & (rest != 0))),
+                         rest.eq(Mux(take_in, beats - 2, rest - 1))]
         with m.If(take_in):
-            m.d.sync += [held.eq(self.i.payload), full.eq(1)]
-        with m.Elif(take_out & last):
-            m.d.sync += full.eq(0)
-        with m.If(take_out):
-            m.d.sync += index.eq(Mux(last, 0, index + 1))
+            m.d.sync += held[-out_bits:].eq(self.i.payload[-out_bits:])
 
     def _shift_buffer(self, m: Module) -> None:
         w, n_in, n_out = self.elem_width, self.in_elems, self.out_elems
