@@ -258,6 +258,14 @@ SWEEP = [
     _mvau(32, 72, 1, 24, "UINT4", "INT4", "thresholds", "UINT4"),
     _mvau(24, 96, 2, 12, "UINT2", "INT4", "thresholds", "UINT2"),
     _mvau(10, 64, 1, 16, "UINT4", "INT4", "accumulator"),
+    # Classifier heads after a global pooling: 8-bit means, one lane, a few classes.
+    _mvau(10, 24, 1, 1, "UINT8", "INT4", "accumulator"),
+    _mvau(6, 12, 1, 1, "UINT8", "INT4", "accumulator"),
+    _mvau(10, 32, 2, 1, "UINT6", "INT4", "accumulator"),
+    # One lane over a long input vector: the input buffer in many LUT-RAM banks on an ECP5.
+    _mvau(8, 192, 4, 1, "UINT4", "INT4", "accumulator"),
+    _mvau(12, 160, 3, 1, "UINT3", "INT4", "accumulator"),
+    _mvau(6, 128, 2, 2, "UINT4", "INT4", "accumulator"),
     # Output layers on hard multipliers: a few lanes per PE, several PEs, unsigned activations.
     _mvau(16, 64, 4, 2, "UINT4", "INT4", "accumulator"),
     _mvau(12, 48, 3, 4, "UINT4", "INT4", "accumulator"),
@@ -352,6 +360,12 @@ SWEEP = [
     ("fifo", dict(width=3, depth=16)),
     ("fifo", dict(width=8, depth=40)),
     ("fifo", dict(width=64, depth=3)),
+    # Narrow and deep: LUT RAM in many 16-word banks on an ECP5 (a write enable each, a wide read mux).
+    ("fifo", dict(width=2, depth=128)),
+    ("fifo", dict(width=6, depth=160)),
+    ("fifo", dict(width=8, depth=96)),
+    ("fifo", dict(width=2, depth=300)),
+    ("fifo", dict(width=3, depth=200)),
     # Converters: gathering (out a multiple of in), splitting (in a multiple of out), and other ratios.
     ("convert", dict(bits=2, in_elems=1, out_elems=4)),
     ("convert", dict(bits=4, in_elems=8, out_elems=2)),
