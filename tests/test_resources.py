@@ -55,7 +55,7 @@ KNOWN_OFF = {
 def _key(record):
     p = record["params"]
     if record["kernel"] == "mvau":
-        placed = (p["res_type"],) if "res_type" in p else ()
+        placed = tuple(p[k] for k in ("res_type", "ram_style", "ram_style_thresholds") if k in p)
         return (record["device"], "mvau", p["mh"], p["mw"], p["pe"], p["simd"], p["in_dtype"], *placed)
     return (record["device"], record["kernel"], *(str(v) for v in p.values()))
 
