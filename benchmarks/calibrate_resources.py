@@ -258,17 +258,6 @@ SWEEP = [
     _mvau(32, 72, 1, 24, "UINT4", "INT4", "thresholds", "UINT4"),
     _mvau(24, 96, 2, 12, "UINT2", "INT4", "thresholds", "UINT2"),
     _mvau(10, 64, 1, 16, "UINT4", "INT4", "accumulator"),
-    # Binarized layers as the planner places them on a UP5K: weights in block RAM, thresholds in LUTs.
-    _mvau(64, 96, 1, 32, "BIPOLAR", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="block",
-          ram_style_thresholds="distributed"),
-    _mvau(32, 64, 2, 16, "BIPOLAR", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="block",
-          ram_style_thresholds="distributed"),
-    _mvau(48, 128, 1, 64, "BIPOLAR", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="block",
-          ram_style_thresholds="distributed"),
-    # Eight lanes over a long input: a wide input buffer in two or more LUT-RAM banks.
-    _mvau(12, 192, 1, 8, "UINT4", "INT4", "accumulator"),
-    _mvau(8, 224, 2, 8, "UINT4", "INT4", "thresholds", "UINT4"),
-    _mvau(16, 384, 1, 8, "UINT2", "INT4", "accumulator"),
     # Classifier heads after a global pooling: 8-bit means, one lane, a few classes.
     _mvau(10, 24, 1, 1, "UINT8", "INT4", "accumulator"),
     _mvau(6, 12, 1, 1, "UINT8", "INT4", "accumulator"),

@@ -28,8 +28,6 @@ KNOWN_OFF = {
     ('ice40-up5k', 'add', 'INT8', 'INT4', '1', '3', '2'),
     ('ice40-up5k', 'add', 'INT3', 'INT4', '5', '1', '4'),
     ('ice40-up5k', 'add', 'UINT3', 'INT2', '3', '7', '2'),
-    ('ecp5-85f', 'mvau', 64, 64, 4, 8, 'BIPOLAR'),
-    ('ecp5-85f', 'mvau', 64, 256, 4, 64, 'BIPOLAR'),
     ('ecp5-85f', 'mvau', 64, 784, 4, 7, 'INT2'),
     ('ecp5-85f', 'mvau', 16, 16, 2, 2, 'INT8'),
     ('ecp5-85f', 'mvau', 32, 64, 2, 16, 'BIPOLAR'),
