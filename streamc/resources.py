@@ -398,10 +398,15 @@ class ThresholdSpec(_Spec):
                    live_compares=live, live_compare_bits=live_bits, count_full_adders=full_adders)
 
 
+def _twos(n: int) -> int:
+    """How many times 2 divides ``n``: the constant low bits of a register holding multiples of ``n``."""
+    return (n & -n).bit_length() - 1
+
+
 def _low_zero_bits(value: int, width: int) -> int:
     """Trailing zero bits of ``value`` as a ``width``-bit field (``width`` for zero)."""
     value &= (1 << width) - 1
-    return width if value == 0 else (value & -value).bit_length() - 1
+    return width if value == 0 else _twos(value)
 
 
 def _threshold_structure(thresholds: np.ndarray, elems: int, lo: int, hi: int, width: int,
@@ -738,11 +743,6 @@ def _signed_range_bits(lo: int, hi: int) -> int:
     return _bits_of_range(lo, hi - 1)[0] if hi - 1 >= lo else 0
 
 
-def _twos(n: int) -> int:
-    """How many times 2 divides ``n``: the constant low bits of a register holding multiples of ``n``."""
-    return (n & -n).bit_length() - 1
-
-
 def _window_features(spec: WindowSpec) -> tuple[dict[str, float], dict[str, float]]:
     """LUT and FF features of a :class:`~streamc.rtl.window.SlidingWindow`, from the widths of its
     registers as the generator declares them: the loop counters (an incrementer and a compare with
@@ -815,13 +815,13 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
     if spec.rq_multiplier_bits:
         roms += [(spec.pe * spec.rq_multiplier_bits, spec.nf, spec.rq_multiplier_live, "auto"),
                  (spec.pe * spec.rq_offset_bits, spec.nf, spec.rq_offset_live, "auto")]
-    rom_luts, rom_muxes, rom_regs = (sum(values) for values in zip(*(_logic_rom(width, depth, live, family, style)
-                                                                      for width, depth, live, style in roms)))
-    if family == "ecp5":
-        # ECP5 joins the 16-word LUTs of a ROM of 32 or 64 words in PFUMX and L6MUX cells, which
-        # are not LUTs; at other depths ABC joins them in LUTs.
-        rom_muxes = sum(_logic_rom(width, depth, live, family, style)[1] for width, depth, live, style in roms
-                        if depth > 64 or depth & (depth - 1))
+    logic_roms = [(depth, _logic_rom(width, depth, live, family, style)) for width, depth, live, style in roms]
+    rom_luts = sum(luts for _, (luts, _, _) in logic_roms)
+    rom_regs = sum(regs for _, (_, _, regs) in logic_roms)
+    # ECP5 joins the 16-word LUTs of a ROM of 32 or 64 words in PFUMX and L6MUX cells, which are
+    # not LUTs; at other depths (and on iCE40) the joining multiplexers are LUTs.
+    rom_muxes = sum(muxes for depth, (_, muxes, _) in logic_roms
+                    if family != "ecp5" or depth > 64 or depth & (depth - 1))
     # Block RAM read ports with an enable: the read data is held beside the block.
     memories_read = [(width, depth, True, style) for width, depth, _, style in roms]
     if spec.nf > 1:
@@ -1225,7 +1225,7 @@ def _parts(spec: Spec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str
 
 
 def kernel_name(spec: Spec) -> str:
-    """The calibration name of a spec's kernel (``\"mvau\"``, ``\"window\"``, ...)."""
+    """The calibration name of a spec's kernel (``"mvau"``, ``"window"``, ...)."""
     return next(name for name, cls in _SPEC_OF_KERNEL.items() if isinstance(spec, cls))
 
 
