@@ -190,7 +190,7 @@ class ThresholdUnit(wiring.Component):
         if self._out_dtype.bipolar:
             values = [reached[0] for reached in reached2]
         else:
-            values = [self._out_bias + _adder_tree(list(reached)) for reached in reached2]
+            values = [self._out_bias + _adder_tree(m, list(reached)) for reached in reached2]
         out_bits = [Signal(ow, name=f"out_{j}") for j in range(elems)]
         m.d.comb += [bits.eq(value) for bits, value in zip(out_bits, values)]
         with m.If(advance):

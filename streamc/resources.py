@@ -34,7 +34,6 @@ specs read off the units, decide how many columns Yosys keeps.
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from dataclasses import asdict, dataclass, fields, replace
 
@@ -848,17 +847,9 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
     soft_mult_wide = soft_mult * spec.mul_a * spec.mul_b / 16
     negate = lanes * spec.product_bits if not spec.mul_a and not spec.xnor else 0
     tree = spec.pe * (_adder_tree_bits(spec.simd, spec.product_bits) + spec.acc_bits)
-    # XNOR products are single bits: the popcount tree costs differently per lane from a sum of products.
-    popcount, tree = (tree, 0) if spec.xnor else (0, tree)
-    carry_save = carry_save_deep = 0
-    if not spec.xnor:
-        # The registered products and the accumulator are one sum to Yosys (alumacc), which maccmap
-        # builds as rows of full adders and one carry-chain adder (``adders`` keeps the tree's bits
-        # as the sum's size): count the full adders as it builds them. ABC maps them for delay: each
-        # row past the first makes every one dearer (wide PFUMX/L6MUX functions), up to three rows.
-        full, half, rows = _carry_save_adders(spec.simd, _product_operand_bits(spec), _product_signed(spec),
-                                              spec.acc_bits)
-        carry_save, carry_save_deep = spec.pe * (2 * full + half), spec.pe * full * min(max(rows - 1, 0), 3)
+    # Wider products are summed on a tree of carry-chain adders (rtl.mvau._adder_tree keeps each
+    # sum); one-bit products (XNOR) are left to Yosys, which builds full adders in LUTs.
+    popcount, tree = (tree, 0) if spec.product_bits == 1 else (0, tree)
     # Past the first fold the lanes read the input buffer instead of the input: a multiplexer per
     # input bit, with one input more for each further 16-word bank of a LUT RAM buffer; a LUT4
     # selects between two (ECP5's PFUMX/L6MUX join LUT4s into wider multiplexers).
@@ -874,8 +865,7 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
     lut = {"control": 1.0, "soft_multiply": soft_mult, "soft_multiply_wide": soft_mult_wide,
            "soft_multiply_signed": soft_mult if spec.signed_multiply else 0, "lut_multiply": lut_mult,
            "hard_multiply_signed": lanes * spec.product_bits if lane_dsps and spec.signed_multiply else 0,
-           "negate_or_xnor": negate + (lanes if spec.xnor else 0), "adders": tree, "carry_save": carry_save,
-           "carry_save_deep": carry_save_deep, "input_select": input_select, "buffer_banks": buffer_banks,
+           "negate_or_xnor": negate + (lanes if spec.xnor else 0), "adders": tree, "input_select": input_select, "buffer_banks": buffer_banks,
            "popcount": popcount,
            "thresholds": spec.pe * spec.thresholds * spec.acc_bits,
            "requant": spec.pe * spec.rq_sum_bits + rq_soft,
@@ -906,65 +896,6 @@ def _product_operand_bits(spec: "MVAUSpec | VVAUSpec") -> int:
     """Width of a lane's registered product once Yosys has trimmed it to the range it can take: the
     widened operand of a mixed-sign multiply adds no bit to the product."""
     return min(spec.product_bits, spec.in_bits + spec.weight_bits) if spec.mul_a else spec.product_bits
-
-
-def _product_signed(spec: MVAUSpec) -> bool:
-    """Whether a lane's product is signed: unless both operands are unsigned (a product one bit
-    narrower than a mixed-sign one) or a bipolar operand negates it."""
-    return not (spec.mul_a and not spec.signed_multiply and spec.product_bits == spec.in_bits + spec.weight_bits)
-
-
-@functools.lru_cache(maxsize=4096)
-def _carry_save_adders(count: int, bits: int, signed: bool, width: int) -> tuple[int, int, int]:
-    """Full adders, half adders and rows of full adders (one per reduction step) of Yosys'
-    ``maccmap`` for the sum of ``count`` operands of ``bits`` bits (sign-extended when ``signed``)
-    and one signed ``width``-bit operand (the accumulator), ``width`` bits wide.
-
-    maccmap sorts the operands' bits into columns, takes them row by row, and reduces three rows to
-    two with a row of full adders until two are left for one carry-chain adder. A signed operand
-    repeats its sign bit up to the top column, so equal adders on equal inputs appear, which Yosys
-    merges (``opt_merge``): adders are counted once per distinct set of inputs, as here.
-    """
-    fresh = itertools.count(1)                      # bit names; 0 is a constant zero
-    columns: list[list[int]] = [[] for _ in range(width)]
-
-    def place(bit: int, column: int) -> None:
-        if column >= width or bit == 0:
-            return
-        if bit in columns[column]:                  # x + x = 2x: one bit in the next column
-            columns[column].remove(bit)
-            place(bit, column + 1)
-        else:
-            columns[column].append(bit)
-
-    for operand_bits, operand_signed in [(width, True)] + [(bits, signed)] * count:
-        names = [next(fresh) for _ in range(operand_bits)]
-        for column in range(width):
-            place(names[column] if column < operand_bits else names[-1] if operand_signed else 0, column)
-    rows = []
-    while any(columns):
-        rows.append([column.pop(0) if column else 0 for column in columns])
-    adders: dict[tuple[int, ...], tuple[int, int]] = {}
-
-    def add(*inputs: int) -> tuple[int, int]:
-        live = tuple(sorted(bit for bit in inputs if bit))
-        if len(live) < 2:
-            return (live[0] if live else 0), 0
-        if live not in adders:
-            adders[live] = next(fresh), next(fresh)
-        return adders[live]
-
-    levels = 0
-    while len(rows) > 2:
-        reduced = []
-        for start in range(0, len(rows) - 2, 3):
-            sums, carries = zip(*(add(*bits_) for bits_ in zip(*rows[start:start + 3])))
-            reduced += [list(sums), [0, *carries[:-1]]]
-        reduced += rows[len(rows) - len(rows) % 3:]
-        rows = reduced
-        levels += 1
-    full = sum(len(inputs) == 3 for inputs in adders)
-    return full, len(adders) - full, levels
 
 
 def _adder_tree_bits(count: int, width: int) -> int:
@@ -1247,4 +1178,4 @@ def estimate_kernel(spec: Spec, family: str, *, dsp: bool = True) -> ResourceEst
 
 
 #: Fitted by benchmarks/calibrate_resources.py (benchmarks/calibration/fit.json) on Yosys 0.70.
-COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 58.6135, "soft_multiply": 0.4285, "soft_multiply_wide": 1.0289, "soft_multiply_signed": 1.2723, "lut_multiply": 1.4487, "hard_multiply_signed": 0.0779, "negate_or_xnor": 0.831, "adders": 1.215, "carry_save": 0.0, "carry_save_deep": 0.0124, "input_select": 0.2243, "buffer_banks": 0.0, "popcount": 0.3257, "thresholds": 0.1643, "requant": 0.8604, "logic_memory": 2.102, "rom_muxes": 0.1612, "counters": 0.0, "bram_read": 0.9677, "bram_ram_read": 1.3098, "bram_read_mux": 1.0026}, "ff": {"registers": 0.9777, "bram_read": 0.0, "bram_ram_read": 1.9284, "dsp_products": 1.0175, "rq_dsp_products": 1.1976, "memory_registers": 0.9841}}, "lut": {"lut": {"control": 2.0, "logic_memory": 1.0, "rom_muxes": 1.5667}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 2.1415, "positions": 1.4056, "ring_steps": 3.4941, "ring_wraps": 0.5997, "padded_positions": 2.8275, "read_address": 0.0, "compares": 1.7678, "payload": 0.6876, "logic_memory": 0.0, "lutram_read_mux": 0.0, "bram_read_mux": 0.0}, "ff": {"registers": 1.1036, "memory_registers": 0.0, "payload": 1.9683}}, "pool": {"lut": {"control": 3.5902, "compare": 0.8023, "compare_logic": 0.0, "select": 0.9648, "counters": 1.7774}, "ff": {"control": 0.8928, "running": 1.0095, "shared": 0.9745, "counters": 0.9133}}, "fifo": {"lut": {"shallow": 8.3351, "shallow_pointers": 0.0, "shallow_words": 2.1377, "shallow_read_mux": 0.9619, "deep": 0.0, "deep_pointers": 1.9267, "bram_width": 1.0441, "lutram": 0.0, "lutram_banked": 0.0, "lutram_read_mux": 0.0, "lutram_write_enables": 0.0, "ff_read_mux": 1.388}, "ff": {"storage": 0.9686, "pointers": 1.077, "output_register": 0.0, "bram_output": 2.0353}}, "convert": {"lut": {"gather": 6.4615, "split": 5.6257, "split_select": 1.0074, "split_count": 1.2752, "shift_buffer": 0.0, "slot_muxes": 1.1199, "shifter": 0.455, "counters": 0.0}, "ff": {"registers": 0.9969}}, "vvau": {"lut": {"control": 3.009, "multiply": 1.4812, "multiply_wide": 0.0904, "lut_multiply": 1.4352, "adders": 1.9004, "logic_memory": 1.0948}, "ff": {"control": 5.4831, "pipeline": 1.0799, "products": 0.6934, "partial_sums": 0.9989, "memory_registers": 1.2222}}, "threshold": {"lut": {"control": 1.9927, "compare_rom": 0.0, "compare_constant": 0.0, "signed_compares": 0.8564, "count_full_adders": 2.0484, "logic_memory": 1.8495}, "ff": {"control": 4.6509, "pipeline": 0.9837, "memory_registers": 1.0634}}, "add": {"lut": {"control": 3.3383, "adders": 1.1199, "small_adders": 2.1166, "shift_adds": 0.8638, "negations": 0.7609, "adders_after_multiplier": 0.0586}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.6543, "outputs": 3.2677, "ready": 0.7901}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 31.8241, "soft_multiply": 0.0, "soft_multiply_wide": 0.0, "soft_multiply_signed": 0.0, "lut_multiply": 1.4307, "hard_multiply_signed": 0.1494, "negate_or_xnor": 1.0997, "adders": 1.4348, "carry_save": 0.1014, "carry_save_deep": 0.3723, "input_select": 0.518, "buffer_banks": 7.1433, "popcount": 1.3974, "thresholds": 1.0522, "requant": 2.3893, "logic_memory": 1.2593, "rom_muxes": 0.8438, "counters": 0.369, "bram_read": 0.158, "bram_ram_read": 1.4626, "bram_read_mux": 0.0}, "ff": {"registers": 0.9347, "bram_read": 0.0382, "bram_ram_read": 2.1337, "dsp_products": 0.8787, "rq_dsp_products": 1.2413, "memory_registers": 1.0447}}, "lut": {"lut": {"control": 1.0, "logic_memory": 1.0, "rom_muxes": 0.3421}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 2.5984, "positions": 1.2751, "ring_steps": 6.847, "ring_wraps": 0.0, "padded_positions": 1.3229, "read_address": 0.0, "compares": 4.4711, "payload": 0.4075, "logic_memory": 0.0, "lutram_read_mux": 1.1177, "bram_read_mux": 0.0}, "ff": {"registers": 1.1273, "memory_registers": 0.7401, "payload": 2.2184}}, "pool": {"lut": {"control": 0.0, "compare": 1.3277, "compare_logic": 6.3085, "select": 0.452, "counters": 1.9821}, "ff": {"control": 2.3884, "running": 1.0085, "shared": 1.302, "counters": 0.6069}}, "fifo": {"lut": {"shallow": 2.5549, "shallow_pointers": 0.0, "shallow_words": 3.0333, "shallow_read_mux": 0.0, "deep": 0.0, "deep_pointers": 2.382, "bram_width": 1.3314, "lutram": 0.0, "lutram_banked": 8.9155, "lutram_read_mux": 1.1146, "lutram_write_enables": 0.7361, "ff_read_mux": 0.0}, "ff": {"storage": 0.0, "pointers": 0.8914, "output_register": 0.8096, "bram_output": 1.4416}}, "convert": {"lut": {"gather": 3.8873, "split": 4.2744, "split_select": 1.1192, "split_count": 2.5867, "shift_buffer": 0.0, "slot_muxes": 3.4142, "shifter": 0.0, "counters": 0.0}, "ff": {"registers": 0.9969}}, "vvau": {"lut": {"control": 7.1646, "multiply": 0.8573, "multiply_wide": 0.0, "lut_multiply": 2.358, "adders": 1.7961, "logic_memory": 0.8124}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 0.0, "compare_rom": 1.2637, "compare_constant": 0.8343, "signed_compares": 0.0, "count_full_adders": 3.8841, "logic_memory": 0.7234}, "ff": {"control": 4.6509, "pipeline": 0.9837, "memory_registers": 1.0634}}, "add": {"lut": {"control": 3.9257, "adders": 1.1808, "small_adders": 3.0133, "shift_adds": 0.0, "negations": 0.0, "adders_after_multiplier": 1.0411}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 2.464, "ready": 1.5111}, "ff": {"control": 0.0, "outputs": 1.0}}}}
+COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 68.0669, "soft_multiply": 0.0875, "soft_multiply_wide": 1.299, "soft_multiply_signed": 1.1306, "lut_multiply": 1.4161, "hard_multiply_signed": 0.0, "negate_or_xnor": 0.8323, "adders": 1.0019, "input_select": 0.0, "buffer_banks": 0.0, "popcount": 0.3315, "thresholds": 0.1819, "requant": 1.3859, "logic_memory": 1.9572, "rom_muxes": 0.3753, "counters": 0.0, "bram_read": 0.9259, "bram_ram_read": 0.7029, "bram_read_mux": 0.9026}, "ff": {"registers": 0.9777, "bram_read": 0.0, "bram_ram_read": 1.9284, "dsp_products": 1.0175, "rq_dsp_products": 1.1976, "memory_registers": 0.9841}}, "lut": {"lut": {"control": 2.0, "logic_memory": 1.0, "rom_muxes": 1.5667}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 2.1415, "positions": 1.4056, "ring_steps": 3.4941, "ring_wraps": 0.5997, "padded_positions": 2.8275, "read_address": 0.0, "compares": 1.7678, "payload": 0.6876, "logic_memory": 0.0, "lutram_read_mux": 0.0, "bram_read_mux": 0.0}, "ff": {"registers": 1.1036, "memory_registers": 0.0, "payload": 1.9683}}, "pool": {"lut": {"control": 3.5902, "compare": 0.8023, "compare_logic": 0.0, "select": 0.9648, "counters": 1.7774}, "ff": {"control": 0.8928, "running": 1.0095, "shared": 0.9745, "counters": 0.9133}}, "fifo": {"lut": {"shallow": 8.3351, "shallow_pointers": 0.0, "shallow_words": 2.1377, "shallow_read_mux": 0.9619, "deep": 0.0, "deep_pointers": 1.9267, "bram_width": 1.0441, "lutram": 0.0, "lutram_banked": 0.0, "lutram_read_mux": 0.0, "lutram_write_enables": 0.0, "ff_read_mux": 1.388}, "ff": {"storage": 0.9686, "pointers": 1.077, "output_register": 0.0, "bram_output": 2.0353}}, "convert": {"lut": {"gather": 6.4615, "split": 5.6257, "split_select": 1.0074, "split_count": 1.2752, "shift_buffer": 0.0, "slot_muxes": 1.1199, "shifter": 0.455, "counters": 0.0}, "ff": {"registers": 0.9969}}, "vvau": {"lut": {"control": 3.009, "multiply": 1.4812, "multiply_wide": 0.0904, "lut_multiply": 1.4352, "adders": 1.9004, "logic_memory": 1.0948}, "ff": {"control": 5.4831, "pipeline": 1.0799, "products": 0.6934, "partial_sums": 0.9989, "memory_registers": 1.2222}}, "threshold": {"lut": {"control": 1.9927, "compare_rom": 0.0, "compare_constant": 0.0, "signed_compares": 0.8564, "count_full_adders": 2.0484, "logic_memory": 1.8495}, "ff": {"control": 4.6509, "pipeline": 0.9837, "memory_registers": 1.0634}}, "add": {"lut": {"control": 3.3383, "adders": 1.1199, "small_adders": 2.1166, "shift_adds": 0.8638, "negations": 0.7609, "adders_after_multiplier": 0.0586}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.6543, "outputs": 3.2677, "ready": 0.7901}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 36.6882, "soft_multiply": 0.0, "soft_multiply_wide": 0.0, "soft_multiply_signed": 0.0, "lut_multiply": 1.7648, "hard_multiply_signed": 0.1556, "negate_or_xnor": 2.365, "adders": 1.0739, "input_select": 0.3837, "buffer_banks": 8.3923, "popcount": 0.9163, "thresholds": 0.8977, "requant": 2.6422, "logic_memory": 1.3801, "rom_muxes": 0.7348, "counters": 0.5413, "bram_read": 0.2512, "bram_ram_read": 1.507, "bram_read_mux": 0.0}, "ff": {"registers": 0.9347, "bram_read": 0.0382, "bram_ram_read": 2.1337, "dsp_products": 0.8787, "rq_dsp_products": 1.2413, "memory_registers": 1.0447}}, "lut": {"lut": {"control": 1.0, "logic_memory": 1.0, "rom_muxes": 0.3421}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 2.5984, "positions": 1.2751, "ring_steps": 6.847, "ring_wraps": 0.0, "padded_positions": 1.3229, "read_address": 0.0, "compares": 4.4711, "payload": 0.4075, "logic_memory": 0.0, "lutram_read_mux": 1.1177, "bram_read_mux": 0.0}, "ff": {"registers": 1.1273, "memory_registers": 0.7401, "payload": 2.2184}}, "pool": {"lut": {"control": 0.0, "compare": 1.3277, "compare_logic": 6.3085, "select": 0.452, "counters": 1.9821}, "ff": {"control": 2.3884, "running": 1.0085, "shared": 1.302, "counters": 0.6069}}, "fifo": {"lut": {"shallow": 2.5549, "shallow_pointers": 0.0, "shallow_words": 3.0333, "shallow_read_mux": 0.0, "deep": 0.0, "deep_pointers": 2.382, "bram_width": 1.3314, "lutram": 0.0, "lutram_banked": 8.9155, "lutram_read_mux": 1.1146, "lutram_write_enables": 0.7361, "ff_read_mux": 0.0}, "ff": {"storage": 0.0, "pointers": 0.8914, "output_register": 0.8096, "bram_output": 1.4416}}, "convert": {"lut": {"gather": 3.8873, "split": 4.2744, "split_select": 1.1192, "split_count": 2.5867, "shift_buffer": 0.0, "slot_muxes": 3.4142, "shifter": 0.0, "counters": 0.0}, "ff": {"registers": 0.9969}}, "vvau": {"lut": {"control": 7.1646, "multiply": 0.8573, "multiply_wide": 0.0, "lut_multiply": 2.358, "adders": 1.7961, "logic_memory": 0.8124}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 0.0, "compare_rom": 1.2637, "compare_constant": 0.8343, "signed_compares": 0.0, "count_full_adders": 3.8841, "logic_memory": 0.7234}, "ff": {"control": 4.6509, "pipeline": 0.9837, "memory_registers": 1.0634}}, "add": {"lut": {"control": 3.9257, "adders": 1.1808, "small_adders": 3.0133, "shift_adds": 0.0, "negations": 0.0, "adders_after_multiplier": 1.0411}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 2.464, "ready": 1.5111}, "ff": {"control": 0.0, "outputs": 1.0}}}}
