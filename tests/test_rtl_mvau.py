@@ -17,7 +17,9 @@ from streamc.datatypes import BIPOLAR, INT, UINT, DataType
 from streamc.errors import FoldingError
 from streamc.rtl.mvau import MatrixVectorUnit
 from streamc.rtl.requant import ROUNDING_MODES, Requant, requantize
+from streamc.resources import MVAUSpec
 from streamc.rtl.top import StreamAccelerator, to_verilog
+from streamc.synth import synthesize
 from test_rtl_top import VERILATOR_LINT_FLAGS, verilator_command
 
 MH, MW = 8, 12
@@ -115,6 +117,20 @@ def test_frames_flow_back_to_back_without_bubbles(case, pe, simd):
     assert dut.cycles_per_frame == (MH // pe) * (MW // simd)
     # The first output beat: the first neuron fold's SF input beats, then the pipeline.
     assert run.cycles[0] == (MW // simd - 1) + dut.latency
+
+
+@pytest.mark.parametrize("case, chained", [("int2_x_int3_acc", True), ("bipolar_x_bipolar_acc", False)])
+def test_sums_of_wide_products_are_built_on_carry_chains(tmp_path, case, chained):
+    # What the resource model assumes (resources._mvau_parts): each sum of the adder tree of
+    # multi-bit products is a carry-chain adder, where one Yosys macc would build full adders in
+    # LUTs with a single chain at its end; XNOR popcounts are left to Yosys.
+    dut, *_ = build(case, 1, 12)
+    (tmp_path / "streamc_top.v").write_text(to_verilog(StreamAccelerator(stages=[dut])))
+    result = synthesize(verilog=tmp_path / "streamc_top.v", top="streamc_top", device="ice40-up5k",
+                        workdir=tmp_path)
+    # Eleven adders at least a product wide, against a macc's one accumulator-wide chain.
+    product_bits = MVAUSpec.of_unit(dut).product_bits
+    assert (result.cells.get("SB_CARRY", 0) >= 11 * product_bits) == chained
 
 
 def test_thresholds_wider_than_one_memory_are_split_over_several(monkeypatch):
