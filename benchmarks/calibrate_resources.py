@@ -278,10 +278,26 @@ SWEEP = [
     _mvau(32, 64, 1, 16, "UINT2", "INT4", "thresholds", "UINT2", ram_style="block", ram_style_thresholds="block"),
     _mvau(8, 36, 1, 9, "UINT4", "INT4", "thresholds", "UINT4", ram_style="block", ram_style_thresholds="block"),
     _mvau(16, 128, 2, 16, "UINT4", "INT4", "thresholds", "UINT2", ram_style="block", ram_style_thresholds="block"),
-    # One matrix at growing SIMD (weights in block RAM): how the carry-save sum of the lane
-    # products and the banks of the input buffer grow.
+    # One matrix at growing SIMD (weights in block RAM): how the adder tree of the lane products
+    # and the banks of the input buffer grow.
     *(_mvau(8, 128, pe, simd, "UINT4", "INT4", "accumulator", ram_style="block")
       for pe, simd in ((1, 2), (1, 4), (1, 8), (1, 16), (2, 4), (2, 8))),
+    # As the planner places layers on a UP5K: classifier heads and requantized layers with their
+    # lanes' multiplies in LUTs (the requantization's on a hard multiplier), binarized layers with
+    # their thresholds in LUTs.
+    _mvau(10, 64, 1, 2, "UINT4", "INT4", "accumulator", res_type="lut", ram_style="block"),
+    _mvau(10, 128, 1, 1, "UINT2", "INT4", "accumulator", res_type="lut", ram_style="block"),
+    _mvau(10, 96, 1, 4, "UINT3", "INT3", "accumulator", res_type="lut", ram_style="block"),
+    _mvau(12, 64, 2, 2, "UINT4", "INT4", "accumulator", res_type="lut"),
+    _mvau(16, 48, 2, 3, "UINT4", "INT4", "requant", "INT6", 14, res_type="lut", ram_style="block"),
+    _mvau(8, 64, 4, 2, "UINT3", "INT4", "requant", "INT8", 12, res_type="lut", ram_style="block"),
+    _mvau(16, 36, 2, 4, "INT4", "INT4", "requant", "INT8", 16, res_type="lut"),
+    _mvau(64, 64, 1, 16, "BIPOLAR", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="block",
+          ram_style_thresholds="distributed"),
+    _mvau(128, 128, 2, 32, "BIPOLAR", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="block",
+          ram_style_thresholds="distributed"),
+    _mvau(32, 256, 1, 64, "BIPOLAR", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="block",
+          ram_style_thresholds="distributed"),
     ("lut", dict(in_dtype="INT4", out_dtype="INT4", elems=1)),
     ("lut", dict(in_dtype="INT4", out_dtype="INT4", elems=4)),
     ("lut", dict(in_dtype="INT8", out_dtype="INT8", elems=1)),

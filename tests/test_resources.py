@@ -19,11 +19,9 @@ RECORDS = [record for device in ("ice40-up5k", "ecp5-85f")
 # designs where ABC's depth-first mapping varies with size (a 256-deep FIFO, a 5-output fork). Strict: fixing
 # one fails here.
 KNOWN_OFF = {
-    ('ice40-up5k', 'mvau', 64, 784, 2, 196, 'BIPOLAR'),
     ('ice40-up5k', 'mvau', 10, 32, 5, 2, 'BIPOLAR'),
     ('ice40-up5k', 'mvau', 32, 392, 8, 28, 'BIPOLAR'),
     ('ice40-up5k', 'mvau', 10, 32, 5, 1, 'UINT2'),
-    ('ice40-up5k', 'mvau', 24, 96, 2, 12, 'UINT2'),
     ('ice40-up5k', 'convert', '2', '9', '6'),
     ('ice40-up5k', 'threshold', '16', '1', 'INT8', 'UINT2'),
     ('ice40-up5k', 'threshold', '32', '2', 'INT10', 'UINT4'),
@@ -45,9 +43,6 @@ KNOWN_OFF = {
     ('ecp5-85f', 'threshold', '16', '1', 'INT8', 'UINT2'),
     ('ecp5-85f', 'threshold', '16', '4', 'INT5', 'UINT2', 'True'),
     ('ecp5-85f', 'fork', '2', '2', '5'),
-    # Multiplies in LUTs: Yosys merges small partial products into the adder tree (2-bit weights cost
-    # less than the shift-and-add adders suggest) and wide ones into longer carry chains on the ECP5.
-    ('ecp5-85f', 'mvau', 64, 64, 4, 4, 'UINT2', 'lut'),
 }
 
 
