@@ -19,7 +19,7 @@ RECORDS = [record for device in ("ice40-up5k", "ecp5-85f")
 # designs where ABC's depth-first mapping varies with size (a 256-deep FIFO, a 5-output fork). Strict: fixing
 # one fails here.
 KNOWN_OFF = {
-    ('ice40-up5k', 'mvau', 10, 32, 5, 2, 'BIPOLAR'),
+    ('ice40-up5k', 'mvau', 64, 784, 2, 196, 'BIPOLAR'),
     ('ice40-up5k', 'mvau', 32, 392, 8, 28, 'BIPOLAR'),
     ('ice40-up5k', 'mvau', 10, 32, 5, 1, 'UINT2'),
     ('ice40-up5k', 'convert', '2', '9', '6'),
@@ -31,8 +31,8 @@ KNOWN_OFF = {
     ('ice40-up5k', 'add', 'UINT3', 'INT2', '3', '7', '2'),
     ('ecp5-85f', 'mvau', 64, 64, 4, 8, 'BIPOLAR'),
     ('ecp5-85f', 'mvau', 16, 16, 2, 2, 'INT8'),
+    ('ecp5-85f', 'mvau', 32, 392, 8, 28, 'BIPOLAR'),
     ('ecp5-85f', 'mvau', 10, 24, 1, 1, 'UINT8'),
-    ('ecp5-85f', 'mvau', 10, 96, 2, 4, 'UINT8'),
     ('ecp5-85f', 'pool', '12', '2', '8', 'UINT2', '12'),
     ('ecp5-85f', 'fifo', '8', '256'),
     ('ecp5-85f', 'fifo', '6', '160'),
