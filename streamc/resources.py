@@ -33,7 +33,6 @@ specs read off the units, decide how many columns Yosys keeps.
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import asdict, dataclass, fields, replace
 
@@ -833,7 +832,8 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
     in_bram = [memory_mapping(width=width, depth=depth, rom=rom, family=family, style=style).kind == "bram"
                for width, depth, rom, style in memories_read]
     # An XNOR lane is one LUT4 of the weight bit as read, the input bit, the buffered input bit and
-    # the select between those two: the weight ROM's read and the input select cost nothing more.
+    # the select between those two: the weight ROM's read (the first) and the input select cost
+    # nothing more.
     bram_read = sum(width for n, ((width, _, rom, _), bram) in enumerate(zip(memories_read, in_bram))
                     if bram and rom and not (spec.xnor and n == 0))
     # The input buffer is a RAM: Yosys keeps its read data and enable beside a block RAM in logic.
@@ -879,8 +879,8 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
            "soft_multiply_signed": soft_mult if spec.signed_multiply else 0, "lut_multiply": lut_mult,
            "multiply_direct": lanes * _product_operand_bits(spec) if direct else 0,
            "hard_multiply_signed": lanes * spec.product_bits if lane_dsps and spec.signed_multiply else 0,
-           "negate_or_xnor": negate + (lanes if spec.xnor else 0), "adders": tree, "input_select": input_select, "buffer_banks": buffer_banks,
-           "popcount": popcount,
+           "negate_or_xnor": negate + (lanes if spec.xnor else 0), "adders": tree, "popcount": popcount,
+           "input_select": input_select, "buffer_banks": buffer_banks,
            "thresholds": spec.pe * spec.thresholds * spec.acc_bits,
            "requant": spec.pe * _known(spec.rq_sum_live, spec.rq_sum_bits) + rq_soft,
            "logic_memory": rom_luts + memories.ff_ram_mux,
