@@ -298,6 +298,14 @@ SWEEP = [
           ram_style_thresholds="distributed"),
     _mvau(32, 256, 1, 64, "BIPOLAR", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="block",
           ram_style_thresholds="distributed"),
+    # Weight ROMs deeper than a block RAM, as CNV's late layers have at narrow folds: the read
+    # multiplexer over the blocks' address banks.
+    _mvau(128, 1152, 1, 8, "BIPOLAR", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="block",
+          ram_style_thresholds="block"),
+    _mvau(64, 2304, 1, 16, "BIPOLAR", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="block",
+          ram_style_thresholds="block"),
+    _mvau(64, 1152, 1, 4, "UINT2", "INT2", "thresholds", "UINT2", ram_style="block", ram_style_thresholds="block"),
+    _mvau(32, 4096, 2, 8, "BIPOLAR", "BIPOLAR", "accumulator", ram_style="block"),
     ("lut", dict(in_dtype="INT4", out_dtype="INT4", elems=1)),
     ("lut", dict(in_dtype="INT4", out_dtype="INT4", elems=4)),
     ("lut", dict(in_dtype="INT8", out_dtype="INT8", elems=1)),

@@ -33,6 +33,8 @@ KNOWN_OFF = {
     ('ecp5-85f', 'mvau', 16, 16, 2, 2, 'INT8'),
     ('ecp5-85f', 'mvau', 32, 392, 8, 28, 'BIPOLAR'),
     ('ecp5-85f', 'mvau', 10, 24, 1, 1, 'UINT8'),
+    ('ecp5-85f', 'mvau', 8, 512, 1, 8, 'UINT4'),
+    ('ecp5-85f', 'mvau', 10, 128, 1, 1, 'UINT2', 'lut', 'block'),
     ('ecp5-85f', 'pool', '12', '2', '8', 'UINT2', '12'),
     ('ecp5-85f', 'fifo', '8', '256'),
     ('ecp5-85f', 'fifo', '6', '160'),
