@@ -1020,9 +1020,9 @@ def _fifo_features(spec: FIFOSpec, family: str) -> tuple[dict[str, float], dict[
 
     A shallow queue (``depth < 16``, Amaranth's ``SyncFIFO``) reads its storage combinationally:
     LUT RAM (:func:`_shallow_fifo_lutram`) or flip-flops and a read multiplexer; a write and a read
-    pointer and a level count it. A deep one (``SyncFIFOBuffered``) keeps ``depth - 1`` words in a memory read
-    synchronously (block RAM, LUT RAM beside a multiplexer over its 16-word blocks, or flip-flops),
-    and one more in an output register.
+    pointer and a level count it. A deep one (``SyncFIFOBuffered``) keeps ``depth - 1`` words in a
+    memory read synchronously (block RAM, LUT RAM beside a multiplexer over its 16-word blocks, or
+    flip-flops), and one more in an output register.
     """
     width, depth = spec.width, spec.depth
     lut = dict.fromkeys(("shallow", "shallow_pointers", "shallow_words", "shallow_read_mux", "deep", "deep_pointers",
@@ -1129,12 +1129,13 @@ def _parts(spec: Spec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str
                  "shared": spec.channels * spec.bits if groups == 1 else 0,
                  "counters": _log2(groups) + _log2(spec.window)})
     if isinstance(spec, FIFOSpec):
-        # Shallow queues are read combinationally: LUT RAM reads so, block RAM does not.
-        if spec.depth < 16 and _shallow_fifo_lutram(spec, family):
-            memories.lutram += _shallow_fifo_lutram(spec, family)
-        elif spec.depth < 16:
-            memories.ff_ram_bits += spec.width * spec.depth
-            memories.ff_ram_mux += spec.width * max(spec.depth - 1, 0) / 3
+        if spec.depth < 16:
+            # Shallow queues are read combinationally: LUT RAM reads so, block RAM does not.
+            lutram = _shallow_fifo_lutram(spec, family)
+            memories.lutram += lutram
+            if not lutram:
+                memories.ff_ram_bits += spec.width * spec.depth
+                memories.ff_ram_mux += spec.width * max(spec.depth - 1, 0) / 3
         else:
             # SyncFIFOBuffered: depth - 1 words in the memory, one in its output register.
             memories.add(width=spec.width, depth=spec.depth - 1, rom=False, family=family)
