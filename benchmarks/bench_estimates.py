@@ -160,13 +160,20 @@ def report(model: str, device: str, plan: dict, table: list[dict], flat: dict | 
     return good, len(table)
 
 
-def submit(pool: ProcessPoolExecutor, path: Path, device: str, budget: float, workdir: Path, flat: bool) -> tuple:
+def submit(pool: ProcessPoolExecutor, path: Path, device: str, budget: float, workdir: Path, flat: bool,
+           pending: dict) -> tuple:
     """Plan and lay out one model, and hand its syntheses to ``pool``: one per kernel instance, and
-    the whole design if ``flat``."""
+    the whole design if ``flat``. A kernel another model has too (same name, same Verilog) is
+    synthesized once: ``pending`` holds the runs by their inputs."""
+    def run(verilog: str, name: str):
+        key = (verilog, name, device)
+        if key not in pending:
+            pending[key] = pool.submit(synthesize_cached, verilog, name, device, workdir)
+        return pending[key]
+
     table, top, plan = build(path, device, budget)
-    kernels = {name: pool.submit(synthesize_cached, to_verilog(unit, name=name), name, device, workdir)
-               for name, unit in top._components}
-    whole = pool.submit(synthesize_cached, to_verilog(top, name=path.stem), path.stem, device, workdir) if flat else None
+    kernels = {name: run(to_verilog(unit, name=name), name) for name, unit in top._components}
+    whole = run(to_verilog(top, name=path.stem), path.stem) if flat else None
     return table, plan, kernels, whole
 
 
@@ -187,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     good = total = 0
     everything = []
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        submitted = [submit(pool, path, device, args.budget, args.workdir.resolve(), args.flat)
+        pending: dict = {}
+        submitted = [submit(pool, path, device, args.budget, args.workdir.resolve(), args.flat, pending)
                      for path, device in todo]
         for (path, device), (table, plan, kernels, whole) in zip(todo, submitted):
             try:

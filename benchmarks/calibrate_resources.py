@@ -306,6 +306,9 @@ SWEEP = [
           ram_style_thresholds="block"),
     _mvau(64, 1152, 1, 4, "UINT2", "INT2", "thresholds", "UINT2", ram_style="block", ram_style_thresholds="block"),
     _mvau(32, 4096, 2, 8, "BIPOLAR", "BIPOLAR", "accumulator", ram_style="block"),
+    # One XNOR lane over a long input, as a classifier head at the narrowest fold.
+    _mvau(16, 384, 1, 1, "BIPOLAR", "BIPOLAR", "accumulator", ram_style="block"),
+    _mvau(12, 1024, 2, 1, "BIPOLAR", "BIPOLAR", "accumulator", ram_style="block"),
     ("lut", dict(in_dtype="INT4", out_dtype="INT4", elems=1)),
     ("lut", dict(in_dtype="INT4", out_dtype="INT4", elems=4)),
     ("lut", dict(in_dtype="INT8", out_dtype="INT8", elems=1)),
@@ -367,6 +370,13 @@ SWEEP = [
     ("pool", dict(channels=4, window=9, vectors=4, dtype="UINT3", simd=4)),
     ("pool", dict(channels=12, window=2, vectors=8, dtype="UINT2", simd=12)),
     ("pool", dict(channels=6, window=4, vectors=8, dtype="UINT4", simd=6)),
+    # CNV-like: one- and two-bit values, many channels.
+    ("pool", dict(channels=32, window=4, vectors=49, dtype="BIPOLAR", simd=4)),
+    ("pool", dict(channels=96, window=4, vectors=16, dtype="BIPOLAR", simd=2)),
+    ("pool", dict(channels=128, window=4, vectors=9, dtype="BIPOLAR", simd=16)),
+    ("pool", dict(channels=48, window=9, vectors=9, dtype="BIPOLAR", simd=1)),
+    ("pool", dict(channels=96, window=4, vectors=16, dtype="UINT2", simd=8)),
+    ("pool", dict(channels=48, window=4, vectors=36, dtype="UINT2", simd=3)),
     ("fifo", dict(width=8, depth=2)),
     ("fifo", dict(width=1, depth=2)),
     ("fifo", dict(width=2, depth=2)),
@@ -401,6 +411,11 @@ SWEEP = [
     ("fifo", dict(width=8, depth=96)),
     ("fifo", dict(width=2, depth=300)),
     ("fifo", dict(width=3, depth=200)),
+    # Shallow queues of wide beats at the depths between powers of two.
+    ("fifo", dict(width=48, depth=6)),
+    ("fifo", dict(width=8, depth=6)),
+    ("fifo", dict(width=24, depth=7)),
+    ("fifo", dict(width=128, depth=5)),
     # Converters: gathering (out a multiple of in), splitting (in a multiple of out), and other ratios.
     ("convert", dict(bits=2, in_elems=1, out_elems=4)),
     ("convert", dict(bits=4, in_elems=8, out_elems=2)),
