@@ -306,6 +306,8 @@ SWEEP = [
           ram_style_thresholds="block"),
     _mvau(64, 1152, 1, 4, "UINT2", "INT2", "thresholds", "UINT2", ram_style="block", ram_style_thresholds="block"),
     _mvau(32, 4096, 2, 8, "BIPOLAR", "BIPOLAR", "accumulator", ram_style="block"),
+    _mvau(384, 768, 1, 8, "BIPOLAR", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="block",
+          ram_style_thresholds="block"),
     # One XNOR lane over a long input, as a classifier head at the narrowest fold.
     _mvau(16, 384, 1, 1, "BIPOLAR", "BIPOLAR", "accumulator", ram_style="block"),
     _mvau(12, 1024, 2, 1, "BIPOLAR", "BIPOLAR", "accumulator", ram_style="block"),
@@ -355,6 +357,10 @@ SWEEP = [
     ("window", dict(in_shape=[6, 6, 192], kernel=[3, 3], stride=[1, 1], padding=[0, 0, 0, 0], dtype="BIPOLAR", simd=4)),
     ("window", dict(in_shape=[5, 5, 256], kernel=[3, 3], stride=[1, 1], padding=[0, 0, 0, 0], dtype="BIPOLAR", simd=16)),
     ("window", dict(in_shape=[14, 14, 64], kernel=[2, 2], stride=[2, 2], padding=[0, 0, 0, 0], dtype="BIPOLAR", simd=2)),
+    # Whole pixels of many one- and two-bit channels per beat, the ring in block RAM.
+    ("window", dict(in_shape=[10, 10, 96], kernel=[3, 3], stride=[1, 1], padding=[0, 0, 0, 0], dtype="BIPOLAR", simd=96)),
+    ("window", dict(in_shape=[16, 16, 64], kernel=[3, 3], stride=[1, 1], padding=[0, 0, 0, 0], dtype="BIPOLAR", simd=64)),
+    ("window", dict(in_shape=[8, 8, 48], kernel=[3, 3], stride=[1, 1], padding=[1, 1, 1, 1], dtype="UINT2", simd=48)),
     ("pool", dict(channels=8, window=4, vectors=16, dtype="UINT2", simd=1)),
     ("pool", dict(channels=16, window=2, vectors=8, dtype="UINT3", simd=1)),
     ("pool", dict(channels=16, window=4, vectors=16, dtype="UINT2", simd=4)),

@@ -19,7 +19,6 @@ RECORDS = [record for device in ("ice40-up5k", "ecp5-85f")
 # designs where ABC's depth-first mapping varies with size (a 256-deep FIFO, a 5-output fork). Strict: fixing
 # one fails here.
 KNOWN_OFF = {
-    ('ice40-up5k', 'mvau', 64, 784, 2, 196, 'BIPOLAR'),
     ('ice40-up5k', 'mvau', 64, 256, 4, 64, 'BIPOLAR'),
     ('ice40-up5k', 'mvau', 10, 32, 5, 2, 'BIPOLAR'),
     ('ice40-up5k', 'mvau', 32, 392, 8, 28, 'BIPOLAR'),
@@ -34,13 +33,13 @@ KNOWN_OFF = {
     ('ice40-up5k', 'add', 'INT8', 'INT4', '1', '3', '2'),
     ('ice40-up5k', 'add', 'INT3', 'INT4', '5', '1', '4'),
     ('ice40-up5k', 'add', 'UINT3', 'INT2', '3', '7', '2'),
+    ('ecp5-85f', 'mvau', 64, 16, 1, 16, 'UINT2'),
     ('ecp5-85f', 'mvau', 16, 16, 2, 2, 'INT8'),
-    ('ecp5-85f', 'mvau', 10, 24, 1, 1, 'UINT8'),
-    ('ecp5-85f', 'mvau', 8, 192, 4, 1, 'UINT4'),
-    ('ecp5-85f', 'mvau', 12, 160, 3, 1, 'UINT3'),
-    ('ecp5-85f', 'mvau', 16, 64, 4, 2, 'UINT4'),
+    ('ecp5-85f', 'mvau', 32, 392, 8, 28, 'BIPOLAR'),
+    ('ecp5-85f', 'mvau', 8, 512, 1, 8, 'UINT4'),
     ('ecp5-85f', 'mvau', 128, 1152, 1, 8, 'BIPOLAR', 'block', 'block'),
-    ('ecp5-85f', 'mvau', 16, 384, 1, 1, 'BIPOLAR', 'block'),
+    ('ecp5-85f', 'mvau', 64, 2304, 1, 16, 'BIPOLAR', 'block', 'block'),
+    ('ecp5-85f', 'mvau', 384, 768, 1, 8, 'BIPOLAR', 'block', 'block'),
     ('ecp5-85f', 'pool', '12', '2', '8', 'UINT2', '12'),
     ('ecp5-85f', 'fifo', '1', '4'),
     ('ecp5-85f', 'fifo', '8', '256'),
