@@ -105,8 +105,7 @@ def make_unit(kernel: str, p: dict):
         dt = from_name(p["dtype"])
         unit = WindowReduce(channels=p["channels"], window=p["window"], mode="max", in_dtype=dt,
                             out_dtype=dt, simd=p["simd"], vectors=p["vectors"], name="pool")
-        return unit, resources.PoolSpec(channels=p["channels"], window=p["window"], vectors=p["vectors"],
-                                        bits=dt.bitwidth, simd=p["simd"])
+        return unit, resources.spec_of_unit(unit)
     if kernel == "fifo":
         from streamc.rtl.stream import StreamFIFO
 
@@ -308,6 +307,10 @@ SWEEP = [
     _mvau(32, 4096, 2, 8, "BIPOLAR", "BIPOLAR", "accumulator", ram_style="block"),
     _mvau(384, 768, 1, 8, "BIPOLAR", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="block",
           ram_style_thresholds="block"),
+    # Signed two-bit inputs against binary weights (negated or not), as CNV-w1a2's layers.
+    _mvau(32, 288, 2, 72, "INT2", "BIPOLAR", "thresholds", "INT2", ram_style="block", ram_style_thresholds="block"),
+    _mvau(64, 576, 1, 32, "INT2", "BIPOLAR", "thresholds", "INT2", ram_style="block", ram_style_thresholds="block"),
+    _mvau(64, 1152, 1, 4, "INT2", "BIPOLAR", "thresholds", "INT2", ram_style="block", ram_style_thresholds="block"),
     # One XNOR lane over a long input, as a classifier head at the narrowest fold.
     _mvau(16, 384, 1, 1, "BIPOLAR", "BIPOLAR", "accumulator", ram_style="block"),
     _mvau(12, 1024, 2, 1, "BIPOLAR", "BIPOLAR", "accumulator", ram_style="block"),
