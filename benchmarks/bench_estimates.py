@@ -53,7 +53,6 @@ from streamc.transforms.tidy import tidy
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ("tests/models/tfc_*.onnx", "tests/models/cnn/*.onnx", "build_configs/models/digits_mlp.onnx")
-TOP = "streamc_top"
 FIFO_DEPTH = 2
 WITHIN = 0.15
 RESOURCES = ("lut", "ff", "bram", "dsp")
