@@ -192,8 +192,9 @@ def _stage_name(index: int, stage) -> str:
     return f"stage{index}_{getattr(stage, 'name', type(stage).__name__)}"
 
 
-def to_verilog(top: StreamAccelerator, *, name: str = "streamc_top") -> str:
-    """Verilog of ``top`` as module ``name``, with ports ``clk``, ``rst`` and the AXI-Stream six.
+def to_verilog(top: wiring.Component, *, name: str = "streamc_top") -> str:
+    """Verilog of ``top`` as module ``name``: for a :class:`StreamAccelerator`, ports ``clk``,
+    ``rst`` and the AXI-Stream six; for one kernel alone, its stream ports.
 
     Source-location attributes are left out so that the text does not depend on where
     streamc is installed.
