@@ -314,6 +314,14 @@ SWEEP = [
     # One XNOR lane over a long input, as a classifier head at the narrowest fold.
     _mvau(16, 384, 1, 1, "BIPOLAR", "BIPOLAR", "accumulator", ram_style="block"),
     _mvau(12, 1024, 2, 1, "BIPOLAR", "BIPOLAR", "accumulator", ram_style="block"),
+    # Input buffers wider than 18 bits in block RAM (an ECP5 PDPW16KD).
+    _mvau(16, 1536, 1, 12, "INT2", "BIPOLAR", "thresholds", "INT2", ram_style="block", ram_style_thresholds="block"),
+    _mvau(8, 1024, 1, 8, "UINT3", "INT3", "accumulator"),
+    _mvau(16, 640, 2, 10, "UINT3", "INT2", "thresholds", "UINT2"),
+    _mvau(32, 2048, 1, 32, "BIPOLAR", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="block"),
+    # XNOR lanes reading an input buffer of several LUT RAM banks.
+    _mvau(32, 512, 1, 8, "BIPOLAR", "BIPOLAR", "thresholds", "BIPOLAR"),
+    _mvau(16, 768, 2, 4, "BIPOLAR", "BIPOLAR", "thresholds", "BIPOLAR"),
     ("lut", dict(in_dtype="INT4", out_dtype="INT4", elems=1)),
     ("lut", dict(in_dtype="INT4", out_dtype="INT4", elems=4)),
     ("lut", dict(in_dtype="INT8", out_dtype="INT8", elems=1)),

@@ -577,20 +577,23 @@ def spec_from_dict(kernel: str, values: dict) -> Spec:
 
 #: memory_libmap's block RAMs: cost, address bits, port widths (a ROM may use every width).
 _BLOCK_RAMS = {
-    "ice40": [dict(cost=64, abits=11, widths=(2, 4, 8, 16), byte=0)],
-    "ecp5": [dict(cost=128, abits=14, widths=(1, 2, 4, 9, 18), byte=9),          # DP16KD
-             dict(cost=128, abits=14, widths=(1, 2, 4, 9, 18, 36), byte=9, rom_only_wide=True)],  # PDPW16KD
+    "ice40": [dict(primitive="SB_RAM40_4K", cost=64, abits=11, widths=(2, 4, 8, 16), byte=0)],
+    "ecp5": [dict(primitive="DP16KD", cost=128, abits=14, widths=(1, 2, 4, 9, 18), byte=9),
+             dict(primitive="PDPW16KD", cost=128, abits=14, widths=(1, 2, 4, 9, 18, 36), byte=9)],
 }
-_LUTRAM = {"ecp5": dict(cost=4, depth=16, width=4)}   # TRELLIS_DPR16X4: RAMs only (prune_rom)
+_LUTRAM = {"ecp5": dict(primitive="TRELLIS_DPR16X4", cost=4, depth=16, width=4)}   # TRELLIS_DPR16X4: RAMs only (prune_rom)
 _ROM_LOGIC_COST, _RAM_LOGIC_COST = 1 / 16, 1.0
 
 
 @dataclass(frozen=True)
 class MemoryMapping:
-    """Where Yosys puts one memory: ``kind`` is ``"bram"``, ``"lutram"`` or ``"logic"``."""
+    """Where Yosys puts one memory: ``kind`` is ``"bram"``, ``"lutram"`` or ``"logic"``; in block or
+    LUT RAM, the ``primitive`` and the ``banks`` of words one after another in the address space."""
 
     kind: str
     blocks: int = 0
+    primitive: str = ""
+    banks: int = 1
 
 
 def memory_mapping(*, width: int, depth: int, rom: bool, family: str, style: str = "auto") -> MemoryMapping:
@@ -614,7 +617,7 @@ def memory_mapping(*, width: int, depth: int, rom: bool, family: str, style: str
         blocks = mult_a * -(-width // lutram["width"])
         cost = lutram["cost"] * blocks + 0.5 * (mult_a - 1) * width
         if cost < best[0]:
-            best = (cost, MemoryMapping("lutram", blocks))
+            best = (cost, MemoryMapping("lutram", blocks, lutram["primitive"], mult_a))
     for block in _BLOCK_RAMS[family]:
         for log2, unit in enumerate(block["widths"]):
             words = 1 << (block["abits"] - log2)
@@ -623,24 +626,13 @@ def memory_mapping(*, width: int, depth: int, rom: bool, family: str, style: str
             blocks = -(-mult_a * padded // unit)
             cost = block["cost"] * blocks + 0.5 * (mult_a - 1) * width
             if cost < best[0]:
-                best = (cost, MemoryMapping("bram", blocks))
+                best = (cost, MemoryMapping("bram", blocks, block["primitive"], mult_a))
     return best[1]
 
 
-def _bram_read_mux(*, width: int, depth: int, rom: bool, family: str, style: str = "auto") -> int:
-    """Bits of the read multiplexer joining a block-RAM memory's address banks: ``width`` times
-    (banks - 1) for the configuration :func:`memory_mapping` picks (0 when not in block RAM)."""
-    if memory_mapping(width=width, depth=depth, rom=rom, family=family, style=style).kind != "bram":
-        return 0
-    best = None
-    for block in _BLOCK_RAMS[family]:
-        for log2, unit in enumerate(block["widths"]):
-            mult_a = (depth - 1) // (1 << (block["abits"] - log2)) + 1
-            padded = width if rom else -(-width // min(block["byte"] or unit, unit)) * min(block["byte"] or unit, unit)
-            cost = block["cost"] * -(-mult_a * padded // unit) + 0.5 * (mult_a - 1) * width
-            if best is None or cost < best[0]:
-                best = (cost, mult_a)
-    return width * _mux_luts(best[1], family)
+def _bram_read_mux(mapping: MemoryMapping, width: int, family: str) -> int:
+    """LUTs of the read multiplexer joining a block-RAM memory's address banks (0 when not in block RAM)."""
+    return width * _mux_luts(mapping.banks, family) if mapping.kind == "bram" else 0
 
 
 def _mux_luts(inputs: int, family: str) -> int:
@@ -718,7 +710,7 @@ class _Memories:
     ff_ram_mux: float = 0.0         # their read multiplexers
     sync_regs: int = 0              # read registers of RAMs in LUT RAM or flip-flops
 
-    def add(self, *, width: int, depth: int, rom: bool, family: str, style: str = "auto") -> None:
+    def add(self, *, width: int, depth: int, rom: bool, family: str, style: str = "auto") -> MemoryMapping:
         mapping = memory_mapping(width=width, depth=depth, rom=rom, family=family, style=style)
         if mapping.kind == "bram":
             self.bram += mapping.blocks
@@ -734,6 +726,7 @@ class _Memories:
             self.ff_ram_bits += width * depth
             self.ff_ram_mux += width * max(depth - 1, 0) / 3
             self.sync_regs += width
+        return mapping
 
 
 def _and_luts(inputs: int, family: str) -> int:
@@ -844,8 +837,9 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
     memories_read = [(width, depth, True, style) for width, depth, _, style in roms]
     if spec.nf > 1:
         memories_read.append((spec.simd * spec.in_bits, spec.sf, False, "auto"))
-    in_bram = [memory_mapping(width=width, depth=depth, rom=rom, family=family, style=style).kind == "bram"
-               for width, depth, rom, style in memories_read]
+    mappings = [memory_mapping(width=width, depth=depth, rom=rom, family=family, style=style)
+                for width, depth, rom, style in memories_read]
+    in_bram = [mapping.kind == "bram" for mapping in mappings]
     # An XNOR lane is one LUT4 of the weight bit as read, the input bit, the buffered input bit and
     # the select between those two: the weight ROM's read (the first) and the input select cost
     # nothing more.
@@ -853,8 +847,11 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
                     if bram and rom and not (spec.xnor and n == 0))
     # The input buffer is a RAM: Yosys keeps its read data and enable beside a block RAM in logic.
     bram_ram_read = sum(width for (width, _, rom, _), bram in zip(memories_read, in_bram) if bram and not rom)
-    bram_read_mux = sum(_bram_read_mux(width=width, depth=depth, rom=rom, family=family, style=style)
-                        for width, depth, rom, style in memories_read)
+    # Past 18 bits the buffer takes a PDPW16KD, whose read port has no read-during-write rule:
+    # to read the old word Yosys delays the write, as it does for a sliding window's ring.
+    bram_ram_wide = sum(width for (width, _, rom, _), mapping in zip(memories_read, mappings)
+                        if not rom and mapping.primitive == "PDPW16KD")
+    bram_read_mux = sum(_bram_read_mux(mapping, width, family) for (width, *_), mapping in zip(memories_read, mappings))
     # mul2dsp sees the product after wreduce: a mixed-sign multiply's widened operand adds no bit.
     lane_dsps = dsp_count(spec.mul_a, spec.mul_b, _product_operand_bits(spec), family,
                           dsp=dsp and spec.res_type == "auto")
@@ -880,13 +877,14 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
     popcount, tree = (tree, 0) if spec.product_bits == 1 else (0, tree)
     # Past the first fold the lanes read the input buffer instead of the input: a multiplexer per
     # input bit, with one input more for each further 16-word bank of a LUT RAM buffer; a LUT4
-    # selects between two (ECP5's PFUMX/L6MUX join LUT4s into wider multiplexers).
+    # selects between two (ECP5's PFUMX/L6MUX join LUT4s into wider multiplexers). An XNOR lane's
+    # LUT4 takes in the last select (see bram_read), not the ones across the banks.
     input_select = buffer_banks = 0
     if spec.nf > 1:
         buffer_width = spec.simd * spec.in_bits
         buffer = memory_mapping(width=buffer_width, depth=spec.sf, rom=False, family=family)
         banks = -(-spec.sf // 16) if buffer.kind == "lutram" else 1
-        input_select = 0 if spec.xnor else buffer_width * -(-(banks + 1) // 2)
+        input_select = buffer_width * (-(-(banks + 1) // 2) - (1 if spec.xnor else 0))
         # A LUT-RAM buffer in several 16-word banks decodes a write enable for each.
         buffer_banks = banks if banks > 1 else 0
     rq_soft = 0 if rq_dsps or not spec.rq_multiplier_bits else spec.pe * spec.rq_acc_bits * spec.rq_multiplier_bits
@@ -908,7 +906,7 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
            "bram_read": bram_read, "bram_ram_read": bram_ram_read,
            "bram_read_mux": bram_read_mux}
     ff = {"registers": _mvau_registers(spec, lane_dsps, rq_dsps), "bram_read": bram_read,
-          "bram_ram_read": bram_ram_read,
+          "bram_ram_read": bram_ram_read, "bram_ram_wide": bram_ram_wide,
           "dsp_products": lanes * spec.product_bits if lane_dsps else 0,
           "rq_dsp_products": spec.pe * spec.rq_product_bits if rq_dsps else 0,
           "memory_registers": rom_regs + memories.sync_regs + memories.ff_ram_bits}
@@ -1129,12 +1127,12 @@ def _parts(spec: Spec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str
                 {"control": 1.0, "memory_registers": memories.logic_rom_regs})
     if isinstance(spec, WindowSpec):
         beat = spec.simd * spec.bits
-        memories.add(width=beat, depth=spec.ring_words, rom=False, family=family)
+        ring = memories.add(width=beat, depth=spec.ring_words, rom=False, family=family)
         lut, ff = _window_features(spec)
         # LUT RAM past 16 words is banked, with a read multiplexer across the banks.
         banks = -(-spec.ring_words // 16) if memories.lutram else 1
         lut.update(payload=beat, logic_memory=memories.ff_ram_mux, lutram_read_mux=beat * (banks - 1),
-                   bram_read_mux=_bram_read_mux(width=beat, depth=spec.ring_words, rom=False, family=family))
+                   bram_read_mux=_bram_read_mux(ring, beat, family))
         # Block RAM reads with an enable and no transparency: Yosys keeps the read data beside it.
         # To give that read the old word when it meets the write, Yosys delays the write a cycle
         # (its data, address and enable in flip-flops) and forwards the delayed word to a read of
@@ -1239,4 +1237,4 @@ def estimate_kernel(spec: Spec, family: str, *, dsp: bool = True) -> ResourceEst
 
 
 #: Fitted by benchmarks/calibrate_resources.py (benchmarks/calibration/fit.json) on Yosys 0.70.
-COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 36.7613, "soft_multiply": 0.0, "soft_multiply_wide": 1.4066, "soft_multiply_signed": 1.1033, "lut_multiply": 1.3746, "multiply_direct": 1.5595, "hard_multiply_signed": 0.0309, "negate_or_xnor": 1.0661, "adders": 0.8417, "popcount": 0.6524, "accumulator_select": 0.5, "input_select": 1.1718, "buffer_banks": 0.0, "thresholds": 0.1841, "requant": 1.5127, "logic_memory": 1.9583, "rom_muxes": 0.1861, "counters": 1.3693, "bram_read": 0.7669, "bram_ram_read": 0.0, "bram_read_mux": 0.9283}, "ff": {"registers": 0.994, "bram_read": 0.0, "bram_ram_read": 1.984, "dsp_products": 0.9735, "rq_dsp_products": 1.112, "memory_registers": 0.9752}}, "lut": {"lut": {"control": 2.0, "logic_memory": 1.0, "rom_muxes": 1.5667}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 0.1755, "positions": 2.3623, "ring_steps": 0.124, "ring_wraps": 2.2769, "padded_positions": 2.7295, "read_address": 0.5543, "compares": 1.6638, "payload": 1.0295, "logic_memory": 0.0, "lutram_read_mux": 0.0, "bram_read_mux": 20.6073, "write_delay": 0.0}, "ff": {"registers": 0.8484, "memory_registers": 0.0, "payload": 0.9841, "write_delay": 1.2209}}, "pool": {"lut": {"control": 7.4337, "compare": 0.7321, "compare_logic": 0.0, "select": 0.8025, "counters": 1.1964}, "ff": {"control": 0.7016, "running": 1.0184, "shared": 0.9808, "counters": 0.9261}}, "fifo": {"lut": {"shallow": 5.9355, "shallow_pointers": 0.7175, "shallow_words": 1.8796, "shallow_read_mux": 0.8546, "shallow_wide_level": 1.9248, "deep": 0.0, "deep_pointers": 1.9315, "bram_width": 1.0396, "lutram": 0.0, "lutram_banked": 0.0, "lutram_read_mux": 0.0, "lutram_write_enables": 0.0, "ff_read_mux": 1.3857}, "ff": {"storage": 0.976, "pointers": 1.062, "output_register": 0.0, "bram_output": 2.0592}}, "convert": {"lut": {"gather": 6.4615, "split": 5.6257, "split_select": 1.0074, "split_count": 1.2752, "shift_buffer": 0.0, "slot_muxes": 1.1199, "shifter": 0.455, "counters": 0.0}, "ff": {"registers": 0.9969}}, "vvau": {"lut": {"control": 3.009, "multiply": 1.4812, "multiply_wide": 0.0904, "lut_multiply": 1.4352, "adders": 1.9004, "logic_memory": 1.0948}, "ff": {"control": 5.4831, "pipeline": 1.0799, "products": 0.6934, "partial_sums": 0.9989, "memory_registers": 1.2222}}, "threshold": {"lut": {"control": 1.9927, "compare_rom": 0.0, "compare_constant": 0.0, "signed_compares": 0.8564, "count_full_adders": 2.0484, "logic_memory": 1.8495}, "ff": {"control": 4.6509, "pipeline": 0.9837, "memory_registers": 1.0634}}, "add": {"lut": {"control": 3.3383, "adders": 1.1199, "small_adders": 2.1166, "shift_adds": 0.8638, "negations": 0.7609, "adders_after_multiplier": 0.0586}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.6543, "outputs": 3.2677, "ready": 0.7901}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.0, "soft_multiply_wide": 0.0, "soft_multiply_signed": 0.0, "lut_multiply": 1.738, "multiply_direct": 1.1771, "hard_multiply_signed": 0.1261, "negate_or_xnor": 1.2748, "adders": 0.9158, "popcount": 1.5085, "accumulator_select": 0.8663, "input_select": 0.9735, "buffer_banks": 3.4657, "thresholds": 0.9354, "requant": 2.4061, "logic_memory": 1.3403, "rom_muxes": 0.7291, "counters": 2.1049, "bram_read": 0.1398, "bram_ram_read": 0.7104, "bram_read_mux": 1.494}, "ff": {"registers": 0.9349, "bram_read": 0.0337, "bram_ram_read": 1.1228, "dsp_products": 0.877, "rq_dsp_products": 1.212, "memory_registers": 1.0669}}, "lut": {"lut": {"control": 1.0, "logic_memory": 1.0, "rom_muxes": 0.3421}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 18.214, "counters": 2.2592, "positions": 2.0081, "ring_steps": 3.2357, "ring_wraps": 1.7701, "padded_positions": 0.7094, "read_address": 0.0, "compares": 1.7158, "payload": 1.041, "logic_memory": 0.0, "lutram_read_mux": 1.2271, "bram_read_mux": 0.0, "write_delay": 0.2977}, "ff": {"registers": 0.9917, "memory_registers": 1.0132, "payload": 0.8077, "write_delay": 1.2135}}, "pool": {"lut": {"control": 4.1362, "compare": 1.2663, "compare_logic": 5.5103, "select": 0.4959, "counters": 1.3039}, "ff": {"control": 1.8736, "running": 1.0201, "shared": 1.3144, "counters": 0.6728}}, "fifo": {"lut": {"shallow": 1.5755, "shallow_pointers": 1.5809, "shallow_words": 0.2455, "shallow_read_mux": 3.5049, "shallow_wide_level": 9.6516, "deep": 0.0, "deep_pointers": 2.3798, "bram_width": 1.3331, "lutram": 0.0, "lutram_banked": 8.4289, "lutram_read_mux": 1.0464, "lutram_write_enables": 1.1565, "ff_read_mux": 0.0}, "ff": {"storage": 0.88, "pointers": 0.9036, "output_register": 0.0, "bram_output": 2.2353}}, "convert": {"lut": {"gather": 3.8873, "split": 4.2744, "split_select": 1.1192, "split_count": 2.5867, "shift_buffer": 0.0, "slot_muxes": 3.4142, "shifter": 0.0, "counters": 0.0}, "ff": {"registers": 0.9969}}, "vvau": {"lut": {"control": 7.1646, "multiply": 0.8573, "multiply_wide": 0.0, "lut_multiply": 2.358, "adders": 1.7961, "logic_memory": 0.8124}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 0.0, "compare_rom": 1.2637, "compare_constant": 0.8343, "signed_compares": 0.0, "count_full_adders": 3.8841, "logic_memory": 0.7234}, "ff": {"control": 4.6509, "pipeline": 0.9837, "memory_registers": 1.0634}}, "add": {"lut": {"control": 3.9257, "adders": 1.1808, "small_adders": 3.0133, "shift_adds": 0.0, "negations": 0.0, "adders_after_multiplier": 1.0411}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 2.464, "ready": 1.5111}, "ff": {"control": 0.0, "outputs": 1.0}}}}
+COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 31.7994, "soft_multiply": 0.1574, "soft_multiply_wide": 1.2682, "soft_multiply_signed": 1.0632, "lut_multiply": 1.3622, "multiply_direct": 1.5151, "hard_multiply_signed": 0.0, "negate_or_xnor": 0.9364, "adders": 0.863, "popcount": 0.7243, "accumulator_select": 0.6049, "input_select": 1.3513, "buffer_banks": 0.0, "thresholds": 0.1808, "requant": 1.4864, "logic_memory": 1.9692, "rom_muxes": 0.1423, "counters": 1.477, "bram_read": 0.7335, "bram_ram_read": 0.0, "bram_read_mux": 0.9359}, "ff": {"registers": 0.9953, "bram_read": 0.0, "bram_ram_read": 2.0278, "bram_ram_wide": 0.0, "dsp_products": 0.9537, "rq_dsp_products": 1.1038, "memory_registers": 0.9735}}, "lut": {"lut": {"control": 2.0, "logic_memory": 1.0, "rom_muxes": 1.5667}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.0, "counters": 0.1755, "positions": 2.3623, "ring_steps": 0.124, "ring_wraps": 2.2769, "padded_positions": 2.7295, "read_address": 0.5543, "compares": 1.6638, "payload": 1.0295, "logic_memory": 0.0, "lutram_read_mux": 0.0, "bram_read_mux": 20.6073, "write_delay": 0.0}, "ff": {"registers": 0.8484, "memory_registers": 0.0, "payload": 0.9841, "write_delay": 1.2209}}, "pool": {"lut": {"control": 7.4337, "compare": 0.7321, "compare_logic": 0.0, "select": 0.8025, "counters": 1.1964}, "ff": {"control": 0.7016, "running": 1.0184, "shared": 0.9808, "counters": 0.9261}}, "fifo": {"lut": {"shallow": 5.9355, "shallow_pointers": 0.7175, "shallow_words": 1.8796, "shallow_read_mux": 0.8546, "shallow_wide_level": 1.9248, "deep": 0.0, "deep_pointers": 1.9315, "bram_width": 1.0396, "lutram": 0.0, "lutram_banked": 0.0, "lutram_read_mux": 0.0, "lutram_write_enables": 0.0, "ff_read_mux": 1.3857}, "ff": {"storage": 0.976, "pointers": 1.062, "output_register": 0.0, "bram_output": 2.0592}}, "convert": {"lut": {"gather": 6.4615, "split": 5.6257, "split_select": 1.0074, "split_count": 1.2752, "shift_buffer": 0.0, "slot_muxes": 1.1199, "shifter": 0.455, "counters": 0.0}, "ff": {"registers": 0.9969}}, "vvau": {"lut": {"control": 3.009, "multiply": 1.4812, "multiply_wide": 0.0904, "lut_multiply": 1.4352, "adders": 1.9004, "logic_memory": 1.0948}, "ff": {"control": 5.4831, "pipeline": 1.0799, "products": 0.6934, "partial_sums": 0.9989, "memory_registers": 1.2222}}, "threshold": {"lut": {"control": 1.9927, "compare_rom": 0.0, "compare_constant": 0.0, "signed_compares": 0.8564, "count_full_adders": 2.0484, "logic_memory": 1.8495}, "ff": {"control": 4.6509, "pipeline": 0.9837, "memory_registers": 1.0634}}, "add": {"lut": {"control": 3.3383, "adders": 1.1199, "small_adders": 2.1166, "shift_adds": 0.8638, "negations": 0.7609, "adders_after_multiplier": 0.0586}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.6543, "outputs": 3.2677, "ready": 0.7901}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.0, "soft_multiply_wide": 0.0, "soft_multiply_signed": 0.0, "lut_multiply": 1.738, "multiply_direct": 1.2177, "hard_multiply_signed": 0.1277, "negate_or_xnor": 1.3527, "adders": 0.8604, "popcount": 1.477, "accumulator_select": 0.952, "input_select": 1.13, "buffer_banks": 2.8348, "thresholds": 0.9381, "requant": 2.3714, "logic_memory": 1.3422, "rom_muxes": 0.7206, "counters": 2.0794, "bram_read": 0.1463, "bram_ram_read": 0.9584, "bram_read_mux": 1.3378}, "ff": {"registers": 0.9469, "bram_read": 0.0439, "bram_ram_read": 0.5457, "bram_ram_wide": 1.8339, "dsp_products": 0.8483, "rq_dsp_products": 1.2009, "memory_registers": 1.0689}}, "lut": {"lut": {"control": 1.0, "logic_memory": 1.0, "rom_muxes": 0.3421}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 18.214, "counters": 2.2592, "positions": 2.0081, "ring_steps": 3.2357, "ring_wraps": 1.7701, "padded_positions": 0.7094, "read_address": 0.0, "compares": 1.7158, "payload": 1.041, "logic_memory": 0.0, "lutram_read_mux": 1.2271, "bram_read_mux": 0.0, "write_delay": 0.2977}, "ff": {"registers": 0.9917, "memory_registers": 1.0132, "payload": 0.8077, "write_delay": 1.2135}}, "pool": {"lut": {"control": 4.1362, "compare": 1.2663, "compare_logic": 5.5103, "select": 0.4959, "counters": 1.3039}, "ff": {"control": 1.8736, "running": 1.0201, "shared": 1.3144, "counters": 0.6728}}, "fifo": {"lut": {"shallow": 1.5755, "shallow_pointers": 1.5809, "shallow_words": 0.2455, "shallow_read_mux": 3.5049, "shallow_wide_level": 9.6516, "deep": 0.0, "deep_pointers": 2.3798, "bram_width": 1.3331, "lutram": 0.0, "lutram_banked": 8.4289, "lutram_read_mux": 1.0464, "lutram_write_enables": 1.1565, "ff_read_mux": 0.0}, "ff": {"storage": 0.88, "pointers": 0.9036, "output_register": 0.0, "bram_output": 2.2353}}, "convert": {"lut": {"gather": 3.8873, "split": 4.2744, "split_select": 1.1192, "split_count": 2.5867, "shift_buffer": 0.0, "slot_muxes": 3.4142, "shifter": 0.0, "counters": 0.0}, "ff": {"registers": 0.9969}}, "vvau": {"lut": {"control": 7.1646, "multiply": 0.8573, "multiply_wide": 0.0, "lut_multiply": 2.358, "adders": 1.7961, "logic_memory": 0.8124}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 0.0, "compare_rom": 1.2637, "compare_constant": 0.8343, "signed_compares": 0.0, "count_full_adders": 3.8841, "logic_memory": 0.7234}, "ff": {"control": 4.6509, "pipeline": 0.9837, "memory_registers": 1.0634}}, "add": {"lut": {"control": 3.9257, "adders": 1.1808, "small_adders": 3.0133, "shift_adds": 0.0, "negations": 0.0, "adders_after_multiplier": 1.0411}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 2.464, "ready": 1.5111}, "ff": {"control": 0.0, "outputs": 1.0}}}}

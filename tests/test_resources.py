@@ -36,10 +36,8 @@ KNOWN_OFF = {
     ('ecp5-85f', 'mvau', 64, 16, 1, 16, 'UINT2'),
     ('ecp5-85f', 'mvau', 16, 16, 2, 2, 'INT8'),
     ('ecp5-85f', 'mvau', 32, 392, 8, 28, 'BIPOLAR'),
-    ('ecp5-85f', 'mvau', 8, 512, 1, 8, 'UINT4'),
-    ('ecp5-85f', 'mvau', 128, 1152, 1, 8, 'BIPOLAR', 'block', 'block'),
-    ('ecp5-85f', 'mvau', 64, 2304, 1, 16, 'BIPOLAR', 'block', 'block'),
     ('ecp5-85f', 'mvau', 384, 768, 1, 8, 'BIPOLAR', 'block', 'block'),
+    ('ecp5-85f', 'mvau', 12, 1024, 2, 1, 'BIPOLAR', 'block'),
     ('ecp5-85f', 'pool', '12', '2', '8', 'UINT2', '12'),
     ('ecp5-85f', 'fifo', '1', '4'),
     ('ecp5-85f', 'fifo', '8', '256'),
@@ -94,12 +92,16 @@ def test_lut_and_ff_within_15_percent(record):
 
 
 @pytest.mark.parametrize("width, depth, rom, family, expected", [
-    (16, 256, True, "ice40", resources.MemoryMapping("bram", 1)),     # 256 bits of logic cost > 64
-    (16, 64, True, "ice40", resources.MemoryMapping("logic")),        # 64 is not cheaper than 64
-    (32, 128, True, "ice40", resources.MemoryMapping("bram", 2)),
-    (8, 16, False, "ice40", resources.MemoryMapping("bram", 1)),      # a RAM costs a bit per bit in logic
-    (8, 168, False, "ecp5", resources.MemoryMapping("lutram", 22)),   # ties with a DP16KD: LUT RAM comes first
-    (64, 64, False, "ecp5", resources.MemoryMapping("bram", 2)),      # PDPW16KD, 36 bits wide
+    (16, 256, True, "ice40", resources.MemoryMapping("bram", 1, "SB_RAM40_4K")),   # 256 bits of logic cost > 64
+    (16, 64, True, "ice40", resources.MemoryMapping("logic")),                      # 64 is not cheaper than 64
+    (32, 128, True, "ice40", resources.MemoryMapping("bram", 2, "SB_RAM40_4K")),
+    (8, 16, False, "ice40", resources.MemoryMapping("bram", 1, "SB_RAM40_4K")),     # a RAM costs a bit per bit in logic
+    # Ties with a DP16KD: LUT RAM comes first.
+    (8, 168, False, "ecp5", resources.MemoryMapping("lutram", 22, "TRELLIS_DPR16X4", 11)),
+    (64, 64, False, "ecp5", resources.MemoryMapping("bram", 2, "PDPW16KD")),        # 36 bits wide
+    # CNV-w1a1's node_linear_1 at a 20 % ECP5 budget: 16 banks of 2,048 words, 8 bits each packed
+    # nine to a block (Yosys built 15 blocks and a 16-input read multiplexer).
+    (8, 32768, True, "ecp5", resources.MemoryMapping("bram", 15, "DP16KD", 16)),
 ])
 def test_memory_mapping(width, depth, rom, family, expected):
     assert resources.memory_mapping(width=width, depth=depth, rom=rom, family=family) == expected
