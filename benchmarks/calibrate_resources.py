@@ -291,6 +291,11 @@ SWEEP = [
     _mvau(16, 48, 2, 3, "UINT4", "INT4", "requant", "INT6", 14, res_type="lut", ram_style="block"),
     _mvau(8, 64, 4, 2, "UINT3", "INT4", "requant", "INT8", 12, res_type="lut", ram_style="block"),
     _mvau(16, 36, 2, 4, "INT4", "INT4", "requant", "INT8", 16, res_type="lut"),
+    # Signed inputs times signed weights read from block RAM, multiplied in LUTs.
+    _mvau(8, 72, 2, 12, "INT4", "INT4", "thresholds", "UINT4", res_type="lut", ram_style="block"),
+    _mvau(16, 64, 2, 8, "INT4", "INT4", "accumulator", res_type="lut", ram_style="block"),
+    _mvau(16, 64, 2, 8, "UINT4", "INT4", "accumulator", res_type="lut", ram_style="block"),
+    _mvau(16, 48, 1, 6, "INT3", "INT3", "accumulator", res_type="lut", ram_style="block"),
     _mvau(64, 64, 1, 16, "BIPOLAR", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="block",
           ram_style_thresholds="distributed"),
     _mvau(128, 128, 2, 32, "BIPOLAR", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="block",

@@ -409,7 +409,12 @@ class WindowReduce(wiring.Component):
         self._mode = mode
         self._in_dtype, self._out_dtype = in_dtype, out_dtype
         self._simd = simd
-        self._value_shape = signed(max((-lo - 1).bit_length(), hi.bit_length()) + 1)
+        if mode == "max":
+            # Stored codes order as their values do (a bipolar 1 is +1, a 0 is -1): a max compares
+            # and keeps the codes themselves, as narrow as the input.
+            self._value_shape = signed(in_dtype.bitwidth) if in_dtype.signed else unsigned(in_dtype.bitwidth)
+        else:
+            self._value_shape = signed(max((-lo - 1).bit_length(), hi.bit_length()) + 1)
 
         self.in_elems = self.out_elems = simd
         self.in_width = in_dtype.bitwidth
@@ -422,18 +427,22 @@ class WindowReduce(wiring.Component):
         })
 
     def _value(self, bits):
-        """The true value of one stored input element, signed."""
-        if self._in_dtype.bipolar:
+        """One stored input element as the running values hold it: its code for a max, its true
+        value for a sum."""
+        if self._in_dtype.bipolar and self._mode == "sum":
             return Mux(bits[0], Const(1, self._value_shape), Const(-1, self._value_shape))
         return bits.as_signed() if self._in_dtype.signed else bits
 
     def _encode(self, value):
-        """One output element's stored bits for a signed result."""
+        """One output element's stored bits for a running value (a bipolar one is a max's code)."""
         if self._out_dtype.bipolar:
-            return value > 0
-        # Sign-extend first: the running value may be narrower than the output element.
-        return value.as_signed()[:self.out_width] if value.shape().width >= self.out_width \
-            else Cat(value, value[-1].replicate(self.out_width - value.shape().width))
+            return value[0]
+        # Extend by the value's own sign: the running value may be narrower than the output element.
+        width = value.shape().width
+        if width >= self.out_width:
+            return value[:self.out_width]
+        fill = value[-1] if value.shape().signed else Const(0, 1)
+        return Cat(value, fill.replicate(self.out_width - width))
 
     def elaborate(self, platform):
         m = Module()

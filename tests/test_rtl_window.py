@@ -264,6 +264,21 @@ def test_global_sum_pool_of_a_layer_output():
                                   images.sum(axis=(1, 2)))
 
 
+@pytest.mark.parametrize("in_dtype, out_dtype", [
+    (BIPOLAR, BIPOLAR), (UINT(1), UINT(1)), (UINT(2), UINT(4)), (INT(2), INT(4)), (INT(3), INT(3)),
+])
+def test_max_pool_of_narrow_types(in_dtype, out_dtype):
+    # The running values are the stored codes: a bipolar max is the OR of its codes, and a result
+    # is zero- or sign-extended by its own type into a wider output.
+    pool = WindowReduce(channels=4, window=4, mode="max", in_dtype=in_dtype, out_dtype=out_dtype,
+                        simd=2, vectors=3, name="pool")
+    assert pool._value_shape.width == in_dtype.bitwidth
+    frames = 2
+    patches = random_values(np.random.default_rng(7), in_dtype, (frames, 3, 4, 4))  # frame, vector, k, channel
+    run = run_stream(pool, pack(patches, in_dtype, 2), frames * 3 * 2, in_gap=0.2, out_stall=0.3)
+    np.testing.assert_array_equal(unpack(run.beats, out_dtype, 2).reshape(frames, 3, 4), patches.max(axis=2))
+
+
 def lint(tmp_path, top) -> None:
     (tmp_path / "streamc_top.v").write_text(to_verilog(top))
     command, env = verilator_command()
