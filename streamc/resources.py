@@ -575,13 +575,13 @@ def spec_from_dict(kernel: str, values: dict) -> Spec:
 
 # --- Memories -------------------------------------------------------------------------------------
 
-#: memory_libmap's block RAMs: cost, address bits, port widths (a ROM may use every width).
+#: memory_libmap's block RAMs: primitive, cost, address bits, port widths (a ROM may use every width).
 _BLOCK_RAMS = {
     "ice40": [dict(primitive="SB_RAM40_4K", cost=64, abits=11, widths=(2, 4, 8, 16), byte=0)],
     "ecp5": [dict(primitive="DP16KD", cost=128, abits=14, widths=(1, 2, 4, 9, 18), byte=9),
              dict(primitive="PDPW16KD", cost=128, abits=14, widths=(1, 2, 4, 9, 18, 36), byte=9)],
 }
-_LUTRAM = {"ecp5": dict(primitive="TRELLIS_DPR16X4", cost=4, depth=16, width=4)}   # TRELLIS_DPR16X4: RAMs only (prune_rom)
+_LUTRAM = {"ecp5": dict(primitive="TRELLIS_DPR16X4", cost=4, depth=16, width=4)}   # RAMs only (prune_rom)
 _ROM_LOGIC_COST, _RAM_LOGIC_COST = 1 / 16, 1.0
 
 
@@ -884,8 +884,8 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
     input_select = buffer_banks = 0
     if spec.nf > 1:
         buffer_width = spec.simd * spec.in_bits
-        buffer = memory_mapping(width=buffer_width, depth=spec.sf, rom=False, family=family)
-        banks = -(-spec.sf // 16) if buffer.kind == "lutram" else 1
+        buffer = mappings[-1]
+        banks = buffer.banks if buffer.kind == "lutram" else 1
         input_select = buffer_width * (-(-(banks + 1) // 2) - (1 if spec.xnor else 0))
         # A LUT-RAM buffer in several 16-word banks decodes a write enable for each.
         buffer_banks = banks if banks > 1 else 0
@@ -1132,7 +1132,7 @@ def _parts(spec: Spec, family: str, dsp: bool) -> tuple[_Memories, int, dict[str
         ring = memories.add(width=beat, depth=spec.ring_words, rom=False, family=family)
         lut, ff = _window_features(spec)
         # LUT RAM past 16 words is banked, with a read multiplexer across the banks.
-        banks = -(-spec.ring_words // 16) if memories.lutram else 1
+        banks = ring.banks if ring.kind == "lutram" else 1
         lut.update(payload=beat, logic_memory=memories.ff_ram_mux, lutram_read_mux=beat * (banks - 1),
                    bram_read_mux=_bram_read_mux(ring, beat, family))
         # Block RAM reads with an enable and no transparency: Yosys keeps the read data beside it.
