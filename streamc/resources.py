@@ -273,7 +273,8 @@ class WindowSpec(_Spec):
 @dataclass(frozen=True)
 class PoolSpec(_Spec):
     """A max :class:`~streamc.rtl.window.WindowReduce`: one running value per channel in registers,
-    ``value_bits`` wide (signed, and just wide enough for the input type's range)."""
+    ``value_bits`` wide (the input's code for one- and two-bit types, else a signed value just wide
+    enough for the type's range)."""
 
     channels: int
     window: int
