@@ -399,6 +399,13 @@ SWEEP = [
     ("pool", dict(channels=48, window=9, vectors=9, dtype="BIPOLAR", simd=1)),
     ("pool", dict(channels=96, window=4, vectors=16, dtype="UINT2", simd=8)),
     ("pool", dict(channels=48, window=4, vectors=36, dtype="UINT2", simd=3)),
+    # Groups in a power of two, as most CNNs pool: the first group is a decode of the count's top bits.
+    ("pool", dict(channels=32, window=4, vectors=16, dtype="UINT2", simd=4)),
+    ("pool", dict(channels=128, window=4, vectors=9, dtype="UINT2", simd=16)),
+    ("pool", dict(channels=64, window=4, vectors=16, dtype="UINT2", simd=2)),
+    ("pool", dict(channels=32, window=9, vectors=4, dtype="UINT2", simd=8)),
+    ("pool", dict(channels=64, window=4, vectors=16, dtype="BIPOLAR", simd=2)),
+    ("pool", dict(channels=256, window=4, vectors=4, dtype="BIPOLAR", simd=8)),
     ("fifo", dict(width=8, depth=2)),
     ("fifo", dict(width=1, depth=2)),
     ("fifo", dict(width=2, depth=2)),

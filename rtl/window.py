@@ -452,8 +452,14 @@ class WindowReduce(wiring.Component):
         simd, iw = self._simd, self.in_width
         groups = self._channels // simd
 
-        group = Signal(range(groups))
-        k = Signal(range(self._window))
+        # One count of beats over a window: its first and last groups are ranges of the count.
+        # Counting groups and windows apart costs an enable for the second counter, an AND of the
+        # handshake with the first counter's wrap, which ABC maps to a LUT7 of mostly constant
+        # LUT4s on the ECP5 (CNV-w1a1's second pool: 24 LUTs, 17 with one count).
+        beats = groups * self._window
+        beat = Signal(range(beats))
+        first = beat < groups
+        last = beat >= beats - groups
         # The groups arrive in turn, so the running values rotate through registers as they do:
         # the head holds the values of the group the next beat brings, and no multiplexer over
         # the groups reads or decodes a write.
@@ -475,18 +481,15 @@ class WindowReduce(wiring.Component):
             # compare of narrow values to LUT logic on the ECP5, a subtraction to its carry chain.
             combined = Mux((x - before)[-1], before, x) if self._mode == "max" else before + x
             result = Signal(self._value_shape, name=f"result_{j}")
-            m.d.comb += result.eq(Mux(k == 0, x, combined))
+            m.d.comb += result.eq(Mux(first, x, combined))
             results.append(result)
             with m.If(take):
                 m.d.sync += [running[g][j].eq(running[g + 1][j]) for g in range(groups - 1)]
                 m.d.sync += running[groups - 1][j].eq(result)
 
         with m.If(advance):
-            m.d.sync += self.o.valid.eq(take & (k == self._window - 1))
+            m.d.sync += self.o.valid.eq(take & last)
         with m.If(take):
-            m.d.sync += self.o.payload.eq(Cat(*(self._encode(v) for v in results)))
-            with m.If(group == groups - 1):
-                m.d.sync += [group.eq(0), k.eq(Mux(k == self._window - 1, 0, k + 1))]
-            with m.Else():
-                m.d.sync += group.eq(group + 1)
+            m.d.sync += [self.o.payload.eq(Cat(*(self._encode(v) for v in results))),
+                         beat.eq(Mux(beat == beats - 1, 0, beat + 1))]
         return m
