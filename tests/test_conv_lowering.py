@@ -24,6 +24,8 @@ CASES = {
     "residual_block_legacy": ("residual_block_frames.npy", 0),
     "concat_block": ("concat_block_frames.npy", 0),
     "concat_block_legacy": ("concat_block_frames.npy", 0),
+    "ort_qdq_cnn": ("ort_qdq_cnn_frames.npy", 0),
+    "ort_qdq_cnn_u8": ("ort_qdq_cnn_u8_frames.npy", 0),
 }
 
 
@@ -75,23 +77,28 @@ def test_a_residual_add_joins_the_block_input_and_the_branch():
     assert abs(add.weights[0] / add.weights[1] - 0.12093161791563034 / 0.125) < 0.05
 
 
-@pytest.mark.parametrize("name,verify", [
-    ("digits_cnn", {"inputs": "digits_cnn_frames.npy", "labels": "digits_cnn_labels.npy", "frames": 64}),
-    ("conv1d_kws", {"inputs": "conv1d_kws_frames.npy", "expected": "conv1d_kws_expected.npy"}),
-    ("depthwise_block", {"inputs": "depthwise_block_frames.npy", "expected": "depthwise_block_expected.npy",
-                         "frames": 8}),
-    ("residual_block", {"inputs": "residual_block_frames.npy", "expected": "residual_block_expected.npy",
-                        "frames": 8}),
-    ("concat_block", {"inputs": "concat_block_frames.npy", "expected": "concat_block_expected.npy", "frames": 8}),
+@pytest.mark.parametrize("name,target_fps,verify", [
+    ("digits_cnn", 150_000, {"inputs": "digits_cnn_frames.npy", "labels": "digits_cnn_labels.npy", "frames": 64}),
+    ("conv1d_kws", 150_000, {"inputs": "conv1d_kws_frames.npy", "expected": "conv1d_kws_expected.npy"}),
+    ("depthwise_block", 150_000, {"inputs": "depthwise_block_frames.npy",
+                                  "expected": "depthwise_block_expected.npy", "frames": 8}),
+    ("residual_block", 150_000, {"inputs": "residual_block_frames.npy", "expected": "residual_block_expected.npy",
+                                 "frames": 8}),
+    ("concat_block", 150_000, {"inputs": "concat_block_frames.npy", "expected": "concat_block_expected.npy",
+                               "frames": 8}),
+    # onnxruntime's QDQ: max pool and flatten between quantizers (the first window needs 1,296 cycles a frame)
+    ("ort_qdq_cnn", 50_000, {"inputs": "ort_qdq_cnn_frames.npy", "expected": "ort_qdq_cnn_expected.npy", "frames": 8}),
+    ("ort_qdq_cnn_u8", 50_000, {"inputs": "ort_qdq_cnn_u8_frames.npy", "expected": "ort_qdq_cnn_u8_expected.npy",
+                                "frames": 8}),
 ])
-def test_cnn_is_bit_exact_in_verilator(tmp_path, name, verify):
+def test_cnn_is_bit_exact_in_verilator(tmp_path, name, target_fps, verify):
     import yaml
 
     from streamc.build.runner import run_build
 
     config = tmp_path / "build.yaml"
     config.write_text(yaml.safe_dump({
-        "model": str(CNN / f"{name}.onnx"), "output_dir": str(tmp_path / "out"), "target_fps": 150_000,
+        "model": str(CNN / f"{name}.onnx"), "output_dir": str(tmp_path / "out"), "target_fps": target_fps,
         "steps": ["load", "tidy", "streamline", "to_hw", "fold", "rtl", "sim"],
         "verify": {k: v if k == "frames" else str(CNN / v) for k, v in verify.items()}}))
     report = run_build(config).rtlsim

@@ -180,6 +180,8 @@ class _Lowering:
                 self._lower_concat(node, dynamic)
             elif node.op_type in CODE_OPS and len(dynamic) == 1:
                 self._lower_code_op(node, *self.available[dynamic[0]])
+            elif len(dynamic) == 1 and _units(self.graph, _segment(self.graph, node), 0, len(_segment(self.graph, node))):
+                self._lower_requantization(node, dynamic[0])
             else:
                 raise LoweringError(f"{node.describe()} follows quantizer "
                                     f"{self.available[dynamic[0]][0].quantizer.name!r}; streamc expects a MatMul, Gemm, "
@@ -282,6 +284,44 @@ class _Lowering:
         self.done.add(id(node))
         self.available[node.outputs[0]] = (_Codes(out, lo, hi, dtype, first), parts[0][1])
 
+    def _lower_requantization(self, node: Node, tensor: str) -> None:
+        """Elementwise ops and a quantizer on codes, with no linear layer before them: a lookup table, or
+        nothing where the quantizer gives the codes back. Shape ops and max pools among the elementwise
+        ops act on the table's output codes (elementwise ops commute with shape ops, and with a max
+        where the table does not decrease)."""
+        graph = self.graph
+        codes, floats = self.available[tensor]
+        body = _segment(graph, node)
+        start, quantizer = _units(graph, body, 0, len(body))[0]
+        between = body[:start]
+        moved = [n for n in between if n.op_type in CODE_OPS]
+        source = codes.quantizer
+        same = (not between and quantizer.dtype is not None and quantizer.dtype.min <= codes.lo
+                and codes.hi <= quantizer.dtype.max
+                and np.array_equal(quantizer.scale, source.scale)
+                and np.array_equal(quantizer.zero_point, source.zero_point))
+        if same:
+            result = _Codes(codes.tensor, codes.lo, codes.hi, codes.dtype, quantizer)
+        else:
+            channels = graph.meta["shapes"][tensor][1]
+            if codes.dtype != BIPOLAR:  # a table has an entry for every code the stream's type holds
+                codes = _Codes(codes.tensor, codes.dtype.min, codes.dtype.max, codes.dtype, source)
+            table = _table(graph, codes, between, quantizer, channels, reads=(tensor, floats))
+            if table is None:
+                raise LoweringError(f"the elementwise ops from {node.describe()} to quantizer {quantizer.name!r} "
+                                    "differ per channel; per-channel lookup tables are not supported yet")
+            pools = [n for n in moved if n.op_type == "MaxPool"]
+            if pools and np.any(np.diff(table) < 0):
+                raise LoweringError(f"{pools[0].describe()} lies among elementwise ops that decrease before quantizer "
+                                    f"{quantizer.name!r}; streamc takes a max pool there only where they do not")
+            nodes, result = _lower_lookup_table(graph, codes, table, quantizer, self.stages)
+            self.body += nodes
+        for op in moved:
+            self._lower_code_op(op, result, floats)
+            result = self.available[op.outputs[0]][0]
+        self.done |= {id(n) for n in body[:start + len(quantizer.nodes)]}
+        self._publish(_Codes(result.tensor, result.lo, result.hi, result.dtype, quantizer))
+
     # -- segments: a linear layer, an average or a residual Add, up to its quantizer ----------------------------
     def _lower_segment(self, node: Node, inputs: list[tuple[_Codes, bool]]) -> None:
         graph = self.graph
@@ -345,8 +385,10 @@ def _prefix(graph: Graph) -> list[Node]:
 
 
 def _segment(graph: Graph, node: Node) -> list[Node]:
-    """``node`` and the chain after it, up to the next hardware op, join or branch."""
+    """``node`` and the chain after it, up to the next hardware op, join or branch, or up to a shape op
+    or max pool after a quantizer: those act on its codes."""
     chain, current = [node], node.outputs[0]
+    quantized = node.op_type in QUANTIZER_OPS
     while True:
         consumers = graph.consumers(current)
         if len(consumers) != 1:
@@ -355,6 +397,9 @@ def _segment(graph: Graph, node: Node) -> list[Node]:
         dynamic = [t for t in after.inputs if t and not graph.is_constant(t)]
         if dynamic != [current] or after.op_type in LINEAR_OPS | AVERAGING_OPS | {"Concat"}:
             break
+        if quantized and after.op_type in CODE_OPS:
+            break
+        quantized = quantized or after.op_type in QUANTIZER_OPS
         chain.append(after)
         current = after.outputs[0]
     return chain
@@ -935,14 +980,26 @@ def _check_thresholds(code_of, thresholds, lo, hi, levels, node, quantizer) -> N
                             "in the accumulator; it cannot be expressed as thresholds")
 
 
-def _table(graph, codes: _Codes, between: list[Node], quantizer: _Quantizer, channels: int) -> np.ndarray | None:
+def _table(graph, codes: _Codes, between: list[Node], quantizer: _Quantizer, channels: int,
+           reads: tuple[str, bool] | None = None) -> np.ndarray | None:
     """The model's ops from ``codes`` through ``quantizer``, run on every input code; None when the
-    result differs between channels (a per-channel constant among the ops)."""
+    result differs between channels (a per-channel constant among the ops).
+
+    ``between`` reads the source quantizer's output, or ``reads``: a tensor that holds its
+    dequantized values (True) or its codes (False). Shape ops and max pools in ``between`` are
+    passed over: the table is elementwise."""
     source = codes.quantizer
     coding = quantizer.nodes[:quantizer.n_coding]
-    start = source.nodes[source.n_coding - 1].outputs[0]
+    start = source.nodes[source.n_coding - 1].outputs[0] if source.n_coding else source.codes_tensor
     last = coding[-1].outputs[0]
-    sub = Graph(nodes=[*source.nodes[source.n_coding:], *between, *coding], constants=graph.constants,
+    front = source.nodes[source.n_coding:]
+    if reads is not None:
+        tensor, floats = reads
+        front = front if floats else []
+        given = source.output if floats else start
+        front = front + ([Node("Identity", "reads", [given], [tensor])] if given != tensor else [])
+    passed = [Node("Identity", n.name, [n.inputs[0]], [n.outputs[0]]) if n.op_type in CODE_OPS else n for n in between]
+    sub = Graph(nodes=[*front, *passed, *coding], constants=graph.constants,
                 inputs=[TensorInfo(start, (1, channels))], outputs=[TensorInfo(last, (1, channels))],
                 opset=graph.opset, qonnx_opset=graph.qonnx_opset)
     grid = np.repeat(source.output_from_codes(_code_values(codes))[:, None], channels, axis=1)

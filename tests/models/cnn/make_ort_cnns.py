@@ -1,0 +1,77 @@
+"""Quantize two small float CNNs with onnxruntime's ``quantize_static`` (QDQ) as test models.
+
+Run from the repository root with torch and onnxruntime installed::
+
+    python tests/models/cnn/make_ort_cnns.py
+
+In onnxruntime's QDQ format every activation is ``QuantizeLinear -> DequantizeLinear``, the
+``MaxPool`` and ``Flatten`` included: each sits between two quantizers of the same scale.
+
+- ``ort_qdq_cnn``, input (1, 3, 12, 12) in [-1, 1]: Conv 3->8 3x3 pad 1 -> ReLU -> MaxPool 2 ->
+  Conv 8->8 3x3 stride 2 -> ReLU -> Flatten (32) -> Linear 32->4. Per-channel int8 weights,
+  symmetric int8 activations (zero point 0, so padding is exact).
+- ``ort_qdq_cnn_u8``, input (1, 3, 11, 9) in [-1, 1]: Conv 3->6 3x3 -> ReLU -> Conv 6->6 3x3
+  stride 2 -> ReLU -> Flatten (72) -> Linear 72->4. Per-tensor int8 weights, asymmetric uint8
+  activations (nonzero zero points), only Conv and Gemm quantized: the Flatten reads a
+  dequantized tensor and the Linear's input quantizer requantizes it.
+
+Writes, next to this script, ``<name>.onnx``, ``<name>_frames.npy`` (16 frames) and
+``<name>_expected.npy`` (onnxruntime's outputs with graph optimizations off: its QDQ fusions
+compute some layers in other float arithmetic) and ``<name>.onnx.txt``.
+"""
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+HERE = Path(__file__).resolve().parent
+SEED = 20261123
+
+
+class _Frames(CalibrationDataReader):
+    def __init__(self, frames: np.ndarray):
+        self._batches = iter([{"x": f[None]} for f in frames])
+
+    def get_next(self):
+        return next(self._batches, None)
+
+
+def _export(name: str, net: torch.nn.Module, shape: tuple, **options) -> None:
+    rng = np.random.default_rng(SEED)
+    float_path = HERE / f"{name}_float.onnx"
+    torch.onnx.export(net.eval(), torch.zeros(1, *shape), str(float_path), opset_version=13, dynamo=False,
+                      input_names=["x"], output_names=["y"])
+    calibration = rng.uniform(-1, 1, (32, *shape)).astype(np.float32)
+    path = HERE / f"{name}.onnx"
+    quantize_static(str(float_path), str(path), _Frames(calibration), quant_format=QuantFormat.QDQ,
+                    weight_type=QuantType.QInt8, **options)
+    float_path.unlink()
+    frames = rng.uniform(-1, 1, (16, *shape)).astype(np.float32)
+    session_options = ort.SessionOptions()
+    session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(str(path), session_options, providers=["CPUExecutionProvider"])
+    expected = np.concatenate([session.run(None, {"x": f[None]})[0] for f in frames])
+    np.save(HERE / f"{name}_frames.npy", frames)
+    np.save(HERE / f"{name}_expected.npy", expected)
+    (HERE / f"{name}.onnx.txt").write_text(onnx.printer.to_text(onnx.load(path).graph) + "\n")
+
+
+def main() -> None:
+    torch.manual_seed(SEED)
+    _export("ort_qdq_cnn",
+            torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+                                torch.nn.Conv2d(8, 8, 3, stride=2), torch.nn.ReLU(), torch.nn.Flatten(),
+                                torch.nn.Linear(32, 4)),
+            (3, 12, 12), per_channel=True, activation_type=QuantType.QInt8,
+            extra_options={"ActivationSymmetric": True})
+    _export("ort_qdq_cnn_u8",
+            torch.nn.Sequential(torch.nn.Conv2d(3, 6, 3), torch.nn.ReLU(), torch.nn.Conv2d(6, 6, 3, stride=2),
+                                torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(72, 4)),
+            (3, 11, 9), per_channel=False, activation_type=QuantType.QUInt8, op_types_to_quantize=["Conv", "Gemm"])
+
+
+if __name__ == "__main__":
+    main()
