@@ -148,3 +148,30 @@ def test_a_branch_of_float_ops_is_rejected():
     model.graph.node.append(helper.make_node("Relu", ["q0"], ["side"], name="SideBranch"))
     with pytest.raises(LoweringError, match=r"^node 'SideBranch' \(Relu\) follows quantizer 'QuantIn'; streamc expects"):
         compile_graph(model)
+
+
+def _conv_chain(act_scale: np.ndarray) -> "onnx.ModelProto":
+    """Quant -> Conv1d -> Quant (scale ``act_scale``) -> Conv1d, QONNX, weights quantized to 2 bits."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(np.asarray(v, np.float32), name) for name, v in [
+        ("s_in", 0.25), ("s_act", act_scale), ("zero", 0.0), ("bits", 2.0), ("s_w", 0.5),
+        ("w1", rng.integers(-1, 2, (4, 2, 3))), ("w2", rng.integers(-1, 2, (3, 4, 3)))]]
+    quant = dict(domain="qonnx.custom_op.general", signed=1, narrow=0, rounding_mode="ROUND")
+    nodes = [
+        helper.make_node("Quant", ["x", "s_in", "zero", "bits"], ["q0"], name="QuantIn", **quant),
+        helper.make_node("Quant", ["w1", "s_w", "zero", "bits"], ["w1q"], name="W1", **quant),
+        helper.make_node("Conv", ["q0", "w1q"], ["c1"], name="Conv1", kernel_shape=[3]),
+        helper.make_node("Quant", ["c1", "s_act", "zero", "bits"], ["q1"], name="ActQuant", **quant),
+        helper.make_node("Quant", ["w2", "s_w", "zero", "bits"], ["w2q"], name="W2", **quant),
+        helper.make_node("Conv", ["q1", "w2q"], ["y"], name="Conv2", kernel_shape=[3]),
+    ]
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 4])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                   helper.make_opsetid("qonnx.custom_op.general", 1)])
+
+
+def test_per_channel_activation_scale_before_a_convolution_is_refused_by_name():
+    with pytest.raises(LoweringError, match=r"^quantizer 'ActQuant': its scale must be one value per tensor here"):
+        compile_graph(_conv_chain(np.linspace(0.5, 1.0, 4).reshape(1, 4, 1)))
+    compile_graph(_conv_chain(np.float32(0.5)))  # the same chain with one scale compiles

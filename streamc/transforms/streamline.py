@@ -900,7 +900,7 @@ def _threshold_layer(graph, node, linear: _Linear, lo, hi, following, quantizer)
 
     def code_of(acc: np.ndarray) -> np.ndarray:
         y = execute(sub, {node.outputs[0]: linear.output(node, acc)})[last]
-        return quantizer.codes_from_output(y.reshape(acc.shape))
+        return quantizer.codes_from_output(y).reshape(acc.shape)
 
     at_ends = code_of(np.stack([hi, lo]))
     levels = quantizer.levels(at_ends)
