@@ -150,7 +150,7 @@ def test_a_branch_of_float_ops_is_rejected():
         compile_graph(model)
 
 
-def _conv_chain(act_scale: np.ndarray) -> "onnx.ModelProto":
+def _conv_chain(act_scale: np.ndarray):
     """Quant -> Conv1d -> Quant (scale ``act_scale``) -> Conv1d, QONNX, weights quantized to 2 bits."""
     rng = np.random.default_rng(0)
     inits = [numpy_helper.from_array(np.asarray(v, np.float32), name) for name, v in [
