@@ -72,6 +72,8 @@ class Graph:
     name: str = "streamc"
     #: Facts later steps need that the nodes do not carry (set by ``streamline``: see there).
     meta: dict[str, Any] = field(default_factory=dict)
+    #: Names ``fresh_name`` gave out: a pass may take several before it adds their nodes.
+    issued: set[str] = field(default_factory=set)
 
     def copy(self) -> "Graph":
         return copy.deepcopy(self)
@@ -90,10 +92,11 @@ class Graph:
 
     def fresh_name(self, base: str) -> str:
         taken = set(self.constants) | {t for n in self.nodes for t in n.inputs + n.outputs}
-        taken |= {n.name for n in self.nodes} | {i.name for i in self.inputs}
+        taken |= {n.name for n in self.nodes} | {i.name for i in self.inputs} | self.issued
         for i in itertools.count():
             candidate = f"{base}_{i}" if i else base
             if candidate not in taken:
+                self.issued.add(candidate)
                 return candidate
         raise AssertionError("unreachable")
 

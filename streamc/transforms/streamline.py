@@ -350,8 +350,7 @@ class _Lowering:
                 f"there: {', '.join(sorted(MONOTONIC_OPS))} (any elementwise op is supported between two quantizers)")
         last_start, last_quantizer = units[-1]
         if join:
-            layer_nodes, codes = _lower_add(graph, node, [c for c, _ in inputs], body[1:last_start], last_quantizer,
-                                            self.stages)
+            layer_nodes, codes = _lower_add(graph, node, inputs, body[1:last_start], last_quantizer, self.stages)
         else:
             layer_nodes, codes = _lower_linear(graph, node, codes, body, units, self.stages)
         self.body += layer_nodes
@@ -434,10 +433,12 @@ def _lower_linear(graph, node, codes, body, units, stages) -> tuple[list[Node], 
     return layer_nodes + table_nodes, codes
 
 
-def _lower_add(graph, node, inputs: list[_Codes], following, quantizer, stages) -> tuple[list[Node], _Codes]:
+def _lower_add(graph, node, reads: list[tuple[_Codes, bool]], following, quantizer, stages) -> tuple[list[Node], _Codes]:
     """A residual ``Add`` of two quantized branches up to its quantizer: ``t = ka*a + kb*b`` on the codes, then
     thresholds on ``t``. ``ka : kb`` is the ratio of the branches' scales, or the nearest small-integer ratio
-    that gives the model's output for every pair of input codes (checked on all pairs)."""
+    that gives the model's output for every pair of input codes (checked on all pairs). ``reads`` are the
+    codes of each input and whether the model holds them as dequantized floats there."""
+    inputs = [codes for codes, _ in reads]
     a, b = inputs
     shape = graph.meta["shapes"][node.outputs[0]]
     channels, spatial = shape[1], len(shape) - 2
@@ -454,7 +455,7 @@ def _lower_add(graph, node, inputs: list[_Codes], following, quantizer, stages) 
         if np.any(layer.weights != linear.weights):
             raise LoweringError(f"{node.describe()}: the code of quantizer {quantizer.name!r} falls as the sum grows in "
                                 "some channel; streamc supports residual Adds followed by rising functions")
-        if _add_matches(graph, node, inputs, (ka, kb), layer, following):
+        if _add_matches(graph, node, reads, (ka, kb), layer, following):
             break
     else:
         raise LoweringError(f"{node.describe()}: no integer weighting of its inputs (scales {scales[0]:g} and "
@@ -498,23 +499,26 @@ def _scale_ratios(scale_a: float, scale_b: float):
             yield pair
 
 
-def _add_matches(graph, node, inputs: list[_Codes], weights, layer: _Thresholded, following) -> bool:
+def _add_matches(graph, node, reads: list[tuple[_Codes, bool]], weights, layer: _Thresholded, following) -> bool:
     """Whether the thresholds on ``ka*a + kb*b`` give the model's codes for every pair of input codes
     (a random 2**20 of them where there are more)."""
     quantizer = layer.quantizer
-    values = [_code_values(codes) for codes in inputs]
+    values = [_code_values(codes) for codes, _ in reads]
     pairs = np.stack(np.meshgrid(*values, indexing="ij"), axis=-1).reshape(-1, 2)
     if len(pairs) > 1 << 20:
         pairs = pairs[np.random.default_rng(0).choice(len(pairs), 1 << 20, replace=False)]
     channels = layer.thresholds.shape[0]
     spatial = len(graph.meta["shapes"][node.outputs[0]]) - 2
-    feeds = {tensor: np.repeat(codes.quantizer.output_from_codes(pairs[:, k])[:, None], channels, axis=1)
-             .reshape(len(pairs), channels, *[1] * spatial)
-             for k, (tensor, codes) in enumerate(zip(node.inputs, inputs))}
+    feeds, fronts = {}, []
+    for k, (tensor, (codes, floats)) in enumerate(zip(node.inputs, reads)):
+        start, front = _reading(codes.quantizer, tensor, floats)
+        fronts += front
+        feeds[start] = (np.repeat(codes.quantizer.output_from_codes(pairs[:, k])[:, None], channels, axis=1)
+                        .reshape(len(pairs), channels, *[1] * spatial))
     coding = quantizer.nodes[:quantizer.n_coding]
     last = coding[-1].outputs[0]
-    sub = Graph(nodes=[node, *following, *coding], constants=graph.constants,
-                inputs=[TensorInfo(t, (1, channels)) for t in node.inputs], outputs=[TensorInfo(last, (1, channels))],
+    sub = Graph(nodes=[*fronts, node, *following, *coding], constants=graph.constants,
+                inputs=[TensorInfo(t, (1, channels)) for t in feeds], outputs=[TensorInfo(last, (1, channels))],
                 opset=graph.opset, qonnx_opset=graph.qonnx_opset)
     model = quantizer.codes_from_output(execute(sub, feeds)[last]).reshape(len(pairs), channels)
     total = pairs @ np.asarray(weights)
@@ -990,14 +994,8 @@ def _table(graph, codes: _Codes, between: list[Node], quantizer: _Quantizer, cha
     passed over: the table is elementwise."""
     source = codes.quantizer
     coding = quantizer.nodes[:quantizer.n_coding]
-    start = source.nodes[source.n_coding - 1].outputs[0] if source.n_coding else source.codes_tensor
     last = coding[-1].outputs[0]
-    front = source.nodes[source.n_coding:]
-    if reads is not None:
-        tensor, floats = reads
-        front = front if floats else []
-        given = source.output if floats else start
-        front = front + ([Node("Identity", "reads", [given], [tensor])] if given != tensor else [])
+    start, front = _reading(source, *(reads or (source.output, True)))
     passed = [Node("Identity", n.name, [n.inputs[0]], [n.outputs[0]]) if n.op_type in CODE_OPS else n for n in between]
     sub = Graph(nodes=[*front, *passed, *coding], constants=graph.constants,
                 inputs=[TensorInfo(start, (1, channels))], outputs=[TensorInfo(last, (1, channels))],
@@ -1005,6 +1003,18 @@ def _table(graph, codes: _Codes, between: list[Node], quantizer: _Quantizer, cha
     grid = np.repeat(source.output_from_codes(_code_values(codes))[:, None], channels, axis=1)
     tables = quantizer.codes_from_output(execute(sub, {start: grid})[last]).reshape(grid.shape)
     return tables[:, 0].astype(np.int64) if np.all(tables == tables[:, :1]) else None
+
+
+def _reading(source: _Quantizer, tensor: str, floats: bool) -> tuple[str, list[Node]]:
+    """Where a subgraph that reads ``tensor`` starts, fed the output of ``source``'s coding nodes, and
+    the nodes from there to ``tensor``: the dequantization where it holds floats, and a rename where
+    shape ops or max pools lie between."""
+    start = source.nodes[source.n_coding - 1].outputs[0] if source.n_coding else source.codes_tensor
+    front = list(source.nodes[source.n_coding:]) if floats else []
+    given = source.output if floats else start
+    if given != tensor:
+        front.append(Node("Identity", f"{tensor}_read", [given], [tensor]))
+    return start, front
 
 
 def _code_values(codes: _Codes) -> np.ndarray:
