@@ -480,7 +480,7 @@ def _stages(spec: dict, taken: set[str], flatten: tuple | None, in_count: int) -
         return [layer]
     window = _window(hardware_name(spec["name"] + "_window", taken), spec["name"], conv["in_shape"],
                      conv["out_shape"][:-1], conv["kernel"], conv["strides"], conv["pads_begin"], conv["pads_end"],
-                     conv["dilations"], spec["in_dtype"], 0)
+                     conv["dilations"], spec["in_dtype"], conv["pad_value"])
     return [window, layer]
 
 

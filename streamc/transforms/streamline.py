@@ -677,6 +677,13 @@ class _Linear:
     depthwise: bool = False  # weights are (C, K): channel c's taps over its own input channel
     divisor: int = 0         # an average: the sum of float32 values, divided by the window size
     bias: np.ndarray | None = None   # a Conv's bias input, per output channel
+    pad: int | None = None   # a padded window's pad code: the input zero point, which stands for 0.0
+
+    def code_range(self, codes: "_Codes") -> tuple[int, int]:
+        """The input codes the accumulator sums: the stream's, and the pad code where the window pads."""
+        if self.pad is None:
+            return codes.lo, codes.hi
+        return min(codes.lo, self.pad), max(codes.hi, self.pad)
 
     def output(self, node: Node, acc: np.ndarray) -> np.ndarray:
         """What the model's linear node outputs for accumulator values ``acc`` (N, MH), in its layout."""
@@ -724,11 +731,9 @@ def _conv_linear(graph: Graph, node: Node, codes: _Codes) -> _Linear:
     scale = q.scale.reshape(channels, -1)
     if not np.all(scale == scale[:, :1]):
         raise LoweringError(f"{node.describe()}: weight scales must be per tensor or per output channel")
+    pad = _pad_code(node, codes, any(node.attrs.get("pads", [])))
     in_zero = _scalar(codes.quantizer.zero_point, "zero point", codes.quantizer)
-    if in_zero and any(node.attrs.get("pads", [])):
-        raise LoweringError(f"{node.describe()}: a padded convolution of inputs with a zero point ({in_zero:g}) "
-                            "is not supported yet")
-    if codes.dtype == BIPOLAR and any(node.attrs.get("pads", [])):
+    if codes.dtype == BIPOLAR and pad is not None:
         raise LoweringError(f"{node.describe()}: a padded convolution of bipolar inputs pads with 0, which is not a "
                             "bipolar value; streamc supports unpadded convolutions of bipolar inputs")
     bias = _constant(graph, node.inputs[2], node, "bias") if len(node.inputs) > 2 and node.inputs[2] else None
@@ -743,12 +748,23 @@ def _conv_linear(graph: Graph, node: Node, codes: _Codes) -> _Linear:
         # Depthwise: each channel its own taps, for a vector-vector unit.
         weights = kernel.reshape(channels, -1)
         return _Linear(weights, datatype_of_values(weights), in_scale * scale[:, 0], in_zero * weights.sum(axis=1),
-                       spatial=q.codes.ndim - 2, depthwise=True, bias=bias)
+                       spatial=q.codes.ndim - 2, depthwise=True, bias=bias, pad=pad)
     kernel = _dense_kernel(kernel, group)
     # (OC, C, *K) -> (OC, *K, C): the sliding window emits patches channel-fastest.
     weights = np.moveaxis(kernel, 1, -1).reshape(channels, -1)
     return _Linear(weights, datatype_of_values(weights), in_scale * scale[:, 0], in_zero * weights.sum(axis=1),
-                   spatial=q.codes.ndim - 2, bias=bias)
+                   spatial=q.codes.ndim - 2, bias=bias, pad=pad)
+
+
+def _pad_code(node: Node, codes: _Codes, padded: bool) -> int | None:
+    """The code a padded window fills in, the one for 0.0: the input's zero point; None without padding."""
+    if not padded:
+        return None
+    zero = _scalar(codes.quantizer.zero_point, "zero point", codes.quantizer)
+    if zero != round(zero):
+        raise LoweringError(f"{node.describe()}: it pads inputs whose zero point ({zero:g}) is not an integer, so no "
+                            "code stands for 0.0")
+    return int(zero)
 
 
 def _pool_window(graph: Graph, node: Node) -> dict:
@@ -781,11 +797,9 @@ def _average_linear(graph: Graph, node: Node, codes: _Codes) -> _Linear:
     weights = np.ones((channels, taps), np.int64)
     in_scale = _scalar(codes.quantizer.scale, "scale", codes.quantizer)
     in_zero = _scalar(codes.quantizer.zero_point, "zero point", codes.quantizer)
-    if in_zero and any(_pool_window(graph, node)["pads"]):
-        raise LoweringError(f"{node.describe()}: a padded average of inputs with a zero point ({in_zero:g}) is not "
-                            "supported yet")
+    pad = _pad_code(node, codes, any(_pool_window(graph, node)["pads"]))
     return _Linear(weights, datatype_of_values(weights), np.full(channels, in_scale), np.full(channels, in_zero * taps),
-                   spatial=len(graph.meta["shapes"][node.outputs[0]]) - 2, depthwise=True, divisor=taps)
+                   spatial=len(graph.meta["shapes"][node.outputs[0]]) - 2, depthwise=True, divisor=taps, pad=pad)
 
 
 def _linear(graph: Graph, node: Node, codes: _Codes) -> _Linear:
@@ -839,6 +853,16 @@ def _add_matmul(graph: Graph, node: Node, codes: _Codes, linear: _Linear, weight
     (grouped per channel for depthwise layers and averages)."""
     acc = graph.fresh_name(f"{node.name}_acc")
     graph.datatypes[acc] = smallest_datatype(lo.min(), hi.max())
+    front, codes_in = [], codes.tensor
+    if linear.pad:  # ONNX pads with 0.0; the window pads with the code for 0.0
+        pads = (node.attrs.get("pads") if node.op_type == "Conv" else _pool_window(graph, node)["pads"])
+        spatial = len(pads) // 2
+        codes_in = graph.fresh_name(f"{codes.tensor}_padded")
+        graph.datatypes[codes_in] = codes.dtype
+        front = [Node("Pad", graph.fresh_name(f"{node.name}_pad"),
+                      [codes.tensor, graph.add_constant(f"{node.name}_pads",
+                                                        np.array([0, 0, *pads[:spatial], 0, 0, *pads[spatial:]])),
+                       graph.add_constant(f"{node.name}_pad_code", np.float32(linear.pad))], [codes_in])]
     if linear.depthwise:
         if node.op_type == "Conv":
             taps, attrs = graph.quantized[node.inputs[1]].codes.shape[2:], dict(node.attrs)
@@ -847,11 +871,13 @@ def _add_matmul(graph: Graph, node: Node, codes: _Codes, linear: _Linear, weight
             taps = window["kernel"]
             attrs = dict(kernel_shape=list(taps), strides=list(window["strides"]), pads=list(window["pads"]),
                          dilations=list(window["dilations"]))
+        if front:
+            attrs.pop("pads")
         channels = len(weights)
         w_name = graph.add_constant(f"{node.name}_weight_int", weights.reshape(channels, 1, *taps).astype(np.float32))
         graph.datatypes[w_name] = datatype_of_values(weights)
         conv_out = graph.fresh_name(f"{node.name}_sum") if linear.spatial == 0 else acc
-        nodes = [Node("Conv", node.name, [codes.tensor, w_name], [conv_out], {**attrs, "group": channels})]
+        nodes = [*front, Node("Conv", node.name, [codes_in, w_name], [conv_out], {**attrs, "group": channels})]
         if linear.spatial == 0:  # ReduceMean without keepdims: the model's output has no spatial axes
             nodes.append(Node("Flatten", graph.fresh_name(f"{node.name}_flatten"), [conv_out], [acc]))
         return nodes, acc
@@ -862,7 +888,9 @@ def _add_matmul(graph: Graph, node: Node, codes: _Codes, linear: _Linear, weight
         w_name = graph.add_constant(f"{node.name}_weight_int", restored.astype(np.float32))
         graph.datatypes[w_name] = datatype_of_values(weights)
         attrs = {**node.attrs, "group": 1}
-        return [Node("Conv", node.name, [codes.tensor, w_name], [acc], attrs)], acc
+        if front:
+            attrs.pop("pads")
+        return [*front, Node("Conv", node.name, [codes_in, w_name], [acc], attrs)], acc
     w_name = graph.add_constant(f"{node.name}_weight_int", weights.T.astype(np.float32))
     graph.datatypes[w_name] = datatype_of_values(weights)
     return [Node("MatMul", node.name, [codes.tensor, w_name], [acc])], acc
@@ -890,7 +918,8 @@ class _Thresholded:
 
 def _thresholded(graph, node, codes, following, quantizer) -> _Thresholded:
     linear = _linear(graph, node, codes)
-    return _threshold_layer(graph, node, linear, *_acc_range(linear.weights, codes.lo, codes.hi), following, quantizer)
+    return _threshold_layer(graph, node, linear, *_acc_range(linear.weights, *linear.code_range(codes)), following,
+                            quantizer)
 
 
 def _threshold_layer(graph, node, linear: _Linear, lo, hi, following, quantizer) -> _Thresholded:
@@ -953,7 +982,7 @@ def _emit_thresholded_layer(graph, node, codes, layer: _Thresholded, stages) -> 
                        output=mt_out, weights=layer.weights, in_dtype=codes.dtype,
                        weight_dtype=datatype_of_values(layer.weights), thresholds=kept, requant=layer.requant,
                        out_dtype=out_dtype, out_bias=out_bias, acc_lo=layer.lo, acc_hi=layer.hi,
-                       conv=_conv_geometry(graph, node)))
+                       conv=_conv_geometry(graph, node, layer.linear.pad)))
     out_hi = 1 if bipolar else out_bias + kept.shape[1]
     return [*mm_nodes, mt], _Codes(mt_out, out_bias, out_hi, out_dtype, quantizer)
 
@@ -1034,8 +1063,9 @@ def _lower_lookup_table(graph, codes: _Codes, table: np.ndarray, quantizer: _Qua
     return [lut], _Codes(out, int(table.min()), int(table.max()), out_dtype, quantizer)
 
 
-def _conv_geometry(graph: Graph, node: Node) -> dict | None:
-    """What the sliding window of a Conv or average needs: shapes channels-last, kernel, strides, pads, dilations."""
+def _conv_geometry(graph: Graph, node: Node, pad: int | None) -> dict | None:
+    """What the sliding window of a Conv or average needs: shapes channels-last, kernel, strides, pads, dilations,
+    and the code it pads with."""
     if node.op_type not in AVERAGING_OPS | {"Conv"}:
         return None
     in_shape, out_shape = graph.meta["shapes"][node.inputs[0]][1:], graph.meta["shapes"][node.outputs[0]][1:]
@@ -1050,13 +1080,13 @@ def _conv_geometry(graph: Graph, node: Node) -> dict | None:
         out_shape = (out_shape[0], *[1] * spatial) if len(out_shape) == 1 else out_shape
     pads = window.pop("pads")
     return dict(in_shape=(*in_shape[1:], in_shape[0]), out_shape=(*out_shape[1:], out_shape[0]),
-                pads_begin=tuple(pads[:spatial]), pads_end=tuple(pads[spatial:]), **window)
+                pads_begin=tuple(pads[:spatial]), pads_end=tuple(pads[spatial:]), pad_value=pad or 0, **window)
 
 
 def _lower_last_layer(graph, node, codes, following, stages) -> tuple[list[Node], list[Node]]:
     """The last layer's accumulator leaves the hardware; the host rescales it. Returns hardware and host nodes."""
     linear = _linear(graph, node, codes)
-    lo, hi = _acc_range(linear.weights, codes.lo, codes.hi)
+    lo, hi = _acc_range(linear.weights, *linear.code_range(codes))
     # The unit's accumulator holds whatever its input type allows, codes the model cannot reach included.
     wide_lo, wide_hi = _acc_range(linear.weights, codes.dtype.min, codes.dtype.max)
     acc_dtype = smallest_datatype(wide_lo.min(), wide_hi.max())
@@ -1064,7 +1094,7 @@ def _lower_last_layer(graph, node, codes, following, stages) -> tuple[list[Node]
     stages.append(dict(kind="vvau" if linear.depthwise else "mvau", name=node.name, inputs=[codes.tensor], output=acc,
                        weights=linear.weights, in_dtype=codes.dtype,
                        weight_dtype=linear.weight_dtype, thresholds=None, out_dtype=acc_dtype, out_bias=0,
-                       acc_lo=lo, acc_hi=hi, conv=_conv_geometry(graph, node)))
+                       acc_lo=lo, acc_hi=hi, conv=_conv_geometry(graph, node, linear.pad)))
     if linear.divisor:
         raise LoweringError(f"{node.describe()}: an average as the last hardware layer needs a quantizer or Trunc after "
                             "it; streamc does not divide on the host")

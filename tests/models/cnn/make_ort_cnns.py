@@ -10,10 +10,11 @@ In onnxruntime's QDQ format every activation is ``QuantizeLinear -> DequantizeLi
 - ``ort_qdq_cnn``, input (1, 3, 12, 12) in [-1, 1]: Conv 3->8 3x3 pad 1 -> ReLU -> MaxPool 2 ->
   Conv 8->8 3x3 stride 2 -> ReLU -> Flatten (32) -> Linear 32->4. Per-channel int8 weights,
   symmetric int8 activations (zero point 0, so padding is exact).
-- ``ort_qdq_cnn_u8``, input (1, 3, 11, 9) in [-1, 1]: Conv 3->6 3x3 -> ReLU -> Conv 6->6 3x3
-  stride 2 -> ReLU -> Flatten (72) -> Linear 72->4. Per-tensor int8 weights, asymmetric uint8
-  activations (nonzero zero points), only Conv and Gemm quantized: the Flatten reads a
-  dequantized tensor and the Linear's input quantizer requantizes it.
+- ``ort_qdq_cnn_u8``, input (1, 3, 11, 9) in [-1, 1]: Conv 3->6 3x3 pad 1 -> ReLU -> Conv 6->6 3x3
+  stride 2 -> ReLU -> Flatten (120) -> Linear 120->4. Per-tensor int8 weights, asymmetric uint8
+  activations as ``quantize_static`` makes by default (nonzero zero points: the padding is the
+  zero point's code), only Conv and Gemm quantized: the ReLU and Flatten read a dequantized
+  tensor and the Linear's input quantizer requantizes it.
 
 Writes, next to this script, ``<name>.onnx``, ``<name>_frames.npy`` (16 frames) and
 ``<name>_expected.npy`` (onnxruntime's outputs with graph optimizations off: its QDQ fusions
@@ -68,8 +69,8 @@ def main() -> None:
             (3, 12, 12), per_channel=True, activation_type=QuantType.QInt8,
             extra_options={"ActivationSymmetric": True})
     _export("ort_qdq_cnn_u8",
-            torch.nn.Sequential(torch.nn.Conv2d(3, 6, 3), torch.nn.ReLU(), torch.nn.Conv2d(6, 6, 3, stride=2),
-                                torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(72, 4)),
+            torch.nn.Sequential(torch.nn.Conv2d(3, 6, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(6, 6, 3, stride=2),
+                                torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(120, 4)),
             (3, 11, 9), per_channel=False, activation_type=QuantType.QUInt8, op_types_to_quantize=["Conv", "Gemm"])
 
 
