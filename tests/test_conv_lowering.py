@@ -26,6 +26,7 @@ CASES = {
     "concat_block_legacy": ("concat_block_frames.npy", 0),
     "ort_qdq_cnn": ("ort_qdq_cnn_frames.npy", 0),
     "ort_qdq_cnn_u8": ("ort_qdq_cnn_u8_frames.npy", 0),
+    "ort_qop_cnn": ("ort_qop_cnn_frames.npy", 0),
 }
 
 
@@ -90,6 +91,8 @@ def test_a_residual_add_joins_the_block_input_and_the_branch():
     ("ort_qdq_cnn", 50_000, {"inputs": "ort_qdq_cnn_frames.npy", "expected": "ort_qdq_cnn_expected.npy", "frames": 8}),
     ("ort_qdq_cnn_u8", 50_000, {"inputs": "ort_qdq_cnn_u8_frames.npy", "expected": "ort_qdq_cnn_u8_expected.npy",
                                 "frames": 8}),
+    # its operator format: QLinearConv, and the float classifier on the host
+    ("ort_qop_cnn", 50_000, {"inputs": "ort_qop_cnn_frames.npy", "expected": "ort_qop_cnn_expected.npy", "frames": 8}),
 ])
 def test_cnn_is_bit_exact_in_verilator(tmp_path, name, target_fps, verify):
     import yaml

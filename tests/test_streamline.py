@@ -139,7 +139,7 @@ def test_missing_input_quantizer_is_rejected():
         node.input[:] = ["input" if t == "q0" else t for t in node.input]
     with pytest.raises(LoweringError, match=r"^node 'Gemm0' \(MatMul\) reads an unquantized input; put an activation "
                                             r"quantizer \(Quant, BipolarQuant or QuantizeLinear\) before the first "
-                                            r"linear layer, or give an int8/uint8 input to a MatMulInteger$"):
+                                            r"linear layer, or give an int8/uint8 input to a MatMulInteger or ConvInteger$"):
         compile_graph(model)
 
 

@@ -37,7 +37,10 @@ from ..ir import Graph, Node, TensorInfo
 from .tidy import SHAPE_OPS, quant_datatype
 
 QUANTIZER_OPS = frozenset({"Quant", "BipolarQuant", "QuantizeLinear", "Trunc"})
-LINEAR_OPS = frozenset({"MatMul", "MatMulInteger", "Conv"})
+LINEAR_OPS = frozenset({"MatMul", "MatMulInteger", "Conv", "ConvInteger"})
+#: Linear ops on integer codes (the integer-operator dialect): their output is the int32 accumulator.
+INTEGER_LINEAR_OPS = frozenset({"MatMulInteger", "ConvInteger"})
+CONV_OPS = frozenset({"Conv", "ConvInteger"})
 #: Ops between a quantizer and the next linear layer that act on codes as on values: shape ops, and
 #: max pooling (the quantizer is monotonic, so the max of codes is the code of the max).
 CODE_OPS = SHAPE_OPS | {"MaxPool"}
@@ -180,13 +183,13 @@ class _Lowering:
                 self._lower_concat(node, dynamic)
             elif node.op_type in CODE_OPS and len(dynamic) == 1:
                 self._lower_code_op(node, *self.available[dynamic[0]])
-            elif len(dynamic) == 1 and _units(self.graph, _segment(self.graph, node), 0, len(_segment(self.graph, node))):
+            elif len(dynamic) == 1 and _reaches_quantizer(self.graph, node):
                 self._lower_requantization(node, dynamic[0])
             else:
                 raise LoweringError(f"{node.describe()} follows quantizer "
                                     f"{self.available[dynamic[0]][0].quantizer.name!r}; streamc expects a MatMul, Gemm, "
-                                    "MatMulInteger, Conv, average pool, residual Add, Concat, a shape op or MaxPool there, "
-                                    "or a quantizer after elementwise ops")
+                                    "MatMulInteger, Conv, ConvInteger, average pool, residual Add, Concat, a shape op "
+                                    "or MaxPool there, or a quantizer after elementwise ops")
         if self.hw_output is None:
             raise LoweringError("the model ends with shape or pooling ops after its last quantizer")
 
@@ -207,7 +210,7 @@ class _Lowering:
             quantizer = _integer_input(graph, prefix[first_hw])
             consumed = []
         else:
-            raise LoweringError("the model has no MatMul/Gemm/MatMulInteger/Conv after its input quantizer: nothing to "
+            raise LoweringError("the model has no MatMul/Gemm/MatMulInteger/Conv/ConvInteger after its input quantizer: nothing to "
                                 "put in hardware")
         codes, coding_nodes = _head_codes(graph, quantizer)
         self.head += coding_nodes
@@ -359,12 +362,19 @@ class _Lowering:
         self._publish(codes)
 
 def _feeding_hardware(graph: Graph) -> dict[int, bool]:
-    """For each node: is it, or does it feed, a linear layer, an average or a residual Add?"""
+    """For each node: is it, or does it feed, a linear layer, an average or a residual Add?
+
+    A MatMul or Conv with float (unquantized) weights after the last quantized layer, such as a
+    classifier head left in float, is not hardware: it stays on the host with the tail."""
     feeds: dict[int, bool] = {}
     for node in reversed(graph.nodes):
         dynamic = [t for t in node.inputs if t and not graph.is_constant(t)]
+        later = any(feeds[id(c)] for t in node.outputs for c in graph.consumers(t))
+        if node.op_type in LINEAR_OPS - INTEGER_LINEAR_OPS and node.inputs[1] not in graph.quantized and not later:
+            feeds[id(node)] = False
+            continue
         hardware = node.op_type in LINEAR_OPS | AVERAGING_OPS or (node.op_type == "Add" and len(dynamic) == 2)
-        feeds[id(node)] = hardware or any(feeds[id(c)] for t in node.outputs for c in graph.consumers(t))
+        feeds[id(node)] = hardware or later
     return feeds
 
 
@@ -402,6 +412,12 @@ def _segment(graph: Graph, node: Node) -> list[Node]:
         chain.append(after)
         current = after.outputs[0]
     return chain
+
+
+def _reaches_quantizer(graph: Graph, node: Node) -> bool:
+    """Whether the chain from ``node`` meets a quantizer before the next hardware op, join or branch."""
+    body = _segment(graph, node)
+    return bool(_units(graph, body, 0, len(body)))
 
 
 def _lower_linear(graph, node, codes, body, units, stages) -> tuple[list[Node], _Codes]:
@@ -542,13 +558,13 @@ def _units(graph: Graph, body: list[Node], start: int, end: int) -> list[tuple[i
 
 
 def _integer_input(graph: Graph, linear: Node) -> _Quantizer:
-    """An integer graph input read by a MatMulInteger is the hardware's input as it is."""
+    """An integer graph input read by a MatMulInteger or ConvInteger is the hardware's input as it is."""
     given = graph.inputs[0]
     storage = {TensorProto.INT8: np.int8, TensorProto.UINT8: np.uint8}.get(given.elem_type)
-    if linear.op_type != "MatMulInteger" or storage is None:
+    if linear.op_type not in INTEGER_LINEAR_OPS or storage is None:
         raise LoweringError(f"{linear.describe()} reads an unquantized input; put an activation quantizer (Quant, "
                             "BipolarQuant or QuantizeLinear) before the first linear layer, or give an int8/uint8 "
-                            "input to a MatMulInteger")
+                            "input to a MatMulInteger or ConvInteger")
     info = np.iinfo(storage)
     dtype = smallest_datatype(info.min, info.max)
     return _Quantizer([], 0, given.name, np.asarray(1.0), np.asarray(0.0), dtype, storage)
@@ -598,9 +614,12 @@ def _quantizer_at(graph: Graph, chain: list[Node], index: int) -> _Quantizer:
     if after is not None and after.op_type == "DequantizeLinear":
         dq_scale = _constant(graph, after.inputs[1], after, "scale")
         dq_zero = _constant(graph, after.inputs[2] if len(after.inputs) > 2 else "", after, "zero point")
-        # With other parameters (int8 tanh rescales its input this way) it is an op on the codes.
-        if np.array_equal(dq_scale, scale) and np.array_equal(dq_zero if dq_zero is not None else 0, zero):
+        # Its scale is what the codes stand for, whatever scale made them: onnxruntime's operator format
+        # requantizes with its own multiplier and dequantizes with the output scale. With another zero
+        # point it is an op on the codes.
+        if np.array_equal(dq_zero if dq_zero is not None else 0, zero):
             nodes.append(after)
+            scale = dq_scale
     dtype = smallest_datatype(lo, hi)
     dtype = dtype if (dtype.min, dtype.max) == (lo, hi) else DataType(dtype.name, lo, hi)
     return _Quantizer(nodes, n_coding, nodes[n_coding - 1].outputs[0], np.asarray(scale, np.float64),
@@ -658,8 +677,8 @@ def _head_codes(graph: Graph, quantizer: _Quantizer) -> tuple[_Codes, list[Node]
 
 
 def _check_linear_input(node: Node, floats: bool) -> None:
-    """A MatMul, Conv or average must read dequantized values, a MatMulInteger integer codes."""
-    wants_floats = node.op_type != "MatMulInteger"
+    """A MatMul, Conv or average must read dequantized values, a MatMulInteger or ConvInteger integer codes."""
+    wants_floats = node.op_type not in INTEGER_LINEAR_OPS
     if floats != wants_floats:
         kind = "dequantized values" if wants_floats else "integer codes"
         raise LoweringError(f"{node.describe()} must read the {kind} of its input quantizer")
@@ -671,7 +690,7 @@ class _Linear:
 
     weights: np.ndarray      # (MH, MW) integer, rows are output channels; a Conv's columns in (kh, kw, c) order
     weight_dtype: DataType
-    scale: np.ndarray        # MatMul/Conv: per-channel float factor acc -> output; MatMulInteger: unused
+    scale: np.ndarray        # MatMul/Conv: per-channel float factor acc -> output; integer ops: unused
     offset: np.ndarray       # subtracted from acc: input zero point times the row sums
     spatial: int = 0         # a Conv's number of spatial dimensions
     depthwise: bool = False  # weights are (C, K): channel c's taps over its own input channel
@@ -687,9 +706,9 @@ class _Linear:
 
     def output(self, node: Node, acc: np.ndarray) -> np.ndarray:
         """What the model's linear node outputs for accumulator values ``acc`` (N, MH), in its layout."""
-        if node.op_type == "MatMulInteger":
-            return (acc - self.offset).astype(np.int32)
-        if self.bias is not None:  # as the reference convolves: in float64, bias added, rounded once
+        if node.op_type in INTEGER_LINEAR_OPS:
+            value = (acc - self.offset).astype(np.int32)
+        elif self.bias is not None:  # as the reference convolves: in float64, bias added, rounded once
             value = ((acc - self.offset) * self.scale + self.bias).astype(np.float32)
         elif self.divisor:  # as the reference averages: in float64, rounded once to float32
             value = ((acc - self.offset) * self.scale.astype(np.float32).astype(np.float64) / self.divisor)
@@ -720,40 +739,64 @@ def _dense_kernel(kernel: np.ndarray, group: int) -> np.ndarray:
 
 def _conv_linear(graph: Graph, node: Node, codes: _Codes) -> _Linear:
     weight = node.inputs[1]
-    if weight not in graph.quantized:
-        raise LoweringError(f"{node.describe()}: its weight {weight!r} is not quantized; streamc needs integer "
-                            "weights (a Quant, BipolarQuant or DequantizeLinear on the weight tensor)")
     if node.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
         raise LoweringError(f"{node.describe()}: auto_pad {node.attrs['auto_pad']!r} is not supported; "
                             "write explicit pads")
-    q = graph.quantized[weight]
-    channels = q.codes.shape[0]
-    scale = q.scale.reshape(channels, -1)
-    if not np.all(scale == scale[:, :1]):
-        raise LoweringError(f"{node.describe()}: weight scales must be per tensor or per output channel")
-    pad = _pad_code(node, codes, any(node.attrs.get("pads", [])))
-    in_zero = _scalar(codes.quantizer.zero_point, "zero point", codes.quantizer)
+    padded = any(node.attrs.get("pads", []))
+    if node.op_type == "ConvInteger":
+        # Codes in, the int32 accumulator of (x - x_zero_point) and (w - w_zero_point) out; it pads with x's
+        # zero point.
+        integer = _constant(graph, weight, node, "weight (w)").astype(np.float64)
+        channels = integer.shape[0]
+        zero_w = _constant(graph, node.inputs[3] if len(node.inputs) > 3 else "", node, "w zero point")
+        if zero_w is not None:
+            integer = integer - np.asarray(zero_w, np.float64).reshape(-1, *[1] * (integer.ndim - 1))
+        x_zero = _constant(graph, node.inputs[2] if len(node.inputs) > 2 else "", node, "x zero point")
+        if x_zero is not None and np.unique(x_zero).size != 1:
+            raise LoweringError(f"{node.describe()}: a per-channel x zero point is not supported")
+        in_zero = 0.0 if x_zero is None else float(np.unique(x_zero)[0])
+        pad = int(in_zero) if padded else None
+        channel_scale, in_scale, bias = np.ones(channels), 1.0, None
+    else:
+        if weight not in graph.quantized:
+            raise LoweringError(f"{node.describe()}: its weight {weight!r} is not quantized; streamc needs integer "
+                                "weights (a Quant, BipolarQuant or DequantizeLinear on the weight tensor)")
+        q = graph.quantized[weight]
+        channels = q.codes.shape[0]
+        scale = q.scale.reshape(channels, -1)
+        if not np.all(scale == scale[:, :1]):
+            raise LoweringError(f"{node.describe()}: weight scales must be per tensor or per output channel")
+        channel_scale = scale[:, 0]
+        pad = _pad_code(node, codes, padded)
+        in_zero = _scalar(codes.quantizer.zero_point, "zero point", codes.quantizer)
+        in_scale = _scalar(codes.quantizer.scale, "scale", codes.quantizer)
+        bias = _constant(graph, node.inputs[2], node, "bias") if len(node.inputs) > 2 and node.inputs[2] else None
+        bias = None if bias is None else bias.astype(np.float64).reshape(channels)
+        integer = q.codes.astype(np.float64) - q.zero_point
     if codes.dtype == BIPOLAR and pad is not None:
         raise LoweringError(f"{node.describe()}: a padded convolution of bipolar inputs pads with 0, which is not a "
                             "bipolar value; streamc supports unpadded convolutions of bipolar inputs")
-    bias = _constant(graph, node.inputs[2], node, "bias") if len(node.inputs) > 2 and node.inputs[2] else None
-    bias = None if bias is None else bias.astype(np.float64).reshape(channels)
-    integer = q.codes.astype(np.float64) - q.zero_point
     if not np.all(integer == np.rint(integer)):
         raise LoweringError(f"{node.describe()}: weight zero point is not an integer")
     group = node.attrs.get("group", 1)
-    in_scale = _scalar(codes.quantizer.scale, "scale", codes.quantizer)
     kernel = np.rint(integer).astype(np.int64)
+    spatial = kernel.ndim - 2
     if group > 1 and group == channels and kernel.shape[1] == 1:
         # Depthwise: each channel its own taps, for a vector-vector unit.
         weights = kernel.reshape(channels, -1)
-        return _Linear(weights, datatype_of_values(weights), in_scale * scale[:, 0], in_zero * weights.sum(axis=1),
-                       spatial=q.codes.ndim - 2, depthwise=True, bias=bias, pad=pad)
+        return _Linear(weights, datatype_of_values(weights), in_scale * channel_scale, in_zero * weights.sum(axis=1),
+                       spatial=spatial, depthwise=True, bias=bias, pad=pad)
     kernel = _dense_kernel(kernel, group)
     # (OC, C, *K) -> (OC, *K, C): the sliding window emits patches channel-fastest.
     weights = np.moveaxis(kernel, 1, -1).reshape(channels, -1)
-    return _Linear(weights, datatype_of_values(weights), in_scale * scale[:, 0], in_zero * weights.sum(axis=1),
-                   spatial=q.codes.ndim - 2, bias=bias, pad=pad)
+    return _Linear(weights, datatype_of_values(weights), in_scale * channel_scale, in_zero * weights.sum(axis=1),
+                   spatial=spatial, bias=bias, pad=pad)
+
+
+def _kernel_shape(graph: Graph, node: Node) -> tuple[int, ...]:
+    """A Conv's or ConvInteger's kernel shape (OC, C/group, *K)."""
+    weight = node.inputs[1]
+    return graph.quantized[weight].codes.shape if node.op_type == "Conv" else graph.constants[weight].shape
 
 
 def _pad_code(node: Node, codes: _Codes, padded: bool) -> int | None:
@@ -806,7 +849,7 @@ def _linear(graph: Graph, node: Node, codes: _Codes) -> _Linear:
     if node.op_type in AVERAGING_OPS:
         return _average_linear(graph, node, codes)
     weight = node.inputs[1]
-    if node.op_type == "Conv":
+    if node.op_type in CONV_OPS:
         return _conv_linear(graph, node, codes)
     if node.op_type == "MatMul":
         if weight not in graph.quantized:
@@ -855,7 +898,7 @@ def _add_matmul(graph: Graph, node: Node, codes: _Codes, linear: _Linear, weight
     graph.datatypes[acc] = smallest_datatype(lo.min(), hi.max())
     front, codes_in = [], codes.tensor
     if linear.pad:  # ONNX pads with 0.0; the window pads with the code for 0.0
-        pads = (node.attrs.get("pads") if node.op_type == "Conv" else _pool_window(graph, node)["pads"])
+        pads = (node.attrs.get("pads") if node.op_type in CONV_OPS else _pool_window(graph, node)["pads"])
         spatial = len(pads) // 2
         codes_in = graph.fresh_name(f"{codes.tensor}_padded")
         graph.datatypes[codes_in] = codes.dtype
@@ -864,8 +907,8 @@ def _add_matmul(graph: Graph, node: Node, codes: _Codes, linear: _Linear, weight
                                                         np.array([0, 0, *pads[:spatial], 0, 0, *pads[spatial:]])),
                        graph.add_constant(f"{node.name}_pad_code", np.float32(linear.pad))], [codes_in])]
     if linear.depthwise:
-        if node.op_type == "Conv":
-            taps, attrs = graph.quantized[node.inputs[1]].codes.shape[2:], dict(node.attrs)
+        if node.op_type in CONV_OPS:
+            taps, attrs = _kernel_shape(graph, node)[2:], dict(node.attrs)
         else:
             window = _pool_window(graph, node)
             taps = window["kernel"]
@@ -881,8 +924,8 @@ def _add_matmul(graph: Graph, node: Node, codes: _Codes, linear: _Linear, weight
         if linear.spatial == 0:  # ReduceMean without keepdims: the model's output has no spatial axes
             nodes.append(Node("Flatten", graph.fresh_name(f"{node.name}_flatten"), [conv_out], [acc]))
         return nodes, acc
-    if node.op_type == "Conv":
-        kernel = graph.quantized[node.inputs[1]].codes.shape
+    if node.op_type in CONV_OPS:
+        kernel = _kernel_shape(graph, node)
         channels = kernel[1] * node.attrs.get("group", 1)
         restored = np.moveaxis(weights.reshape(kernel[0], *kernel[2:], channels), -1, 1)
         w_name = graph.add_constant(f"{node.name}_weight_int", restored.astype(np.float32))
@@ -1066,13 +1109,13 @@ def _lower_lookup_table(graph, codes: _Codes, table: np.ndarray, quantizer: _Qua
 def _conv_geometry(graph: Graph, node: Node, pad: int | None) -> dict | None:
     """What the sliding window of a Conv or average needs: shapes channels-last, kernel, strides, pads, dilations,
     and the code it pads with."""
-    if node.op_type not in AVERAGING_OPS | {"Conv"}:
+    if node.op_type not in AVERAGING_OPS | CONV_OPS:
         return None
     in_shape, out_shape = graph.meta["shapes"][node.inputs[0]][1:], graph.meta["shapes"][node.outputs[0]][1:]
     spatial = len(in_shape) - 1
-    if node.op_type == "Conv":
+    if node.op_type in CONV_OPS:
         pads = list(node.attrs.get("pads", [0] * 2 * spatial))
-        window = dict(kernel=tuple(graph.quantized[node.inputs[1]].codes.shape[2:]),
+        window = dict(kernel=tuple(_kernel_shape(graph, node)[2:]),
                       strides=tuple(node.attrs.get("strides", [1] * spatial)),
                       dilations=tuple(node.attrs.get("dilations", [1] * spatial)), pads=pads)
     else:
@@ -1106,7 +1149,7 @@ def _lower_last_layer(graph, node, codes, following, stages) -> tuple[list[Node]
                                                    linear.offset.astype(np.float32).reshape(linear.channel_shape()))],
                           [centered]))
         acc = centered
-    if node.op_type == "MatMulInteger":
+    if node.op_type in INTEGER_LINEAR_OPS:
         nodes.append(Node("Cast", graph.fresh_name(f"{node.name}_to_int32"), [acc], [node.outputs[0]],
                           {"to": TensorProto.INT32}))
         scale = np.ones(linear.weights.shape[0])
@@ -1120,7 +1163,7 @@ def _lower_last_layer(graph, node, codes, following, stages) -> tuple[list[Node]
             bias = linear.bias.astype(np.float32).reshape(linear.channel_shape())
             nodes.append(Node("Add", graph.fresh_name(f"{node.name}_bias"),
                               [scaled, graph.add_constant(f"{node.name}_bias", bias)], [node.outputs[0]]))
-    boundary = node.outputs[0] if linear.bias is None or node.op_type == "MatMulInteger" else scaled
+    boundary = node.outputs[0] if linear.bias is None or node.op_type in INTEGER_LINEAR_OPS else scaled
     graph.meta["boundary"] = dict(tensor=boundary, scale=np.asarray(scale, np.float64), offset=linear.offset)
     return mm_nodes, nodes + list(following)
 

@@ -22,7 +22,7 @@ SHAPE_OPS = frozenset({"Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze"
 def tidy(graph: Graph) -> Graph:
     graph = graph.copy()
     check_quantizer_constants(graph)
-    lower_qlinear_matmul(graph)
+    lower_qlinear_ops(graph)
     lower_gemm_to_matmul(graph)
     remove_identities(graph)
     fold_constants(graph)
@@ -84,31 +84,46 @@ def check_quantizer_constants(graph: Graph) -> None:
                                 "tensors must be finite")
 
 
-def lower_qlinear_matmul(graph: Graph) -> bool:
-    """``QLinearMatMul`` becomes MatMulInteger -> Cast -> Mul(a_s * b_s / y_s) -> QuantizeLinear(1, y_zp).
+def lower_qlinear_ops(graph: Graph) -> bool:
+    """``QLinearMatMul`` and ``QLinearConv`` become their integer op (MatMulInteger, ConvInteger) ->
+    [Add the int32 bias] -> Cast -> Mul(x_s * w_s / y_s) -> QuantizeLinear(1, y_zp).
 
-    This is how onnxruntime's kernel computes it: the int32 accumulator times the float32 multiplier
-    ``(a_scale * b_scale) / y_scale``, rounded half to even, plus the zero point, saturated; the
-    equality is pinned by a test against onnxruntime (tests/test_reference_ops.py).
+    This is how onnxruntime's kernels compute them: the int32 accumulator (plus the bias) times the
+    float32 multiplier ``(x_scale * w_scale) / y_scale``, per output channel where the weight scale
+    is, rounded half to even, plus the zero point, saturated; the equality is pinned by tests
+    against onnxruntime (tests/test_reference_ops.py).
     """
     changed = False
-    for node in [n for n in graph.nodes if n.op_type == "QLinearMatMul"]:
-        a, a_s, a_z, b, b_s, b_z, y_s, y_z = node.inputs
-        for tensor in (a_s, a_z, b_s, b_z, y_s, y_z):
+    for node in [n for n in graph.nodes if n.op_type in ("QLinearMatMul", "QLinearConv")]:
+        x, x_s, x_z, w, w_s, w_z, y_s, y_z = node.inputs[:8]
+        bias = node.inputs[8] if len(node.inputs) > 8 and node.inputs[8] else None
+        for tensor in (x_s, x_z, w_s, w_z, y_s, y_z, *([bias] if bias else [])):
             if not graph.is_constant(tensor):
-                raise FrontendError(f"{node.describe()}: scales and zero points must be constants")
+                raise FrontendError(f"{node.describe()}: scales, zero points and bias must be constants")
         c = graph.constants
-        multiplier = ((c[a_s].astype(np.float32) * c[b_s].astype(np.float32)) / c[y_s].astype(np.float32)).reshape(-1)
-        acc, scaled, rescaled = (graph.fresh_name(f"{node.name}_{what}") for what in ("acc", "float", "rescaled"))
-        index = graph.nodes.index(node)
-        graph.nodes[index:index + 1] = [
-            Node("MatMulInteger", node.name, [a, b, a_z, b_z], [acc]),
+        multiplier = ((c[x_s].astype(np.float32) * c[w_s].astype(np.float32)) / c[y_s].astype(np.float32)).reshape(-1)
+        conv = node.op_type == "QLinearConv"
+        # A convolution's per-channel constants broadcast over (N, C, *spatial).
+        channel_shape = (1, -1) + (1,) * (c[w].ndim - 2) if conv else (-1,)
+        acc, summed, scaled, rescaled = (graph.fresh_name(f"{node.name}_{what}")
+                                         for what in ("acc", "biased", "float", "rescaled"))
+        integer = (Node("ConvInteger", node.name, [x, w, x_z, w_z], [acc], dict(node.attrs)) if conv
+                   else Node("MatMulInteger", node.name, [x, w, x_z, w_z], [acc]))
+        nodes = [integer]
+        if bias:
+            nodes.append(Node("Add", graph.fresh_name(f"{node.name}_bias"),
+                              [acc, graph.add_constant(f"{node.name}_bias_int32",
+                                                       c[bias].astype(np.int32).reshape(channel_shape))], [summed]))
+            acc = summed
+        nodes += [
             Node("Cast", graph.fresh_name(f"{node.name}_cast"), [acc], [scaled], {"to": onnx.TensorProto.FLOAT}),
             Node("Mul", graph.fresh_name(f"{node.name}_rescale"),
-                 [scaled, graph.add_constant(f"{node.name}_multiplier", multiplier)], [rescaled]),
+                 [scaled, graph.add_constant(f"{node.name}_multiplier", multiplier.reshape(channel_shape))], [rescaled]),
             Node("QuantizeLinear", graph.fresh_name(f"{node.name}_requantize"),
                  [rescaled, graph.add_constant(f"{node.name}_unit_scale", np.float32(1)), y_z], node.outputs),
         ]
+        index = graph.nodes.index(node)
+        graph.nodes[index:index + 1] = nodes
         changed = True
     return changed
 

@@ -1,4 +1,4 @@
-"""Quantize two small float CNNs with onnxruntime's ``quantize_static`` (QDQ) as test models.
+"""Quantize small float CNNs with onnxruntime's ``quantize_static`` as test models.
 
 Run from the repository root with torch and onnxruntime installed::
 
@@ -15,6 +15,11 @@ In onnxruntime's QDQ format every activation is ``QuantizeLinear -> DequantizeLi
   activations as ``quantize_static`` makes by default (nonzero zero points: the padding is the
   zero point's code), only Conv and Gemm quantized: the ReLU and Flatten read a dequantized
   tensor and the Linear's input quantizer requantizes it.
+
+- ``ort_qop_cnn``, input (1, 3, 12, 12) in [-1, 1]: the network of ``ort_qdq_cnn`` in onnxruntime's
+  operator format with only the convolutions quantized: ``QLinearConv`` (per-channel int8 weights,
+  uint8 activations with zero points, the first padded), float ReLU, MaxPool and Flatten between
+  ``DequantizeLinear`` and ``QuantizeLinear``, and the Linear left in float (on the host).
 
 Writes, next to this script, ``<name>.onnx``, ``<name>_frames.npy`` (16 frames) and
 ``<name>_expected.npy`` (onnxruntime's outputs with graph optimizations off: its QDQ fusions
@@ -47,8 +52,8 @@ def _export(name: str, net: torch.nn.Module, shape: tuple, **options) -> None:
                       input_names=["x"], output_names=["y"])
     calibration = rng.uniform(-1, 1, (32, *shape)).astype(np.float32)
     path = HERE / f"{name}.onnx"
-    quantize_static(str(float_path), str(path), _Frames(calibration), quant_format=QuantFormat.QDQ,
-                    weight_type=QuantType.QInt8, **options)
+    quantize_static(str(float_path), str(path), _Frames(calibration), weight_type=QuantType.QInt8,
+                    **{"quant_format": QuantFormat.QDQ, **options})
     float_path.unlink()
     frames = rng.uniform(-1, 1, (16, *shape)).astype(np.float32)
     session_options = ort.SessionOptions()
@@ -62,16 +67,17 @@ def _export(name: str, net: torch.nn.Module, shape: tuple, **options) -> None:
 
 def main() -> None:
     torch.manual_seed(SEED)
-    _export("ort_qdq_cnn",
-            torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-                                torch.nn.Conv2d(8, 8, 3, stride=2), torch.nn.ReLU(), torch.nn.Flatten(),
-                                torch.nn.Linear(32, 4)),
-            (3, 12, 12), per_channel=True, activation_type=QuantType.QInt8,
+    cnn = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+                              torch.nn.Conv2d(8, 8, 3, stride=2), torch.nn.ReLU(), torch.nn.Flatten(),
+                              torch.nn.Linear(32, 4))
+    _export("ort_qdq_cnn", cnn, (3, 12, 12), per_channel=True, activation_type=QuantType.QInt8,
             extra_options={"ActivationSymmetric": True})
     _export("ort_qdq_cnn_u8",
             torch.nn.Sequential(torch.nn.Conv2d(3, 6, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(6, 6, 3, stride=2),
                                 torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(120, 4)),
             (3, 11, 9), per_channel=False, activation_type=QuantType.QUInt8, op_types_to_quantize=["Conv", "Gemm"])
+    _export("ort_qop_cnn", cnn, (3, 12, 12), quant_format=QuantFormat.QOperator, per_channel=True,
+            activation_type=QuantType.QUInt8, op_types_to_quantize=["Conv"])
 
 
 if __name__ == "__main__":
