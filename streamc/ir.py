@@ -24,6 +24,9 @@ QONNX_DOMAIN = "qonnx.custom_op.general"
 QONNX_OPS = frozenset({"Quant", "BipolarQuant", "Trunc", "MultiThreshold"})
 #: streamc's own ops (``LookupTable``), which only streamc's executor runs.
 STREAMC_DOMAIN = "streamc.custom_op"
+#: onnxruntime's contrib ops streamc reads: ``QGemm``, what its operator-format quantizer makes of a Gemm.
+MICROSOFT_DOMAIN = "com.microsoft"
+MICROSOFT_OPS = frozenset({"QGemm"})
 
 
 @dataclass
@@ -115,7 +118,8 @@ class Graph:
         """The graph as an ONNX model; QONNX ops go to the qonnx domain so qonnx can run it."""
         nodes = []
         for node in self.nodes:
-            domain = QONNX_DOMAIN if node.op_type in QONNX_OPS else STREAMC_DOMAIN if node.op_type == "LookupTable" else ""
+            domain = (QONNX_DOMAIN if node.op_type in QONNX_OPS else STREAMC_DOMAIN if node.op_type == "LookupTable"
+                      else MICROSOFT_DOMAIN if node.op_type in MICROSOFT_OPS else "")
             nodes.append(helper.make_node(node.op_type, node.inputs, node.outputs, name=node.name,
                                           domain=domain, **node.attrs))
         initializers = [numpy_helper.from_array(np.asarray(v), name) for name, v in self.constants.items()]
@@ -129,7 +133,7 @@ class Graph:
             entry.key, entry.value = "finn_datatype", dtype.name
             graph.quantization_annotation.append(annotation)
         opsets = [helper.make_opsetid("", self.opset), helper.make_opsetid(QONNX_DOMAIN, self.qonnx_opset),
-                  helper.make_opsetid(STREAMC_DOMAIN, 1)]
+                  helper.make_opsetid(STREAMC_DOMAIN, 1), helper.make_opsetid(MICROSOFT_DOMAIN, 1)]
         model = helper.make_model(graph, opset_imports=opsets, producer_name="streamc")
         # ir_version 10: what onnxruntime (which qonnx uses for standard ops) accepts today.
         model.ir_version = 10

@@ -560,6 +560,40 @@ def _qlinear_matmul(attrs, inputs, versions):
     return [_requantize(accumulator, _output_multiplier(a_scale, b_scale, y_scale), y_zero_point)]
 
 
+@_op("QGemm")
+def _qgemm(attrs, inputs, versions):
+    """onnxruntime's contrib ``QGemm`` on the CPU: the int32 bias ``C`` plus the product of the zero-point
+    shifted ``A`` and ``B``, times ``alpha * a_scale * b_scale`` (per column of B), divided by ``y_scale``,
+    in float32 left to right; requantized as MLAS does where ``y`` has a zero point, else that float32
+    product."""
+    a, a_scale, a_zero_point, b, b_scale, b_zero_point = inputs[:6]
+    c, y_scale, y_zero_point = _input(inputs, 6), _input(inputs, 7), _input(inputs, 8)
+    if attrs.get("transA", 0):
+        a = a.T
+    if attrs.get("transB", 0):
+        b = b.T
+    for what, parameter in (("a_scale", a_scale), ("a_zero_point", a_zero_point), ("y_scale", y_scale),
+                            ("y_zero_point", y_zero_point)):
+        if parameter is not None:
+            _per_tensor(parameter, what, "QGemm")
+    if (y_scale is None) != (y_zero_point is None):
+        raise FrontendError("QGemm needs both y_scale and y_zero_point for an 8-bit output, or neither for a float one")
+    columns = b.shape[-1]
+    for what, parameter in (("b_scale", b_scale), ("b_zero_point", b_zero_point)):
+        if parameter.size not in (1, columns):
+            raise FrontendError(f"QGemm {what} of shape {parameter.shape} must be per-tensor or hold one value per "
+                                f"column of B ({columns})")
+    shifted_a = a.astype(np.int32) - a_zero_point.astype(np.int32).reshape(-1)[0]
+    shifted_b = b.astype(np.int32) - b_zero_point.astype(np.int32).reshape(-1)
+    accumulator = np.matmul(shifted_a.astype(np.int64), shifted_b.astype(np.int64)).astype(np.int32)
+    if c is not None:
+        accumulator = accumulator + c.astype(np.int32)
+    scales = np.float32(attrs.get("alpha", 1.0)) * np.float32(a_scale.reshape(-1)[0]) * b_scale.astype(np.float32).reshape(-1)
+    if y_scale is None:
+        return [accumulator.astype(np.float32) * scales]
+    return [_requantize(accumulator, scales / np.float32(y_scale.reshape(-1)[0]), y_zero_point)]
+
+
 @_op("BatchNormalization")
 def _batch_normalization(attrs, inputs, versions):
     x, scale, bias, mean, var = inputs[:5]

@@ -27,6 +27,7 @@ CASES = {
     "ort_qdq_cnn": ("ort_qdq_cnn_frames.npy", 0),
     "ort_qdq_cnn_u8": ("ort_qdq_cnn_u8_frames.npy", 0),
     "ort_qop_cnn": ("ort_qop_cnn_frames.npy", 0),
+    "ort_qop_cnn_float_head": ("ort_qop_cnn_float_head_frames.npy", 0),
 }
 
 
@@ -91,7 +92,7 @@ def test_a_residual_add_joins_the_block_input_and_the_branch():
     ("ort_qdq_cnn", 50_000, {"inputs": "ort_qdq_cnn_frames.npy", "expected": "ort_qdq_cnn_expected.npy", "frames": 8}),
     ("ort_qdq_cnn_u8", 50_000, {"inputs": "ort_qdq_cnn_u8_frames.npy", "expected": "ort_qdq_cnn_u8_expected.npy",
                                 "frames": 8}),
-    # its operator format: QLinearConv, and the float classifier on the host
+    # its operator format: QLinearConv and QGemm
     ("ort_qop_cnn", 50_000, {"inputs": "ort_qop_cnn_frames.npy", "expected": "ort_qop_cnn_expected.npy", "frames": 8}),
 ])
 def test_cnn_is_bit_exact_in_verilator(tmp_path, name, target_fps, verify):

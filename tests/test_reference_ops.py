@@ -63,11 +63,11 @@ def _run_qonnx(op_type, attrs, inputs, *, qonnx_opset=1):
     return result["out0"]
 
 
-def _run_onnxruntime(op_type, attrs, inputs, reference_outputs, *, opset=13):
+def _run_onnxruntime(op_type, attrs, inputs, reference_outputs, *, opset=13, domain=""):
     # outputs are declared with the reference's dtypes: a wrong dtype fails the session
     outputs = [helper.make_tensor_value_info(f"out{i}", helper.np_dtype_to_tensor_dtype(y.dtype), None)
                for i, y in enumerate(reference_outputs)]
-    model = _one_node_model(op_type, attrs, inputs, [None] * len(outputs), opset=opset)
+    model = _one_node_model(op_type, attrs, inputs, [None] * len(outputs), opset=opset, domain=domain)
     del model.graph.output[:]
     model.graph.output.extend(outputs)
     options = onnxruntime.SessionOptions()
@@ -519,6 +519,28 @@ QLINEAR_CASES = [
 def test_qlinear_matmul_matches_onnxruntime(inputs):
     actual = run_node("QLinearMatMul", {}, inputs)
     _assert_bit_exact(actual[0], _run_onnxruntime("QLinearMatMul", {}, inputs, actual)[0])
+
+
+@pytest.mark.parametrize("signed", [False, True])
+@pytest.mark.parametrize("per_column", [False, True])
+@pytest.mark.parametrize("output", ["quantized", "float"])
+@pytest.mark.parametrize("alpha,trans_b", [(1.0, 1), (0.37, 0)])
+def test_qgemm_matches_onnxruntime(signed, per_column, output, alpha, trans_b):
+    """onnxruntime's contrib QGemm: requantized or float output, per-column B scales, bias, alpha, transB."""
+    rng = np.random.default_rng(7)
+    dtype = np.int8 if signed else np.uint8
+    info = np.iinfo(dtype)
+    a = rng.integers(info.min, info.max + 1, (16, 24)).astype(dtype)
+    b = rng.integers(-128, 128, (24, 6)).astype(np.int8)
+    b_scale = rng.uniform(0.001, 0.01, 6).astype(np.float32) if per_column else _scalar(0.004)
+    b_zero = np.zeros(6 if per_column else (), np.int8)
+    inputs = [a, _scalar(0.02), np.array(3, dtype), b.T.copy() if trans_b else b, b_scale, b_zero,
+              rng.integers(-3000, 3000, 6).astype(np.int32)]
+    if output == "quantized":
+        inputs += [_scalar(0.25), np.array(5, dtype)]
+    attrs = {"alpha": alpha, "transB": trans_b}
+    actual = run_node("QGemm", attrs, inputs)
+    _assert_bit_exact(actual[0], _run_onnxruntime("QGemm", attrs, inputs, actual, domain="com.microsoft")[0])
 
 
 def test_qlinear_matmul_ties_round_to_even():

@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError
 from onnx import helper, numpy_helper
 
 from ..errors import FrontendError
-from ..ir import QONNX_OPS, Graph, Node, TensorInfo
+from ..ir import MICROSOFT_DOMAIN, MICROSOFT_OPS, QONNX_OPS, Graph, Node, TensorInfo
 from ..reference import SUPPORTED_OPS
 
 QONNX_DOMAINS = frozenset({"qonnx.custom_op.general", "finn.custom_op.general", "onnx.brevitas"})
@@ -218,10 +218,16 @@ def _check_op(proto: onnx.NodeProto, name: str) -> None:
             raise FrontendError(
                 f"node {name!r} ({proto.op_type}, domain {proto.domain}) is not a supported QONNX op; "
                 f"supported: {', '.join(sorted(QONNX_OPS))}")
+    elif proto.domain == MICROSOFT_DOMAIN:
+        if proto.op_type not in MICROSOFT_OPS:
+            raise FrontendError(
+                f"node {name!r} ({proto.op_type}, domain {proto.domain}) is not supported; from onnxruntime's "
+                f"contrib ops streamc reads {', '.join(sorted(MICROSOFT_OPS))}")
     elif proto.domain not in DEFAULT_DOMAINS:
         raise FrontendError(
             f"node {name!r} ({proto.op_type}) is in domain {proto.domain!r}, which streamc does not know; "
-            f"supported domains: the default ONNX domain, {', '.join(sorted(QONNX_DOMAINS))}")
+            f"supported domains: the default ONNX domain, {', '.join(sorted(QONNX_DOMAINS))}, {MICROSOFT_DOMAIN} "
+            f"({', '.join(sorted(MICROSOFT_OPS))})")
     elif proto.op_type not in SUPPORTED_OPS:
         raise FrontendError(
             f"node {name!r} has op {proto.op_type!r}, which streamc does not support; "

@@ -85,24 +85,41 @@ def check_quantizer_constants(graph: Graph) -> None:
 
 
 def lower_qlinear_ops(graph: Graph) -> bool:
-    """``QLinearMatMul`` and ``QLinearConv`` become their integer op (MatMulInteger, ConvInteger) ->
-    [Add the int32 bias] -> Cast -> Mul(x_s * w_s / y_s) -> QuantizeLinear(1, y_zp).
+    """``QLinearMatMul``, ``QLinearConv`` and ``QGemm`` become their integer op (MatMulInteger, ConvInteger)
+    -> [Add the int32 bias] -> Cast -> Mul(multiplier) [-> QuantizeLinear(1, y_zp)].
 
     This is how onnxruntime's kernels compute them: the int32 accumulator (plus the bias) times the
-    float32 multiplier ``(x_scale * w_scale) / y_scale``, per output channel where the weight scale
-    is, rounded half to even, plus the zero point, saturated; the equality is pinned by tests
-    against onnxruntime (tests/test_reference_ops.py).
+    float32 multiplier ``x_scale * w_scale / y_scale`` (``QGemm``: ``alpha * a_scale * b_scale``, over
+    ``y_scale`` where it has one), per output channel where the weight scale is, rounded half to even,
+    plus the zero point, saturated; a ``QGemm`` without ``y_scale`` outputs the float product. The
+    equality is pinned by tests against onnxruntime (tests/test_reference_ops.py).
     """
     changed = False
-    for node in [n for n in graph.nodes if n.op_type in ("QLinearMatMul", "QLinearConv")]:
-        x, x_s, x_z, w, w_s, w_z, y_s, y_z = node.inputs[:8]
-        bias = node.inputs[8] if len(node.inputs) > 8 and node.inputs[8] else None
-        for tensor in (x_s, x_z, w_s, w_z, y_s, y_z, *([bias] if bias else [])):
-            if not graph.is_constant(tensor):
-                raise FrontendError(f"{node.describe()}: scales, zero points and bias must be constants")
+    for node in [n for n in graph.nodes if n.op_type in ("QLinearMatMul", "QLinearConv", "QGemm")]:
         c = graph.constants
-        multiplier = ((c[x_s].astype(np.float32) * c[w_s].astype(np.float32)) / c[y_s].astype(np.float32)).reshape(-1)
+        if node.op_type == "QGemm":
+            x, x_s, x_z, w, w_s, w_z = node.inputs[:6]
+            bias, y_s, y_z = (node.inputs[i] if len(node.inputs) > i and node.inputs[i] else None for i in (6, 7, 8))
+            if node.attrs.get("transA", 0):
+                raise FrontendError(f"{node.describe()}: transA=1 is not supported")
+            if (y_s is None) != (y_z is None):
+                raise FrontendError(f"{node.describe()}: needs both y_scale and y_zero_point, or neither")
+        else:
+            x, x_s, x_z, w, w_s, w_z, y_s, y_z = node.inputs[:8]
+            bias = node.inputs[8] if len(node.inputs) > 8 and node.inputs[8] else None
+        for tensor in (x_s, x_z, w, w_s, w_z, *[t for t in (bias, y_s, y_z) if t]):
+            if not graph.is_constant(tensor):
+                raise FrontendError(f"{node.describe()}: weights, scales, zero points and bias must be constants")
         conv = node.op_type == "QLinearConv"
+        if node.op_type == "QGemm":
+            multiplier = (np.float32(node.attrs.get("alpha", 1.0)) * c[x_s].astype(np.float32).reshape(-1)[0]
+                          * c[w_s].astype(np.float32).reshape(-1))
+            if node.attrs.get("transB", 0):
+                w = graph.add_constant(f"{w}_transposed", c[w].T.copy())
+        else:
+            multiplier = (c[x_s].astype(np.float32) * c[w_s].astype(np.float32)).reshape(-1)
+        if y_s:
+            multiplier = multiplier / c[y_s].astype(np.float32).reshape(-1)[0]
         # A convolution's per-channel constants broadcast over (N, C, *spatial).
         channel_shape = (1, -1) + (1,) * (c[w].ndim - 2) if conv else (-1,)
         acc, summed, scaled, rescaled = (graph.fresh_name(f"{node.name}_{what}")
@@ -115,13 +132,16 @@ def lower_qlinear_ops(graph: Graph) -> bool:
                               [acc, graph.add_constant(f"{node.name}_bias_int32",
                                                        c[bias].astype(np.int32).reshape(channel_shape))], [summed]))
             acc = summed
+        product = rescaled if y_z else node.outputs[0]
         nodes += [
             Node("Cast", graph.fresh_name(f"{node.name}_cast"), [acc], [scaled], {"to": onnx.TensorProto.FLOAT}),
             Node("Mul", graph.fresh_name(f"{node.name}_rescale"),
-                 [scaled, graph.add_constant(f"{node.name}_multiplier", multiplier.reshape(channel_shape))], [rescaled]),
-            Node("QuantizeLinear", graph.fresh_name(f"{node.name}_requantize"),
-                 [rescaled, graph.add_constant(f"{node.name}_unit_scale", np.float32(1)), y_z], node.outputs),
+                 [scaled, graph.add_constant(f"{node.name}_multiplier", multiplier.reshape(channel_shape))], [product]),
         ]
+        if y_z:
+            nodes.append(Node("QuantizeLinear", graph.fresh_name(f"{node.name}_requantize"),
+                              [rescaled, graph.add_constant(f"{node.name}_unit_scale", np.float32(1)), y_z],
+                              node.outputs))
         index = graph.nodes.index(node)
         graph.nodes[index:index + 1] = nodes
         changed = True

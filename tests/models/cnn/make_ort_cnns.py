@@ -17,9 +17,11 @@ In onnxruntime's QDQ format every activation is ``QuantizeLinear -> DequantizeLi
   tensor and the Linear's input quantizer requantizes it.
 
 - ``ort_qop_cnn``, input (1, 3, 12, 12) in [-1, 1]: the network of ``ort_qdq_cnn`` in onnxruntime's
-  operator format with only the convolutions quantized: ``QLinearConv`` (per-channel int8 weights,
-  uint8 activations with zero points, the first padded), float ReLU, MaxPool and Flatten between
-  ``DequantizeLinear`` and ``QuantizeLinear``, and the Linear left in float (on the host).
+  operator format, as ``quantize_static`` makes it by default: ``QLinearConv`` (per-channel int8
+  weights, uint8 activations with zero points, the first padded), float ReLU between
+  ``DequantizeLinear`` and ``QuantizeLinear``, MaxPool on uint8, and com.microsoft's ``QGemm``.
+- ``ort_qop_cnn_float_head``: the same with only the convolutions quantized, so the Linear stays
+  in float (on the host).
 
 Writes, next to this script, ``<name>.onnx``, ``<name>_frames.npy`` (16 frames) and
 ``<name>_expected.npy`` (onnxruntime's outputs with graph optimizations off: its QDQ fusions
@@ -77,6 +79,8 @@ def main() -> None:
                                 torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(120, 4)),
             (3, 11, 9), per_channel=False, activation_type=QuantType.QUInt8, op_types_to_quantize=["Conv", "Gemm"])
     _export("ort_qop_cnn", cnn, (3, 12, 12), quant_format=QuantFormat.QOperator, per_channel=True,
+            activation_type=QuantType.QUInt8)
+    _export("ort_qop_cnn_float_head", cnn, (3, 12, 12), quant_format=QuantFormat.QOperator, per_channel=True,
             activation_type=QuantType.QUInt8, op_types_to_quantize=["Conv"])
 
 
