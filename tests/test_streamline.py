@@ -131,6 +131,16 @@ def test_non_monotonic_op_is_rejected():
         compile_graph(model)
 
 
+def test_float_weights_everywhere_are_rejected():
+    model = make_mlp(MlpSpec(6, [LayerSpec(4, act_bits=None, batchnorm=False)]))
+    gemm = next(i for i, n in enumerate(model.graph.node) if n.op_type == "Gemm")
+    node = model.graph.node[gemm]
+    _replace(model, gemm, helper.make_node("Gemm", [node.input[0], "W0"], node.output, name="Gemm0", transB=1))
+    with pytest.raises(LoweringError, match=r"^nothing to put in hardware after the input quantizer: node 'Gemm0' "
+                                            r"\(MatMul\) has float weights; quantize them"):
+        compile_graph(model)
+
+
 def test_missing_input_quantizer_is_rejected():
     model = make_mlp(SPECS["w2a2-bn"])
     first = model.graph.node[0]

@@ -192,6 +192,11 @@ class _Lowering:
                                     "or MaxPool there, or a quantizer after elementwise ops")
         if self.hw_output is None:
             raise LoweringError("the model ends with shape or pooling ops after its last quantizer")
+        if all(stage["kind"] == "alias" for stage in self.stages):
+            floats = [n for n in self.graph.nodes if n.op_type in LINEAR_OPS - INTEGER_LINEAR_OPS]
+            detail = (f"{floats[0].describe()} has float weights; quantize them (a Quant, BipolarQuant or "
+                      "DequantizeLinear on the weight tensor)" if floats else "there is no linear layer after it")
+            raise LoweringError(f"nothing to put in hardware after the input quantizer: {detail}")
 
     # -- the head: float input to the first codes --------------------------------------------------------------
     def _lower_head(self) -> None:
