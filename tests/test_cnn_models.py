@@ -1,7 +1,8 @@
 """The committed convolutional test models still give their recorded outputs.
 
-The models, frames and qonnx outputs are made by the scripts in ``tests/models/cnn/``
-(Brevitas exports: CNV, a trained digits CNN, depthwise, residual and 1-D blocks). This
+The models, frames and recorded outputs are made by the scripts in ``tests/models/cnn/``
+(Brevitas exports: CNV, a trained digits CNN, depthwise, residual and 1-D blocks; onnxruntime's
+``quantize_static`` CNNs, recorded with onnxruntime). This
 guards the fixtures, and the reference executor they were recorded with, against
 changes in onnx, onnxruntime or qonnx.
 """
@@ -29,6 +30,8 @@ FRAMES_OF = {
     "residual_block": "residual_block_frames", "residual_block_legacy": "residual_block_frames",
     "conv1d_kws": "conv1d_kws_frames", "conv1d_kws_legacy": "conv1d_kws_frames",
     "concat_block": "concat_block_frames", "concat_block_legacy": "concat_block_frames",
+    "ort_qdq_cnn": "ort_qdq_cnn_frames", "ort_qdq_cnn_u8": "ort_qdq_cnn_u8_frames",
+    "ort_qop_cnn": "ort_qop_cnn_frames", "ort_qop_cnn_float_head": "ort_qop_cnn_float_head_frames",
 }
 
 
@@ -36,11 +39,24 @@ def test_every_model_file_is_listed():
     assert sorted(path.stem for path in CNN.glob("*.onnx")) == sorted(FRAMES_OF)
 
 
+def _onnxruntime_frames(path: Path, frames: np.ndarray) -> np.ndarray:
+    """onnxruntime's outputs, graph optimizations off as the recording had them (com.microsoft's QGemm
+    is beyond qonnx's executor)."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    return np.concatenate([session.run(None, {name: frame[None]})[0] for frame in frames])
+
+
 @pytest.mark.parametrize("name", sorted(FRAMES_OF))
 def test_model_reproduces_expected_outputs(name):
     frames = np.load(CNN / f"{FRAMES_OF[name]}.npy")[:FRAMES_CHECKED]
     expected = np.load(CNN / f"{name.removesuffix('_legacy')}_expected.npy")[:FRAMES_CHECKED]
-    outputs = execute_frames(CNN / f"{name}.onnx", frames)
+    run = _onnxruntime_frames if name.startswith("ort_") else execute_frames
+    outputs = run(CNN / f"{name}.onnx", frames)
     np.testing.assert_allclose(outputs, expected, rtol=1e-5, atol=1e-5)
 
 
