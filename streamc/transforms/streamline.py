@@ -215,8 +215,8 @@ class _Lowering:
             quantizer = _integer_input(graph, prefix[first_hw])
             consumed = []
         else:
-            raise LoweringError("the model has no MatMul/Gemm/MatMulInteger/Conv/ConvInteger after its input quantizer: nothing to "
-                                "put in hardware")
+            raise LoweringError("the model has no MatMul/Gemm/MatMulInteger/Conv/ConvInteger after its input quantizer: "
+                                "nothing to put in hardware")
         codes, coding_nodes = _head_codes(graph, quantizer)
         self.head += coding_nodes
         self.hw_input = codes.tensor
