@@ -55,7 +55,8 @@ def _cell(plan, what: str) -> str:
         return "no fit"
     if what != "lut":
         return f"{plan.cycles}"
-    # Greedy folds for cycles alone, so its folding may need more than the device has.
+    # Greedy folds for cycles alone, and without a say in placement the planner may find no folding that
+    # fits: either may need more than the device has.
     over = [f"{key} {getattr(plan.resources, key)}/{limit}" for key, limit in device_limits(get_device(plan.device)).items()
             if key != "lut" and getattr(plan.resources, key) > limit]
     return f"{plan.resources.lut}" + (f" (over: {', '.join(over)})" if over else "")
@@ -131,7 +132,7 @@ def main() -> None:
             exh_t = "-" if isinstance(exhaustive_t, str) else _cell(exhaustive_t, "lut")
             exh_b = "-" if isinstance(row["exhaustive_b"], str) else _cell(row["exhaustive_b"], "c")
             fps = f"{args.clock_mhz * 1e6 / row['plan_b'].cycles:,.0f}" if row["plan_b"] else "-"
-            print(f"| {name} | {device_name} | {row['cycles']} | {plan_t.resources.lut} | {row['auto_t'].resources.lut} "
+            print(f"| {name} | {device_name} | {row['cycles']} | {plan_t.resources.lut} | {_cell(row['auto_t'], 'lut')} "
                   f"| {_cell(greedy_t, 'lut')} | {exh_t} | {saving:+.1%} "
                   f"| {plan_t.resources.bram} / {greedy_t.resources.bram} | {_cell(row['plan_b'], 'c')} "
                   f"| {_cell(row['greedy_b'], 'c')} "
