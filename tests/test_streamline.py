@@ -223,3 +223,22 @@ def test_a_qcdq_residual_add_of_two_scales_equals_the_model():
     # The last MatMul's float32 sum and the integer one times its scale differ by rounding only; one code
     # more or less in a channel would move an output by 0.7 * 0.05 at least.
     assert np.abs(execute(streamlined, {"x": frames})["y"] - reference).max() <= 4 * np.spacing(np.abs(reference).max())
+
+
+def test_a_matmul_over_the_rows_of_a_matrix_is_refused():
+    """One vector per frame is what the unit reads: a (1, 4, 8) input would need four."""
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(np.asarray(v, np.float32), name) for name, v in [
+        ("s", 0.25), ("zero", 0.0), ("bits", 4.0), ("w", rng.integers(-7, 8, (8, 6)))]]
+    quant = dict(domain="qonnx.custom_op.general", signed=1, narrow=0, rounding_mode="ROUND")
+    nodes = [helper.make_node("Quant", ["x", "s", "zero", "bits"], ["q0"], name="QuantIn", **quant),
+             helper.make_node("Quant", ["w", "s", "zero", "bits"], ["wq"], name="W", **quant),
+             helper.make_node("MatMul", ["q0", "wq"], ["mm"], name="Rows"),
+             helper.make_node("Quant", ["mm", "s", "zero", "bits"], ["y"], name="QuantOut", **quant)]
+    graph = helper.make_graph(nodes, "rows", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                    helper.make_opsetid("qonnx.custom_op.general", 1)])
+    with pytest.raises(LoweringError, match=r"^node 'Rows' \(MatMul\): its input has shape \(1, 4, 8\); streamc maps "
+                                            r"a MatMul on \(batch, features\) inputs"):
+        compile_graph(model)

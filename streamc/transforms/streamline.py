@@ -856,6 +856,12 @@ def _linear(graph: Graph, node: Node, codes: _Codes) -> _Linear:
     weight = node.inputs[1]
     if node.op_type in CONV_OPS:
         return _conv_linear(graph, node, codes)
+    shape = graph.meta["shapes"][node.inputs[0]]
+    if len(shape) != 2:
+        # The unit reads one vector per frame; the rows of a (N, R, K) input would each need one.
+        raise LoweringError(f"{node.describe()}: its input has shape {tuple(shape)}; streamc maps a MatMul on "
+                            "(batch, features) inputs, not on the last axis of a larger tensor (flatten before it, "
+                            "or write it as a 1x1 Conv)")
     if node.op_type == "MatMul":
         if weight not in graph.quantized:
             raise LoweringError(f"{node.describe()}: its weight {weight!r} is not quantized; streamc needs integer "
