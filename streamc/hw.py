@@ -447,14 +447,19 @@ def _stages(spec: dict, taken: set[str], flatten: tuple | None, in_count: int) -
                             dtype=spec["dtype"], sources=[-1] * len(spec["channels"]))]
     if kind == "maxpool":
         attrs, channels = spec["attrs"], spec["in_shape"][0]
-        if attrs.get("ceil_mode", 0) or attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
-            raise LoweringError(f"node {spec['name']!r} (MaxPool): ceil_mode and auto_pad SAME are not supported yet")
         kernel = tuple(attrs["kernel_shape"])
         pads = list(attrs.get("pads", [0] * 2 * len(kernel)))
+        strides, dilations = attrs.get("strides", [1] * len(kernel)), attrs.get("dilations", [1] * len(kernel))
+        floor_shape = tuple((size + pads[i] + pads[i + len(kernel)] - dilations[i] * (kernel[i] - 1) - 1) // strides[i] + 1
+                            for i, size in enumerate(spec["in_shape"][1:]))
+        # ceil_mode matters only where it adds a window at the end.
+        if (attrs.get("ceil_mode", 0) and floor_shape != tuple(spec["out_shape"][1:])) \
+                or attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+            raise LoweringError(f"node {spec['name']!r} (MaxPool): ceil_mode where it adds a window, and auto_pad "
+                                "SAME, are not supported yet")
         window = _window(hardware_name(spec["name"] + "_window", taken), spec["name"],
-                         (*spec["in_shape"][1:], channels), spec["out_shape"][1:], kernel,
-                         attrs.get("strides", [1] * len(kernel)), pads[:len(kernel)], pads[len(kernel):],
-                         attrs.get("dilations", [1] * len(kernel)), spec["dtype"], spec["dtype"].min)
+                         (*spec["in_shape"][1:], channels), spec["out_shape"][1:], kernel, strides,
+                         pads[:len(kernel)], pads[len(kernel):], dilations, spec["dtype"], spec["dtype"].min)
         pool = PoolStage(name=name, source=spec["name"], channels=channels, window=int(np.prod(kernel)),
                          vectors=int(np.prod(spec["out_shape"][1:])), dtype=spec["dtype"])
         return [window, pool]

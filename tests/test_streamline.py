@@ -242,3 +242,31 @@ def test_a_matmul_over_the_rows_of_a_matrix_is_refused():
     with pytest.raises(LoweringError, match=r"^node 'Rows' \(MatMul\): its input has shape \(1, 4, 8\); streamc maps "
                                             r"a MatMul on \(batch, features\) inputs"):
         compile_graph(model)
+
+
+@pytest.mark.parametrize("size,compiles", [(5, True), (6, False)])
+def test_ceil_mode_max_pool_compiles_where_it_adds_no_window(size, compiles):
+    """A 3x3 pool of stride 2 on 5x5 has 2x2 windows either way; on 6x6, ceil_mode adds a third."""
+    rng = np.random.default_rng(4)
+    out = (size - 3 + (1 if size % 2 == 0 else 0)) // 2 + 1
+    inits = [numpy_helper.from_array(np.asarray(v, np.float32), name) for name, v in [
+        ("s", 0.25), ("zero", 0.0), ("bits", 4.0), ("w", rng.integers(-7, 8, (2 * out * out, 3)))]]
+    quant = dict(domain="qonnx.custom_op.general", signed=1, narrow=0, rounding_mode="ROUND")
+    nodes = [helper.make_node("Quant", ["x", "s", "zero", "bits"], ["q0"], name="QuantIn", **quant),
+             helper.make_node("MaxPool", ["q0"], ["p"], name="Pool", kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1),
+             helper.make_node("Flatten", ["p"], ["f"], name="Flat"),
+             helper.make_node("Quant", ["w", "s", "zero", "bits"], ["wq"], name="W", **quant),
+             helper.make_node("MatMul", ["f", "wq"], ["y"], name="Dense")]
+    graph = helper.make_graph(nodes, "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, size, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                    helper.make_opsetid("qonnx.custom_op.general", 1)])
+    _, streamlined = compile_graph(model)
+    if not compiles:
+        with pytest.raises(LoweringError, match=r"^node 'Pool' \(MaxPool\): ceil_mode where it adds a window"):
+            to_hw(streamlined)
+        return
+    frames = rng.uniform(-2, 2, (6, 2, size, size)).astype(np.float32)
+    _, outputs = to_hw(streamlined).emulate(frames)
+    reference = execute(graph_from_model(model), {"x": frames})["y"]
+    assert np.abs(outputs - reference.reshape(outputs.shape)).max() <= 4 * np.spacing(np.abs(reference).max())
