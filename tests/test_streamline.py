@@ -270,3 +270,26 @@ def test_ceil_mode_max_pool_compiles_where_it_adds_no_window(size, compiles):
     _, outputs = to_hw(streamlined).emulate(frames)
     reference = execute(graph_from_model(model), {"x": frames})["y"]
     assert np.abs(outputs - reference.reshape(outputs.shape)).max() <= 4 * np.spacing(np.abs(reference).max())
+
+
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_reduce_max_over_the_image_is_a_global_max_pool(keepdims):
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array(np.asarray(v, np.float32), name) for name, v in [
+        ("s", 0.25), ("zero", 0.0), ("bits", 4.0), ("w", rng.integers(-7, 8, (3, 2)))]]
+    inits.append(numpy_helper.from_array(np.array([2, 3], np.int64), "axes"))
+    quant = dict(domain="qonnx.custom_op.general", signed=1, narrow=0, rounding_mode="ROUND")
+    nodes = [helper.make_node("Quant", ["x", "s", "zero", "bits"], ["q0"], name="QuantIn", **quant),
+             helper.make_node("ReduceMax", ["q0", "axes"], ["m"], name="GlobalMax", keepdims=keepdims),
+             helper.make_node("Flatten", ["m"], ["f"], name="Flat"),
+             helper.make_node("Quant", ["w", "s", "zero", "bits"], ["wq"], name="W", **quant),
+             helper.make_node("MatMul", ["f", "wq"], ["y"], name="Dense")]
+    graph = helper.make_graph(nodes, "gmax", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18),
+                                                    helper.make_opsetid("qonnx.custom_op.general", 1)])
+    _, streamlined = compile_graph(model)
+    frames = rng.uniform(-2, 2, (6, 3, 4, 5)).astype(np.float32)
+    _, outputs = to_hw(streamlined).emulate(frames)
+    reference = execute(graph_from_model(model), {"x": frames})["y"]
+    assert np.abs(outputs - reference.reshape(outputs.shape)).max() <= 4 * np.spacing(np.abs(reference).max())

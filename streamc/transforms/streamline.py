@@ -42,8 +42,9 @@ LINEAR_OPS = frozenset({"MatMul", "MatMulInteger", "Conv", "ConvInteger"})
 INTEGER_LINEAR_OPS = frozenset({"MatMulInteger", "ConvInteger"})
 CONV_OPS = frozenset({"Conv", "ConvInteger"})
 #: Ops between a quantizer and the next linear layer that act on codes as on values: shape ops, and
-#: max pooling (the quantizer is monotonic, so the max of codes is the code of the max).
-CODE_OPS = SHAPE_OPS | {"MaxPool"}
+#: max pooling (the quantizer is monotonic, so the max of codes is the code of the max; a ReduceMax
+#: over the spatial axes is a global max pool, as the dynamo exporter writes AdaptiveMaxPool2d(1)).
+CODE_OPS = SHAPE_OPS | {"MaxPool", "ReduceMax"}
 #: Ops allowed between a linear layer and its quantizer: each is monotonic in its dynamic input.
 MONOTONIC_OPS = frozenset({"Add", "Sub", "Mul", "Div", "BatchNormalization", "Relu", "Clip", "Max", "Min",
                            "Neg", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast",
@@ -255,7 +256,18 @@ class _Lowering:
                               [out], dict(node.attrs)))
         graph.datatypes[out] = codes.dtype
         shape, out_shape = graph.meta["shapes"][node.inputs[0]], graph.meta["shapes"][node.outputs[0]]
-        if node.op_type == "MaxPool":
+        if node.op_type == "ReduceMax":
+            axes = node.attrs.get("axes")
+            if axes is None and len(node.inputs) > 1 and node.inputs[1]:
+                axes = _constant(graph, node.inputs[1], node, "axes").tolist()
+            if axes is None or sorted(a % len(shape) for a in axes) != list(range(2, len(shape))):
+                raise LoweringError(f"{node.describe()}: ReduceMax over axes {axes} is not supported; over every "
+                                    "spatial axis (a global max pool) it is")
+            spatial = len(shape) - 2
+            self.stages.append(dict(kind="maxpool", name=node.name, inputs=[codes.tensor], output=out,
+                                    in_shape=shape[1:], attrs={"kernel_shape": list(shape[2:])}, dtype=codes.dtype,
+                                    out_shape=(shape[1], *[1] * spatial)))
+        elif node.op_type == "MaxPool":
             self.stages.append(dict(kind="maxpool", name=node.name, inputs=[codes.tensor], output=out,
                                     in_shape=shape[1:], attrs=dict(node.attrs), dtype=codes.dtype,
                                     out_shape=out_shape[1:]))
