@@ -257,12 +257,7 @@ class _Lowering:
         graph.datatypes[out] = codes.dtype
         shape, out_shape = graph.meta["shapes"][node.inputs[0]], graph.meta["shapes"][node.outputs[0]]
         if node.op_type == "ReduceMax":
-            axes = node.attrs.get("axes")
-            if axes is None and len(node.inputs) > 1 and node.inputs[1]:
-                axes = _constant(graph, node.inputs[1], node, "axes").tolist()
-            if axes is None or sorted(a % len(shape) for a in axes) != list(range(2, len(shape))):
-                raise LoweringError(f"{node.describe()}: ReduceMax over axes {axes} is not supported; over every "
-                                    "spatial axis (a global max pool) it is")
+            _check_global(graph, node, shape, "a global max pool")
             spatial = len(shape) - 2
             self.stages.append(dict(kind="maxpool", name=node.name, inputs=[codes.tensor], output=out,
                                     in_shape=shape[1:], attrs={"kernel_shape": list(shape[2:])}, dtype=codes.dtype,
@@ -841,13 +836,18 @@ def _pool_window(graph: Graph, node: Node) -> dict:
         return dict(kernel=tuple(node.attrs["kernel_shape"]), strides=tuple(node.attrs.get("strides", [1] * spatial)),
                     pads=pads, dilations=tuple(node.attrs.get("dilations", [1] * spatial)))
     if node.op_type == "ReduceMean":
-        axes = node.attrs.get("axes")
-        if axes is None and len(node.inputs) > 1 and node.inputs[1]:
-            axes = _constant(graph, node.inputs[1], node, "axes").tolist()
-        if axes is None or sorted(a % len(shape) for a in axes) != list(range(2, len(shape))):
-            raise LoweringError(f"{node.describe()}: ReduceMean over axes {axes} is not supported; over every spatial "
-                                "axis (a global average pool) it is")
+        _check_global(graph, node, shape, "a global average pool")
     return dict(kernel=tuple(shape[2:]), strides=(1,) * spatial, pads=[0] * 2 * spatial, dilations=(1,) * spatial)
+
+
+def _check_global(graph: Graph, node: Node, shape, meaning: str) -> None:
+    """A reduction (ReduceMean, ReduceMax) must be over every spatial axis of its (N, C, *spatial) input."""
+    axes = node.attrs.get("axes")
+    if axes is None and len(node.inputs) > 1 and node.inputs[1]:
+        axes = _constant(graph, node.inputs[1], node, "axes").tolist()
+    if axes is None or sorted(a % len(shape) for a in axes) != list(range(2, len(shape))):
+        raise LoweringError(f"{node.describe()}: {node.op_type} over axes {axes} is not supported; over every "
+                            f"spatial axis ({meaning}) it is")
 
 
 def _average_linear(graph: Graph, node: Node, codes: _Codes) -> _Linear:
