@@ -69,9 +69,11 @@ def make_mvau(p: dict):
     out = from_name(p["out_dtype"])
     shift = p["shift"]
     typical = acc.std(axis=0) + 1
+    if p.get("per_tensor"):  # one scale for the layer, as onnxruntime's quantize_static gives
+        typical = np.full_like(typical, typical.mean())
     multiplier = np.maximum(1, np.round(out.max / 3 / typical * 2 ** shift)).astype(np.int64)
     offset = rng.integers(-(1 << shift), 1 << shift, size=p["mh"])
-    requant = Requant(multiplier=multiplier, offset=offset, shift=shift, rounding="HALF_EVEN",
+    requant = Requant(multiplier=multiplier, offset=offset, shift=shift, rounding=p.get("rounding", "HALF_EVEN"),
                       lo=out.min, hi=out.max)
     return MatrixVectorUnit(**common, thresholds=None, requant=requant, out_dtype=out)
 
@@ -167,8 +169,12 @@ def make_branch_unit(kernel: str, p: dict):
 
 
 def _mvau(mh, mw, pe, simd, in_dtype, weight_dtype, stage, out_dtype=None, shift=None, res_type=None,
-          ram_style=None, ram_style_thresholds=None):
+          ram_style=None, ram_style_thresholds=None, per_tensor=False, rounding=None):
     p = dict(mh=mh, mw=mw, pe=pe, simd=simd, in_dtype=in_dtype, weight_dtype=weight_dtype, stage=stage)
+    if per_tensor:
+        p["per_tensor"] = True
+    if rounding:
+        p["rounding"] = rounding
     if res_type:
         p["res_type"] = res_type
     if ram_style:
@@ -373,6 +379,28 @@ SWEEP = [
     ("window", dict(in_shape=[6, 6, 192], kernel=[3, 3], stride=[1, 1], padding=[0, 0, 0, 0], dtype="BIPOLAR", simd=4)),
     ("window", dict(in_shape=[5, 5, 256], kernel=[3, 3], stride=[1, 1], padding=[0, 0, 0, 0], dtype="BIPOLAR", simd=16)),
     ("window", dict(in_shape=[14, 14, 64], kernel=[2, 2], stride=[2, 2], padding=[0, 0, 0, 0], dtype="BIPOLAR", simd=2)),
+    # Eight-bit layers as onnxruntime's quantize_static writes them: where no multiply-add-shift is
+    # exact (its float32 rounding), a layer keeps its 127 or 255 thresholds; else one multiplier.
+    _mvau(8, 72, 1, 1, "UINT8", "INT8", "thresholds", "UINT8", res_type="lut", ram_style_thresholds="distributed"),
+    _mvau(8, 72, 1, 1, "UINT8", "INT8", "thresholds", "UINT7", res_type="lut", ram_style_thresholds="distributed"),
+    _mvau(8, 72, 1, 1, "UINT8", "INT8", "thresholds", "UINT6", res_type="lut", ram_style_thresholds="distributed"),
+    _mvau(8, 27, 2, 3, "UINT8", "INT8", "thresholds", "UINT8", ram_style_thresholds="distributed"),
+    _mvau(6, 27, 1, 1, "UINT8", "INT8", "thresholds", "UINT8", res_type="lut", ram_style_thresholds="distributed"),
+    _mvau(16, 32, 4, 2, "INT8", "INT8", "thresholds", "INT8", ram_style_thresholds="distributed"),
+    _mvau(8, 36, 2, 4, "UINT4", "INT4", "thresholds", "UINT6", ram_style_thresholds="distributed"),
+    _mvau(8, 27, 2, 3, "UINT8", "INT8", "requant", "UINT8", 20, res_type="lut", per_tensor=True),
+    _mvau(6, 54, 1, 1, "UINT8", "INT8", "requant", "UINT8", 20, res_type="lut", per_tensor=True),
+    _mvau(4, 32, 1, 1, "UINT7", "INT8", "requant", "INT8", 20, res_type="lut", per_tensor=True),
+    _mvau(16, 32, 2, 4, "INT8", "INT8", "requant", "INT8", 18, per_tensor=True),
+    # Rounding down (where no tie can occur): the sum's bits below the shift only carry.
+    _mvau(4, 32, 1, 1, "UINT7", "INT8", "requant", "INT8", 28, res_type="lut", per_tensor=True, rounding="FLOOR"),
+    _mvau(6, 54, 1, 1, "UINT8", "INT8", "requant", "UINT8", 27, res_type="lut", per_tensor=True, rounding="FLOOR"),
+    _mvau(8, 27, 2, 3, "UINT8", "INT8", "requant", "UINT8", 26, res_type="lut", per_tensor=True, rounding="FLOOR"),
+    _mvau(16, 32, 2, 4, "INT8", "INT8", "requant", "INT8", 24, per_tensor=True, rounding="FLOOR"),
+    _mvau(10, 64, 1, 4, "UINT4", "INT4", "requant", "UINT8", 16, rounding="FLOOR"),
+    ("window", dict(in_shape=[11, 9, 3], kernel=[3, 3], stride=[1, 1], padding=[1, 1, 1, 1], dtype="UINT8", simd=1)),
+    ("window", dict(in_shape=[11, 9, 6], kernel=[3, 3], stride=[2, 2], padding=[0, 0, 0, 0], dtype="UINT8", simd=1)),
+    ("window", dict(in_shape=[9, 7, 8], kernel=[3, 3], stride=[1, 1], padding=[1, 1, 1, 1], dtype="UINT8", simd=2)),
     # Whole pixels of many one- and two-bit channels per beat, the ring in block RAM.
     ("window", dict(in_shape=[10, 10, 96], kernel=[3, 3], stride=[1, 1], padding=[0, 0, 0, 0], dtype="BIPOLAR", simd=96)),
     ("window", dict(in_shape=[16, 16, 64], kernel=[3, 3], stride=[1, 1], padding=[0, 0, 0, 0], dtype="BIPOLAR", simd=64)),
