@@ -89,10 +89,14 @@ def make_unit(kernel: str, p: dict):
         in_dt, out_dt = from_name(p["in_dtype"]), from_name(p["out_dtype"])
         rng = np.random.default_rng(SEED)
         entries = 2 if in_dt.bipolar else in_dt.max - in_dt.min + 1
-        table = rng.integers(out_dt.min, out_dt.max + 1, size=entries)
-        unit = LookupTable(table=table, in_dtype=in_dt, out_dtype=out_dt, elems=p["elems"],
+        if "slope" in p:  # a requantization: codes rescaled, shifted and clipped
+            codes = np.arange(in_dt.min, in_dt.max + 1)
+            table = np.clip(np.round(codes * p["slope"]) + p.get("offset", 0), out_dt.min, out_dt.max)
+        else:
+            table = rng.integers(out_dt.min, out_dt.max + 1, size=entries)
+        unit = LookupTable(table=table.astype(np.int64), in_dtype=in_dt, out_dtype=out_dt, elems=p["elems"],
                            frame_elems=p["elems"] * 16, name="lut")
-        return unit, resources.LUTSpec(in_bits=in_dt.bitwidth, out_bits=out_dt.bitwidth, elems=p["elems"])
+        return unit, resources.spec_of_unit(unit)
     if kernel == "window":
         from streamc.rtl.window import SlidingWindow
 
@@ -337,6 +341,13 @@ SWEEP = [
     ("lut", dict(in_dtype="INT4", out_dtype="INT4", elems=4)),
     ("lut", dict(in_dtype="INT8", out_dtype="INT8", elems=1)),
     ("lut", dict(in_dtype="INT8", out_dtype="UINT4", elems=2)),
+    # Requantizing tables (a quantizer after a max pool or a flatten): monotone, a few pieces per bit.
+    ("lut", dict(in_dtype="UINT8", out_dtype="UINT8", elems=1, slope=0.37, offset=3)),
+    ("lut", dict(in_dtype="INT8", out_dtype="INT8", elems=1, slope=0.8, offset=-2)),
+    ("lut", dict(in_dtype="INT8", out_dtype="UINT8", elems=2, slope=1.3, offset=128)),
+    ("lut", dict(in_dtype="UINT8", out_dtype="UINT4", elems=1, slope=0.05)),
+    ("lut", dict(in_dtype="INT8", out_dtype="INT8", elems=1, slope=0.5)),
+    ("lut", dict(in_dtype="UINT6", out_dtype="UINT6", elems=4, slope=0.7, offset=5)),
     ("window", dict(in_shape=[8, 8, 4], kernel=[3, 3], stride=[1, 1], padding=[0, 0, 0, 0], dtype="UINT2", simd=1)),
     ("window", dict(in_shape=[8, 8, 4], kernel=[3, 3], stride=[1, 1], padding=[1, 1, 1, 1], dtype="UINT2", simd=4)),
     ("window", dict(in_shape=[12, 12, 8], kernel=[3, 3], stride=[1, 1], padding=[0, 0, 0, 0], dtype="UINT4", simd=2)),
