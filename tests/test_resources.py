@@ -3,9 +3,11 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from streamc import resources
+from streamc.datatypes import from_name
 from streamc.devices import DEVICES, get_device
 from streamc.errors import ConfigError
 
@@ -137,3 +139,27 @@ def test_unknown_device():
     with pytest.raises(ConfigError, match=r"^device must be one of ecp5-25f, ecp5-45f, ecp5-85f, ice40-hx8k, "
                                           r"ice40-up5k, not 'ice40-lp1k'$"):
         get_device("ice40-lp1k")
+
+
+def test_table_pieces_follow_the_contents():
+    rng = np.random.default_rng(1)
+    # Random contents: every 16-word piece of every bit differs, and every select is needed.
+    assert resources.table_pieces(list(rng.integers(0, 256, 256)), 8) == (8 * 16, 8 * 15)
+    # A constant bit costs nothing; a bit that is one address bit is one piece and no select.
+    assert resources.table_pieces([0] * 256, 8) == (0, 0)
+    assert resources.table_pieces([(k >> 2) & 1 for k in range(256)], 1) == (1, 0)
+    # A step (the top bit of a monotone table): one piece where it changes, a select per level.
+    leaves, selects = resources.table_pieces([int(k >= 100) for k in range(256)], 1)
+    assert leaves == 1 and selects == 4
+
+
+def test_a_monotone_table_costs_less_than_a_random_one():
+    from streamc.rtl.lut import LookupTable
+
+    codes = np.arange(-128, 128)
+    tables = {"ramp": np.clip(np.round(codes * 0.5) + 3, -128, 127),
+              "random": np.random.default_rng(2).integers(-128, 128, 256)}
+    costs = {name: resources.estimate_kernel(resources.spec_of_unit(LookupTable(
+        table=table.astype(np.int64), in_dtype=from_name("INT8"), out_dtype=from_name("INT8"), elems=1,
+        frame_elems=16)), "ecp5").lut for name, table in tables.items()}
+    assert costs["ramp"] < costs["random"] / 3
