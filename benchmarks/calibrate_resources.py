@@ -399,6 +399,9 @@ SWEEP = [
     _mvau(6, 27, 1, 1, "UINT8", "INT8", "thresholds", "UINT8", res_type="lut", ram_style_thresholds="distributed"),
     _mvau(16, 32, 4, 2, "INT8", "INT8", "thresholds", "INT8", ram_style_thresholds="distributed"),
     _mvau(8, 36, 2, 4, "UINT4", "INT4", "thresholds", "UINT6", ram_style_thresholds="distributed"),
+    # The same thresholds read from block RAM, where equal compares stay apart.
+    _mvau(8, 72, 1, 2, "UINT8", "INT8", "thresholds", "UINT8", ram_style_thresholds="block"),
+    _mvau(6, 27, 1, 3, "UINT8", "INT8", "thresholds", "UINT7", ram_style_thresholds="block"),
     _mvau(8, 27, 2, 3, "UINT8", "INT8", "requant", "UINT8", 20, res_type="lut", per_tensor=True),
     _mvau(6, 54, 1, 1, "UINT8", "INT8", "requant", "UINT8", 20, res_type="lut", per_tensor=True),
     _mvau(4, 32, 1, 1, "UINT7", "INT8", "requant", "INT8", 20, res_type="lut", per_tensor=True),

@@ -126,7 +126,11 @@ class MVAUSpec(_Spec):
     requantization's multiply (0 without one). ``weight_rom_live``, ``threshold_rom_live``,
     ``rq_multiplier_live`` and ``rq_offset_live``: the :func:`rom_live_bits` of the weight, threshold
     and requantization ROMs (-1: not known, all bits count). ``rq_sum_live``: the bits of the
-    requantization's sum that reach the output (-1: all).
+    requantization's sum that reach the output (-1: all). ``live_compares`` and
+    ``count_full_adders``: over the PE lanes, the threshold compares that are not constant (a level
+    every channel of a lane reaches, or none does, folds away) and the full adders summing them
+    (-1: not known, every compare counts); ``block_compares`` and ``block_full_adders`` the same
+    with the thresholds in block RAM, where equal compares stay apart.
     """
 
     mh: int
@@ -154,6 +158,10 @@ class MVAUSpec(_Spec):
     rq_multiplier_live: int = -1
     rq_offset_live: int = -1
     rq_sum_live: int = -1
+    live_compares: int = -1
+    count_full_adders: int = -1
+    block_compares: int = -1
+    block_full_adders: int = -1
     signed_multiply: bool = False
     ram_style: str = "auto"
     ram_style_thresholds: str = "auto"
@@ -208,6 +216,11 @@ class MVAUSpec(_Spec):
             width = unit.acc_shape.width
             fields = (unit._thresholds & ((1 << width) - 1)).reshape(nf, -1)
             live["threshold_rom_varying"] = varying_bits(fields, width)
+            full_lo, full_hi = unit._output_sum_range()
+            live["live_compares"], _, live["count_full_adders"] = _threshold_structure(
+                unit._thresholds, unit._pe, full_lo, full_hi + 1, width, shared=False)
+            live["block_compares"], _, live["block_full_adders"] = _threshold_structure(
+                unit._thresholds, unit._pe, full_lo, full_hi + 1, width, shared=False, merge_equal=False)
         sf = unit._weights.shape[1] // unit._simd
         live["weight_rom_varying"] = varying_bits(w_dt.to_hw(unit._weights).reshape(nf, unit._pe, sf, unit._simd),
                                                   w_dt.bitwidth, word_axes=(0, 2))
@@ -439,14 +452,18 @@ def _low_zero_bits(value: int, width: int) -> int:
 
 
 def _threshold_structure(thresholds: np.ndarray, elems: int, lo: int, hi: int, width: int,
-                         shared: bool) -> tuple[int, int, int]:
+                         shared: bool, merge_equal: bool = True) -> tuple[int, int, int]:
     """:class:`ThresholdSpec`'s ``live_compares``, ``live_compare_bits`` and ``count_full_adders``
     of ``(channels, L)`` thresholds clamped to ``[lo, hi]``, ``elems`` per beat: element ``j``
-    compares with column ``l`` of channels ``j, j + elems, ...`` (constants when ``shared``)."""
+    compares with column ``l`` of channels ``j, j + elems, ...`` (constants when ``shared``).
+    Yosys merges the compares of equal columns (``merge_equal``) unless they are read from block
+    RAM, whose words it cannot see."""
     levels = thresholds.shape[1]
     live = live_bits = full_adders = 0
     for j in range(elems):
-        columns = {tuple(int(t) for t in thresholds[j::elems, l]) for l in range(levels)}
+        columns = [tuple(int(t) for t in thresholds[j::elems, l]) for l in range(levels)]
+        if merge_equal:
+            columns = list(dict.fromkeys(columns))
         # A column every input reaches (t <= lo) or none does (t >= hi) folds to a constant.
         distinct = [column for column in columns
                     if not (all(t <= lo for t in column) or all(t >= hi for t in column))]
@@ -917,6 +934,9 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
         # A LUT-RAM buffer in several 16-word banks decodes a write enable for each.
         buffer_banks = banks if banks > 1 else 0
     rq_soft = 0 if rq_dsps or not spec.rq_multiplier_bits else spec.pe * spec.rq_acc_bits * spec.rq_multiplier_bits
+    compares, compare_adders = spec.live_compares, spec.count_full_adders
+    if spec.thresholds and in_bram[1]:  # the threshold ROM, read after the weights
+        compares, compare_adders = spec.block_compares, spec.block_full_adders
     lut = {"control": 1.0, "soft_multiply": soft_mult, "soft_multiply_wide": soft_mult_wide,
            "soft_multiply_signed": soft_mult if spec.signed_multiply else 0, "lut_multiply": lut_mult,
            "multiply_direct": lanes * _product_operand_bits(spec) if direct else 0,
@@ -926,9 +946,9 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
            # the ECP5, whose carry cells take in nothing but the two addends.
            "accumulator_select": spec.pe * spec.acc_bits if spec.product_bits > 1 else 0,
            "input_select": input_select, "buffer_banks": buffer_banks,
-           "thresholds": spec.pe * spec.thresholds * spec.acc_bits,
+           "thresholds": _known(compares, spec.pe * spec.thresholds) * spec.acc_bits,
            # Yosys sums each PE's compares reached in one $macc: a compressor of full adders.
-           "count_full_adders": spec.pe * _full_adders(spec.thresholds),
+           "count_full_adders": _known(compare_adders, spec.pe * _full_adders(spec.thresholds)),
            "requant": spec.pe * _known(spec.rq_sum_live, spec.rq_sum_bits) + rq_soft,
            # Below the shift a rounded-down sum still carries: the chain is there, fewer LUTs beside it.
            "requant_carry": spec.pe * (spec.rq_sum_bits - _known(spec.rq_sum_live, spec.rq_sum_bits)),
@@ -938,8 +958,7 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
            "counters": _range_bits(spec.nf) + _range_bits(spec.sf) + _range_bits(spec.nf * spec.sf),
            "bram_read": bram_read, "bram_ram_read": bram_ram_read,
            "bram_read_mux": bram_read_mux}
-    ff = {"registers": _mvau_registers(spec, lane_dsps, rq_dsps), "bram_read": bram_read,
-          "bram_ram_read": bram_ram_read, "bram_ram_wide": bram_ram_wide,
+    ff = {"registers": _mvau_registers(spec, lane_dsps, rq_dsps), "bram_ram_read": bram_ram_read, "bram_ram_wide": bram_ram_wide,
           "dsp_products": lanes * spec.product_bits if lane_dsps else 0,
           "rq_dsp_products": spec.pe * spec.rq_product_bits if rq_dsps else 0,
           "memory_registers": rom_regs + memories.sync_regs + memories.ff_ram_bits}
@@ -1287,4 +1306,4 @@ def estimate_kernel(spec: Spec, family: str, *, dsp: bool = True) -> ResourceEst
 
 
 #: Fitted by benchmarks/calibrate_resources.py (benchmarks/calibration/fit.json) on Yosys 0.70.
-COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 32.3726, "soft_multiply": 0.2675, "soft_multiply_wide": 1.2008, "soft_multiply_signed": 1.0675, "lut_multiply": 1.4403, "multiply_direct": 1.6486, "hard_multiply_signed": 0.0, "negate_or_xnor": 1.0826, "adders": 0.7911, "popcount": 0.692, "accumulator_select": 0.62, "input_select": 1.3443, "buffer_banks": 0.0, "thresholds": 0.031, "count_full_adders": 2.3481, "requant": 1.5113, "requant_carry": 0.6113, "logic_memory": 1.9162, "rom_muxes": 0.2504, "counters": 1.4643, "bram_read": 0.7678, "bram_ram_read": 0.0, "bram_read_mux": 0.9507}, "ff": {"registers": 0.996, "bram_read": 0.0, "bram_ram_read": 2.029, "bram_ram_wide": 0.0, "dsp_products": 0.9588, "rq_dsp_products": 1.1613, "memory_registers": 0.9772}}, "lut": {"lut": {"control": 1.9836, "logic_memory": 1.1121, "rom_muxes": 0.5992}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.1655, "counters": 1.2182, "positions": 2.2442, "ring_steps": 0.436, "ring_wraps": 2.1834, "padded_positions": 2.8652, "read_address": 0.6368, "compares": 0.5891, "payload": 0.2378, "logic_memory": 0.0, "lutram_read_mux": 0.0, "bram_read_mux": 15.8068, "write_delay": 0.7218}, "ff": {"registers": 0.8515, "memory_registers": 0.0, "payload": 0.3454, "write_delay": 1.7675}}, "pool": {"lut": {"control": 4.2848, "compare": 0.8709, "compare_logic": 0.0, "or_lanes": 0.9417, "select": 0.7495, "counters": 1.0307, "count_wrap": 0.4643}, "ff": {"control": 1.0, "running": 1.0, "shared": 1.0, "counters": 1.0}}, "fifo": {"lut": {"shallow": 5.9355, "shallow_pointers": 0.7175, "shallow_words": 1.8796, "shallow_read_mux": 0.8546, "shallow_wide_level": 1.9248, "deep": 0.0, "deep_pointers": 1.9315, "bram_width": 1.0396, "lutram": 0.0, "lutram_banked": 0.0, "lutram_read_mux": 0.0, "lutram_write_enables": 0.0, "ff_read_mux": 1.3857}, "ff": {"storage": 0.976, "pointers": 1.062, "output_register": 0.0, "bram_output": 2.0592}}, "convert": {"lut": {"gather": 6.4615, "split": 5.6257, "split_select": 1.0074, "split_count": 1.2752, "shift_buffer": 0.0, "slot_muxes": 1.1199, "shifter": 0.455, "counters": 0.0}, "ff": {"registers": 0.9969}}, "vvau": {"lut": {"control": 3.009, "multiply": 1.4812, "multiply_wide": 0.0904, "lut_multiply": 1.4352, "adders": 1.9004, "logic_memory": 1.0948}, "ff": {"control": 5.4831, "pipeline": 1.0799, "products": 0.6934, "partial_sums": 0.9989, "memory_registers": 1.2222}}, "threshold": {"lut": {"control": 1.9927, "compare_rom": 0.0, "compare_constant": 0.0, "signed_compares": 0.8564, "count_full_adders": 2.0484, "logic_memory": 1.8495}, "ff": {"control": 4.6509, "pipeline": 0.9837, "memory_registers": 1.0634}}, "add": {"lut": {"control": 3.3383, "adders": 1.1199, "small_adders": 2.1166, "shift_adds": 0.8638, "negations": 0.7609, "adders_after_multiplier": 0.0586}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.6543, "outputs": 3.2677, "ready": 0.7901}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.0, "soft_multiply_wide": 0.0, "soft_multiply_signed": 0.0, "lut_multiply": 1.7649, "multiply_direct": 1.194, "hard_multiply_signed": 0.1908, "negate_or_xnor": 1.3729, "adders": 0.8882, "popcount": 1.4891, "accumulator_select": 0.9915, "input_select": 1.1357, "buffer_banks": 2.8442, "thresholds": 0.9606, "count_full_adders": 2.5067, "requant": 2.5427, "requant_carry": 1.7529, "logic_memory": 1.2741, "rom_muxes": 0.7635, "counters": 2.0485, "bram_read": 0.0095, "bram_ram_read": 0.9747, "bram_read_mux": 0.9998}, "ff": {"registers": 0.9508, "bram_read": 0.0391, "bram_ram_read": 0.5184, "bram_ram_wide": 1.8477, "dsp_products": 0.8512, "rq_dsp_products": 1.198, "memory_registers": 1.0649}}, "lut": {"lut": {"control": 1.218, "logic_memory": 0.9501, "rom_muxes": 0.3922}, "ff": {"control": 0.9873, "memory_registers": 0.9862}}, "window": {"lut": {"control": 16.8478, "counters": 3.4522, "positions": 2.3235, "ring_steps": 3.388, "ring_wraps": 1.6903, "padded_positions": 0.4412, "read_address": 0.0, "compares": 0.1113, "payload": 1.0439, "logic_memory": 0.0, "lutram_read_mux": 1.1729, "bram_read_mux": 0.0, "write_delay": 0.1757}, "ff": {"registers": 1.0285, "memory_registers": 0.9601, "payload": 0.3678, "write_delay": 1.5433}}, "pool": {"lut": {"control": 1.6559, "compare": 1.2659, "compare_logic": 1.0451, "or_lanes": 1.0936, "select": 0.4589, "counters": 1.604, "count_wrap": 0.7882}, "ff": {"control": 0.0, "running": 0.985, "shared": 1.1943, "counters": 1.3629}}, "fifo": {"lut": {"shallow": 1.5755, "shallow_pointers": 1.5809, "shallow_words": 0.2455, "shallow_read_mux": 3.5049, "shallow_wide_level": 9.6516, "deep": 0.0, "deep_pointers": 2.3798, "bram_width": 1.3331, "lutram": 0.0, "lutram_banked": 8.4289, "lutram_read_mux": 1.0464, "lutram_write_enables": 1.1565, "ff_read_mux": 0.0}, "ff": {"storage": 0.88, "pointers": 0.9036, "output_register": 0.0, "bram_output": 2.2353}}, "convert": {"lut": {"gather": 3.8873, "split": 4.2744, "split_select": 1.1192, "split_count": 2.5867, "shift_buffer": 0.0, "slot_muxes": 3.4142, "shifter": 0.0, "counters": 0.0}, "ff": {"registers": 0.9969}}, "vvau": {"lut": {"control": 7.1646, "multiply": 0.8573, "multiply_wide": 0.0, "lut_multiply": 2.358, "adders": 1.7961, "logic_memory": 0.8124}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 0.0, "compare_rom": 1.2637, "compare_constant": 0.8343, "signed_compares": 0.0, "count_full_adders": 3.8841, "logic_memory": 0.7234}, "ff": {"control": 4.6509, "pipeline": 0.9837, "memory_registers": 1.0634}}, "add": {"lut": {"control": 3.9257, "adders": 1.1808, "small_adders": 3.0133, "shift_adds": 0.0, "negations": 0.0, "adders_after_multiplier": 1.0411}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 2.464, "ready": 1.5111}, "ff": {"control": 0.0, "outputs": 1.0}}}}
+COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 34.0844, "soft_multiply": 0.2251, "soft_multiply_wide": 1.2231, "soft_multiply_signed": 1.0962, "lut_multiply": 1.4336, "multiply_direct": 1.6264, "hard_multiply_signed": 0.0, "negate_or_xnor": 1.0566, "adders": 0.7702, "popcount": 0.6949, "accumulator_select": 0.5946, "input_select": 1.2629, "buffer_banks": 0.0, "thresholds": 0.0296, "count_full_adders": 2.3824, "requant": 1.5044, "requant_carry": 0.6401, "logic_memory": 1.9166, "rom_muxes": 0.2799, "counters": 1.3745, "bram_read": 0.9291, "bram_ram_read": 0.0, "bram_read_mux": 0.9507}, "ff": {"registers": 0.997, "bram_ram_read": 2.023, "bram_ram_wide": 0.0, "dsp_products": 0.9691, "rq_dsp_products": 1.1579, "memory_registers": 0.9763}}, "lut": {"lut": {"control": 1.9836, "logic_memory": 1.1121, "rom_muxes": 0.5992}, "ff": {"control": 1.0, "memory_registers": 1.0}}, "window": {"lut": {"control": 0.1655, "counters": 1.2182, "positions": 2.2442, "ring_steps": 0.436, "ring_wraps": 2.1834, "padded_positions": 2.8652, "read_address": 0.6368, "compares": 0.5891, "payload": 0.2378, "logic_memory": 0.0, "lutram_read_mux": 0.0, "bram_read_mux": 15.8068, "write_delay": 0.7218}, "ff": {"registers": 0.8515, "memory_registers": 0.0, "payload": 0.3454, "write_delay": 1.7675}}, "pool": {"lut": {"control": 4.2848, "compare": 0.8709, "compare_logic": 0.0, "or_lanes": 0.9417, "select": 0.7495, "counters": 1.0307, "count_wrap": 0.4643}, "ff": {"control": 1.0, "running": 1.0, "shared": 1.0, "counters": 1.0}}, "fifo": {"lut": {"shallow": 5.9355, "shallow_pointers": 0.7175, "shallow_words": 1.8796, "shallow_read_mux": 0.8546, "shallow_wide_level": 1.9248, "deep": 0.0, "deep_pointers": 1.9315, "bram_width": 1.0396, "lutram": 0.0, "lutram_banked": 0.0, "lutram_read_mux": 0.0, "lutram_write_enables": 0.0, "ff_read_mux": 1.3857}, "ff": {"storage": 0.976, "pointers": 1.062, "output_register": 0.0, "bram_output": 2.0592}}, "convert": {"lut": {"gather": 6.4615, "split": 5.6257, "split_select": 1.0074, "split_count": 1.2752, "shift_buffer": 0.0, "slot_muxes": 1.1199, "shifter": 0.455, "counters": 0.0}, "ff": {"registers": 0.9969}}, "vvau": {"lut": {"control": 3.009, "multiply": 1.4812, "multiply_wide": 0.0904, "lut_multiply": 1.4352, "adders": 1.9004, "logic_memory": 1.0948}, "ff": {"control": 5.4831, "pipeline": 1.0799, "products": 0.6934, "partial_sums": 0.9989, "memory_registers": 1.2222}}, "threshold": {"lut": {"control": 1.9927, "compare_rom": 0.0, "compare_constant": 0.0, "signed_compares": 0.8564, "count_full_adders": 2.0484, "logic_memory": 1.8495}, "ff": {"control": 4.6509, "pipeline": 0.9837, "memory_registers": 1.0634}}, "add": {"lut": {"control": 3.3383, "adders": 1.1199, "small_adders": 2.1166, "shift_adds": 0.8638, "negations": 0.7609, "adders_after_multiplier": 0.0586}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.6543, "outputs": 3.2677, "ready": 0.7901}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.0, "soft_multiply_wide": 0.0, "soft_multiply_signed": 0.0, "lut_multiply": 1.7679, "multiply_direct": 1.2232, "hard_multiply_signed": 0.2048, "negate_or_xnor": 1.379, "adders": 0.8515, "popcount": 1.4875, "accumulator_select": 1.0153, "input_select": 1.1547, "buffer_banks": 2.8882, "thresholds": 0.9816, "count_full_adders": 2.1517, "requant": 2.5231, "requant_carry": 1.7678, "logic_memory": 1.2869, "rom_muxes": 0.7714, "counters": 2.0046, "bram_read": 0.0766, "bram_ram_read": 1.0014, "bram_read_mux": 0.9952}, "ff": {"registers": 0.956, "bram_ram_read": 0.5231, "bram_ram_wide": 1.8298, "dsp_products": 0.8744, "rq_dsp_products": 1.1844, "memory_registers": 1.0516}}, "lut": {"lut": {"control": 1.218, "logic_memory": 0.9501, "rom_muxes": 0.3922}, "ff": {"control": 0.9873, "memory_registers": 0.9862}}, "window": {"lut": {"control": 16.8478, "counters": 3.4522, "positions": 2.3235, "ring_steps": 3.388, "ring_wraps": 1.6903, "padded_positions": 0.4412, "read_address": 0.0, "compares": 0.1113, "payload": 1.0439, "logic_memory": 0.0, "lutram_read_mux": 1.1729, "bram_read_mux": 0.0, "write_delay": 0.1757}, "ff": {"registers": 1.0285, "memory_registers": 0.9601, "payload": 0.3678, "write_delay": 1.5433}}, "pool": {"lut": {"control": 1.6559, "compare": 1.2659, "compare_logic": 1.0451, "or_lanes": 1.0936, "select": 0.4589, "counters": 1.604, "count_wrap": 0.7882}, "ff": {"control": 0.0, "running": 0.985, "shared": 1.1943, "counters": 1.3629}}, "fifo": {"lut": {"shallow": 1.5755, "shallow_pointers": 1.5809, "shallow_words": 0.2455, "shallow_read_mux": 3.5049, "shallow_wide_level": 9.6516, "deep": 0.0, "deep_pointers": 2.3798, "bram_width": 1.3331, "lutram": 0.0, "lutram_banked": 8.4289, "lutram_read_mux": 1.0464, "lutram_write_enables": 1.1565, "ff_read_mux": 0.0}, "ff": {"storage": 0.88, "pointers": 0.9036, "output_register": 0.0, "bram_output": 2.2353}}, "convert": {"lut": {"gather": 3.8873, "split": 4.2744, "split_select": 1.1192, "split_count": 2.5867, "shift_buffer": 0.0, "slot_muxes": 3.4142, "shifter": 0.0, "counters": 0.0}, "ff": {"registers": 0.9969}}, "vvau": {"lut": {"control": 7.1646, "multiply": 0.8573, "multiply_wide": 0.0, "lut_multiply": 2.358, "adders": 1.7961, "logic_memory": 0.8124}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 0.0, "compare_rom": 1.2637, "compare_constant": 0.8343, "signed_compares": 0.0, "count_full_adders": 3.8841, "logic_memory": 0.7234}, "ff": {"control": 4.6509, "pipeline": 0.9837, "memory_registers": 1.0634}}, "add": {"lut": {"control": 3.9257, "adders": 1.1808, "small_adders": 3.0133, "shift_adds": 0.0, "negations": 0.0, "adders_after_multiplier": 1.0411}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 2.464, "ready": 1.5111}, "ff": {"control": 0.0, "outputs": 1.0}}}}
