@@ -453,10 +453,9 @@ def _stages(spec: dict, taken: set[str], flatten: tuple | None, in_count: int) -
         floor_shape = tuple((size + pads[i] + pads[i + len(kernel)] - dilations[i] * (kernel[i] - 1) - 1) // strides[i] + 1
                             for i, size in enumerate(spec["in_shape"][1:]))
         # ceil_mode matters only where it adds a window at the end.
-        if (attrs.get("ceil_mode", 0) and floor_shape != tuple(spec["out_shape"][1:])) \
-                or attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
-            raise LoweringError(f"node {spec['name']!r} (MaxPool): ceil_mode where it adds a window, and auto_pad "
-                                "SAME, are not supported yet")
+        if attrs.get("ceil_mode", 0) and floor_shape != tuple(spec["out_shape"][1:]):
+            raise LoweringError(f"node {spec['name']!r} (MaxPool): ceil_mode where it adds a window is not "
+                                "supported yet")
         window = _window(hardware_name(spec["name"] + "_window", taken), spec["name"],
                          (*spec["in_shape"][1:], channels), spec["out_shape"][1:], kernel, strides,
                          pads[:len(kernel)], pads[len(kernel):], dilations, spec["dtype"], spec["dtype"].min)

@@ -651,7 +651,7 @@ def _spatial_ints(attrs: dict, name: str, default: int, count: int, x: np.ndarra
     return tuple(values)
 
 
-def _window_geometry(attrs: dict, x: np.ndarray, kernel, op_type: str, *, pooling: bool) -> _Windows:
+def window_geometry(attrs: dict, x: np.ndarray, kernel, op_type: str, *, pooling: bool) -> _Windows:
     """The windows of a Conv-family or pooling node, with onnxruntime's padding and output sizes.
 
     ``SAME_UPPER``/``SAME_LOWER`` pad ``(ceil(in / stride) - 1) * stride + kernel - in`` in
@@ -748,7 +748,7 @@ def _conv_geometry(attrs: dict, x: np.ndarray, w: np.ndarray, op_type: str) -> t
             f"{op_type} with group={group}: input channels {x.shape[1]} must equal weight channels {w.shape[1]} "
             f"x group, and output channels {w.shape[0]} must be divisible by group"
         )
-    return _window_geometry(attrs, x, kernel, op_type, pooling=False), group
+    return window_geometry(attrs, x, kernel, op_type, pooling=False), group
 
 
 def _convolution(x: np.ndarray, w: np.ndarray, windows: _Windows, group: int) -> np.ndarray:
@@ -860,7 +860,7 @@ def _max_pool(attrs, inputs, versions):
     storage_order = attrs.get("storage_order", 0)
     if storage_order not in (0, 1):
         raise FrontendError(f"MaxPool storage_order must be 0 (row major) or 1 (column major), not {storage_order!r}")
-    windows = _window_geometry(attrs, x, _required(attrs, "kernel_shape", "MaxPool"), "MaxPool", pooling=True)
+    windows = window_geometry(attrs, x, _required(attrs, "kernel_shape", "MaxPool"), "MaxPool", pooling=True)
     floating = np.issubdtype(x.dtype, np.floating)
     taps = _sliding_windows(x, windows, -np.inf if floating else np.iinfo(x.dtype).min)
     inside = _sliding_windows(np.ones((1, 1) + windows.input, dtype=np.bool_), windows, False)
@@ -891,7 +891,7 @@ def _taps_counted(windows: _Windows, include_pad: bool) -> np.ndarray:
 @_op("AveragePool")
 def _average_pool(attrs, inputs, versions):
     (x,) = inputs
-    windows = _window_geometry(attrs, x, _required(attrs, "kernel_shape", "AveragePool"), "AveragePool", pooling=True)
+    windows = window_geometry(attrs, x, _required(attrs, "kernel_shape", "AveragePool"), "AveragePool", pooling=True)
     total = _sliding_windows(x.astype(np.float64), windows, 0.0).sum(axis=-1)
     # a window with no input tap is 0 in onnxruntime
     count = np.maximum(_taps_counted(windows, bool(attrs.get("count_include_pad", 0))), 1)

@@ -15,6 +15,7 @@ CNN = Path(__file__).parent / "models" / "cnn"
 CASES = {
     "digits_cnn": ("digits_cnn_frames.npy", 0),
     "conv1d_kws": ("conv1d_kws_frames.npy", 0),
+    "conv1d_kws_legacy": ("conv1d_kws_frames.npy", 0),   # its Conv pads with auto_pad SAME_UPPER
     "cnv_w1a1": ("cnv_frames.npy", 0),
     "cnv_w1a2": ("cnv_frames.npy", 0),
     "cnv_w2a2": ("cnv_frames.npy", 0),

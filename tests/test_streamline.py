@@ -293,3 +293,46 @@ def test_reduce_max_over_the_image_is_a_global_max_pool(keepdims):
     _, outputs = to_hw(streamlined).emulate(frames)
     reference = execute(graph_from_model(model), {"x": frames})["y"]
     assert np.abs(outputs - reference.reshape(outputs.shape)).max() <= 4 * np.spacing(np.abs(reference).max())
+
+
+def _same_padded_model(conv_pad: str, pool_pad: str, size: tuple[int, int], pool_strides: list[int]):
+    """Quant -> Conv 3x3 stride 2 (``conv_pad``) -> Quant -> MaxPool 2x2 (``pool_pad``) -> Flatten -> MatMul."""
+    rng = np.random.default_rng(6)
+    conv_out = [-(-s // 2) for s in size] if conv_pad.startswith("SAME") else [(s - 3) // 2 + 1 for s in size]
+    pool_out = [-(-s // t) for s, t in zip(conv_out, pool_strides)]
+    inits = [numpy_helper.from_array(np.asarray(v, np.float32), name) for name, v in [
+        ("s", 0.25), ("zero", 0.0), ("bits", 3.0), ("wc", rng.integers(-3, 4, (4, 2, 3, 3))),
+        ("wd", rng.integers(-3, 4, (4 * pool_out[0] * pool_out[1], 3)))]]
+    quant = dict(domain="qonnx.custom_op.general", signed=1, narrow=0, rounding_mode="ROUND")
+    nodes = [helper.make_node("Quant", ["x", "s", "zero", "bits"], ["q0"], name="QuantIn", **quant),
+             helper.make_node("Quant", ["wc", "s", "zero", "bits"], ["wcq"], name="WC", **quant),
+             helper.make_node("Conv", ["q0", "wcq"], ["c"], name="Conv", kernel_shape=[3, 3], strides=[2, 2],
+                              auto_pad=conv_pad),
+             helper.make_node("Quant", ["c", "s", "zero", "bits"], ["q1"], name="Act", **quant),
+             helper.make_node("MaxPool", ["q1"], ["p"], name="Pool", kernel_shape=[2, 2], strides=pool_strides,
+                              auto_pad=pool_pad),
+             helper.make_node("Flatten", ["p"], ["f"], name="Flat"),
+             helper.make_node("Quant", ["wd", "s", "zero", "bits"], ["wdq"], name="WD", **quant),
+             helper.make_node("MatMul", ["f", "wdq"], ["y"], name="Dense")]
+    graph = helper.make_graph(nodes, "same", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, *size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                   helper.make_opsetid("qonnx.custom_op.general", 1)])
+
+
+@pytest.mark.parametrize("conv_pad,pool_pad", [("SAME_UPPER", "SAME_LOWER"), ("SAME_LOWER", "SAME_UPPER"),
+                                               ("VALID", "SAME_UPPER")])
+def test_auto_pad_compiles_as_the_pads_onnxruntime_applies(conv_pad, pool_pad):
+    """Odd totals on a 7x8 image: SAME_UPPER puts the extra row and column at the end, SAME_LOWER at the start."""
+    model = _same_padded_model(conv_pad, pool_pad, (7, 8), [1, 1])
+    _, streamlined = compile_graph(model)
+    frames = np.random.default_rng(7).uniform(-1, 1, (6, 2, 7, 8)).astype(np.float32)
+    _, outputs = to_hw(streamlined).emulate(frames)
+    reference = execute(graph_from_model(model), {"x": frames})["y"]
+    assert np.abs(outputs - reference.reshape(outputs.shape)).max() <= 4 * np.spacing(np.abs(reference).max())
+
+
+def test_auto_pad_that_would_cut_the_input_is_refused_by_name():
+    # A 2x2 pool of stride 4 on the conv's 4x4: onnxruntime pads by -2 in total, cutting the input.
+    with pytest.raises(LoweringError, match=r"^node 'Pool' \(MaxPool\): auto_pad SAME_UPPER with strides \[4, 4\]"):
+        compile_graph(_same_padded_model("SAME_UPPER", "SAME_UPPER", (7, 8), [4, 4]))

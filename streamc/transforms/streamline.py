@@ -28,9 +28,9 @@ import numpy as np
 from onnx import TensorProto
 
 from ..datatypes import BIPOLAR, DataType, datatype_of_values, smallest_datatype
-from ..errors import LoweringError
+from ..errors import FrontendError, LoweringError
 from ..execute import execute, tensor_shapes
-from ..reference import run_node
+from ..reference import run_node, window_geometry
 from ..requant_fit import fit_requant
 from ..rtl.requant import Requant
 from ..ir import Graph, Node, TensorInfo
@@ -129,6 +129,7 @@ def streamline(graph: Graph) -> Graph:
         raise LoweringError(f"streamc compiles models with one input and one output; this one has "
                             f"{len(graph.inputs)} inputs and {len(graph.outputs)} outputs")
     graph.meta["shapes"] = tensor_shapes(graph)
+    _explicit_pads(graph)
     lowering = _Lowering(graph)
     lowering.run()
     graph.nodes = lowering.head + lowering.body + lowering.tail
@@ -751,9 +752,6 @@ def _dense_kernel(kernel: np.ndarray, group: int) -> np.ndarray:
 
 def _conv_linear(graph: Graph, node: Node, codes: _Codes) -> _Linear:
     weight = node.inputs[1]
-    if node.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
-        raise LoweringError(f"{node.describe()}: auto_pad {node.attrs['auto_pad']!r} is not supported; "
-                            "write explicit pads")
     padded = any(node.attrs.get("pads", []))
     if node.op_type == "ConvInteger":
         # Codes in, the int32 accumulator of (x - x_zero_point) and (w - w_zero_point) out; it pads with x's
@@ -805,6 +803,35 @@ def _conv_linear(graph: Graph, node: Node, codes: _Codes) -> _Linear:
                    spatial=spatial, bias=bias, pad=pad)
 
 
+#: Ops whose ``auto_pad`` :func:`_explicit_pads` writes out, and whether they pool.
+_WINDOW_OPS = {"Conv": False, "ConvInteger": False, "MaxPool": True, "AveragePool": True}
+
+
+def _explicit_pads(graph: Graph) -> None:
+    """Write each window op's ``auto_pad`` as the pads onnxruntime applies for it (the odd one at the
+    end for ``SAME_UPPER``, at the start for ``SAME_LOWER``): the lowering reads ``pads`` only."""
+    for node in graph.nodes:
+        if node.op_type not in _WINDOW_OPS or node.attrs.get("auto_pad", "NOTSET") == "NOTSET":
+            continue
+        kernel = node.attrs.get("kernel_shape")
+        if kernel is None:
+            if node.inputs[1] not in graph.quantized and node.inputs[1] not in graph.constants:
+                raise LoweringError(f"{node.describe()}: its weights are not constant; streamc needs them at compile time")
+            kernel = _kernel_shape(graph, node)[2:]
+        shape = graph.meta["shapes"][node.inputs[0]]
+        try:
+            windows = window_geometry(node.attrs, np.zeros(shape), kernel, node.op_type,
+                                      pooling=_WINDOW_OPS[node.op_type])
+        except FrontendError as error:
+            raise LoweringError(f"{node.describe()}: {error}") from error
+        pads = [*windows.pads_begin, *windows.pads_end]
+        if min(pads) < 0:
+            raise LoweringError(f"{node.describe()}: auto_pad {node.attrs['auto_pad']} with strides "
+                                f"{list(windows.strides)} past the kernel {list(windows.kernel)} pads by {pads}, "
+                                "cutting the input; streamc supports pads >= 0")
+        node.attrs = {key: value for key, value in node.attrs.items() if key != "auto_pad"} | {"pads": pads}
+
+
 def _kernel_shape(graph: Graph, node: Node) -> tuple[int, ...]:
     """A Conv's or ConvInteger's kernel shape (OC, C/group, *K)."""
     weight = node.inputs[1]
@@ -827,8 +854,9 @@ def _pool_window(graph: Graph, node: Node) -> dict:
     shape = graph.meta["shapes"][node.inputs[0]]
     spatial = len(shape) - 2
     if node.op_type == "AveragePool":
-        if node.attrs.get("ceil_mode", 0) or node.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
-            raise LoweringError(f"{node.describe()}: ceil_mode and auto_pad SAME are not supported; write explicit pads")
+        if node.attrs.get("ceil_mode", 0):
+            raise LoweringError(f"{node.describe()}: ceil_mode is not supported for an average pool (its last window "
+                                "would divide by fewer inputs); streamc supports ceil_mode=0")
         pads = list(node.attrs.get("pads", [0] * 2 * spatial))
         if any(pads) and not node.attrs.get("count_include_pad", 0):
             raise LoweringError(f"{node.describe()}: a padded average pool that does not count the padding divides "
