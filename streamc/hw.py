@@ -450,12 +450,6 @@ def _stages(spec: dict, taken: set[str], flatten: tuple | None, in_count: int) -
         kernel = tuple(attrs["kernel_shape"])
         pads = list(attrs.get("pads", [0] * 2 * len(kernel)))
         strides, dilations = attrs.get("strides", [1] * len(kernel)), attrs.get("dilations", [1] * len(kernel))
-        floor_shape = tuple((size + pads[i] + pads[i + len(kernel)] - dilations[i] * (kernel[i] - 1) - 1) // strides[i] + 1
-                            for i, size in enumerate(spec["in_shape"][1:]))
-        # ceil_mode matters only where it adds a window at the end.
-        if attrs.get("ceil_mode", 0) and floor_shape != tuple(spec["out_shape"][1:]):
-            raise LoweringError(f"node {spec['name']!r} (MaxPool): ceil_mode where it adds a window is not "
-                                "supported yet")
         window = _window(hardware_name(spec["name"] + "_window", taken), spec["name"],
                          (*spec["in_shape"][1:], channels), spec["out_shape"][1:], kernel, strides,
                          pads[:len(kernel)], pads[len(kernel):], dilations, spec["dtype"], spec["dtype"].min)

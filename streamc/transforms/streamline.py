@@ -809,9 +809,12 @@ _WINDOW_OPS = {"Conv": False, "ConvInteger": False, "MaxPool": True, "AveragePoo
 
 def _explicit_pads(graph: Graph) -> None:
     """Write each window op's ``auto_pad`` as the pads onnxruntime applies for it (the odd one at the
-    end for ``SAME_UPPER``, at the start for ``SAME_LOWER``): the lowering reads ``pads`` only."""
+    end for ``SAME_UPPER``, at the start for ``SAME_LOWER``), and a max pool's ``ceil_mode`` as the end
+    padding its last windows reach into (a max ignores padding, which holds the smallest code): the
+    lowering reads ``pads`` only."""
     for node in graph.nodes:
-        if node.op_type not in _WINDOW_OPS or node.attrs.get("auto_pad", "NOTSET") == "NOTSET":
+        ceil = node.op_type == "MaxPool" and bool(node.attrs.get("ceil_mode", 0))
+        if node.op_type not in _WINDOW_OPS or (node.attrs.get("auto_pad", "NOTSET") == "NOTSET" and not ceil):
             continue
         kernel = node.attrs.get("kernel_shape")
         if kernel is None:
@@ -824,12 +827,20 @@ def _explicit_pads(graph: Graph) -> None:
                                       pooling=_WINDOW_OPS[node.op_type])
         except FrontendError as error:
             raise LoweringError(f"{node.describe()}: {error}") from error
-        pads = [*windows.pads_begin, *windows.pads_end]
+        ends = windows.pads_end
+        if ceil:
+            # Just what the last window reaches (none past the image where a stride skips its end).
+            ends = tuple(max(0, (count - 1) * stride + dilation * (k - 1) + 1 - size - begin)
+                         for count, stride, dilation, k, size, begin in zip(windows.output, windows.strides,
+                                                                             windows.dilations, windows.kernel,
+                                                                             windows.input, windows.pads_begin))
+        pads = [*windows.pads_begin, *ends]
         if min(pads) < 0:
             raise LoweringError(f"{node.describe()}: auto_pad {node.attrs['auto_pad']} with strides "
                                 f"{list(windows.strides)} past the kernel {list(windows.kernel)} pads by {pads}, "
                                 "cutting the input; streamc supports pads >= 0")
-        node.attrs = {key: value for key, value in node.attrs.items() if key != "auto_pad"} | {"pads": pads}
+        node.attrs = {key: value for key, value in node.attrs.items()
+                      if key not in ("auto_pad", "ceil_mode")} | {"pads": pads}
 
 
 def _kernel_shape(graph: Graph, node: Node) -> tuple[int, ...]:
