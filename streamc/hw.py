@@ -427,10 +427,22 @@ def _window(name: str, source: str, in_shape, out_shape, kernel, strides, pads_b
                        dilations=tuple(dilations), dtype=dtype, pad_value=pad_value)
 
 
-def _stages(spec: dict, taken: set[str], flatten: tuple | None, in_count: int) -> list[Stage]:
-    """The stages of one spec of the streamline step, in stream order."""
+def _stream_positions(shape: tuple[int, ...]) -> np.ndarray:
+    """Where each element of a frame of ``shape`` (C, *spatial) sits in its stream: channels last."""
+    count = int(np.prod(shape, dtype=int))
+    if len(shape) < 2:
+        return np.arange(count).reshape(shape)
+    return np.moveaxis(np.arange(count).reshape(*shape[1:], shape[0]), -1, 0)
+
+
+def _stages(spec: dict, taken: set[str], positions: np.ndarray | None, in_count: int) -> list[Stage]:
+    """The stages of one spec of the streamline step, in stream order. ``positions``: where each
+    element of the input the model sees sits in the stream, if shape ops reordered it (None: in order)."""
     name = hardware_name(spec["name"], taken)
     kind = spec["kind"]
+    if positions is not None and (kind not in ("mvau", "vvau") or spec.get("conv")):
+        raise LoweringError(f"node {spec['name']!r}: its input is a stream reordered by shape ops (a Transpose, or "
+                            "a Flatten of an image); streamc reorders a stream only where it enters a dense layer")
     if kind == "lut":
         return [LUTStage(name=name, source=spec["name"], table=spec["table"], in_dtype=spec["in_dtype"],
                          out_dtype=spec["out_dtype"], count=in_count)]
@@ -457,9 +469,11 @@ def _stages(spec: dict, taken: set[str], flatten: tuple | None, in_count: int) -
                          vectors=int(np.prod(spec["out_shape"][1:])), dtype=spec["dtype"])
         return [window, pool]
     weights = spec["weights"]
-    if flatten is not None:
-        # The model flattened (C, *spatial); the stream carries (*spatial, C).
-        weights = np.moveaxis(weights.reshape(weights.shape[0], *flatten), 1, -1).reshape(weights.shape[0], -1)
+    if positions is not None:
+        # Weight j of the model meets the element the stream carries at positions[j].
+        reordered = np.empty_like(weights)
+        reordered[:, positions.reshape(-1)] = weights
+        weights = reordered
     conv = spec.get("conv")
     vectors = int(np.prod(conv["out_shape"][:-1])) if conv else 1
     if kind == "vvau":
@@ -490,20 +504,30 @@ def to_hw(graph: Graph) -> Dataflow:
     hw_input, hw_output = meta["hw_input"], meta["hw_output"]
     shapes = tensor_shapes(graph)
     producer = {hw_input: -1}
-    flattened: dict[str, tuple] = {}
+    # Tensors that shape ops reordered: where each element sits in the stream carrying it.
+    reordered: dict[str, np.ndarray] = {}
     taken: set[str] = set()
     stages: list[Stage] = []
     for spec in meta["stages"]:
         if spec["kind"] == "alias":
             (source,) = spec["inputs"]
             producer[spec["output"]] = producer[source]
-            flat = spec["flatten"] or flattened.get(source)
-            if flat is not None:
-                flattened[spec["output"]] = tuple(flat)
+            positions = reordered.get(source)
+            if positions is None:
+                positions = _stream_positions(shapes[source][1:])
+            if spec["perm"] is not None:
+                positions = positions.transpose([axis - 1 for axis in spec["perm"][1:]])
+            positions = positions.reshape(shapes[spec["output"]][1:])
+            if not np.array_equal(positions, _stream_positions(positions.shape)):
+                reordered[spec["output"]] = positions
             continue
+        for tensor in spec["inputs"][1:]:
+            if tensor in reordered:
+                raise LoweringError(f"node {spec['name']!r}: its input {tensor!r} is a stream reordered by shape ops; "
+                                    "streamc reorders a stream only where it enters a dense layer")
         sources = [producer[t] for t in spec["inputs"]]
         in_count = stages[sources[0]].out_count if sources[0] >= 0 else int(np.prod(shapes[hw_input][1:]))
-        new = _stages(spec, taken, flattened.get(spec["inputs"][0]), in_count)
+        new = _stages(spec, taken, reordered.get(spec["inputs"][0]), in_count)
         new[0].sources = sources
         for offset, stage in enumerate(new[1:]):
             stage.sources = [len(stages) + offset]

@@ -333,3 +333,51 @@ def test_auto_pad_that_would_cut_the_input_is_refused_by_name():
     # A 2x2 pool of stride 4 on the conv's 4x4: onnxruntime pads by -2 in total, cutting the input.
     with pytest.raises(LoweringError, match=r"^node 'Pool' \(MaxPool\): auto_pad SAME_UPPER with strides \[4, 4\]"):
         compile_graph(_same_padded_model("SAME_UPPER", "SAME_UPPER", (7, 8), [4, 4]))
+
+
+def _conv_then(shape_ops: list, after: str, size=(4, 5)):
+    """Quant -> Conv 3x3 (4 channels, padded) -> Quant -> ``shape_ops`` -> ``after`` ("dense": Flatten ->
+    MatMul; "conv": another Conv), QONNX."""
+    rng = np.random.default_rng(8)
+    inits = [numpy_helper.from_array(np.asarray(v, np.float32), name) for name, v in [
+        ("s", 0.25), ("zero", 0.0), ("bits", 3.0), ("wc", rng.integers(-3, 4, (4, 2, 3, 3))),
+        ("wd", rng.integers(-3, 4, (4 * size[0] * size[1], 3))), ("wc2", rng.integers(-3, 4, (3, 4, 1, 1)))]]
+    quant = dict(domain="qonnx.custom_op.general", signed=1, narrow=0, rounding_mode="ROUND")
+    nodes = [helper.make_node("Quant", ["x", "s", "zero", "bits"], ["q0"], name="QuantIn", **quant),
+             helper.make_node("Quant", ["wc", "s", "zero", "bits"], ["wcq"], name="WC", **quant),
+             helper.make_node("Conv", ["q0", "wcq"], ["c"], name="Conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Quant", ["c", "s", "zero", "bits"], ["t0"], name="Act", **quant)]
+    for k, (op, attrs) in enumerate(shape_ops):
+        nodes.append(helper.make_node(op, [f"t{k}"], [f"t{k + 1}"], name=f"{op}{k}", **attrs))
+    last = f"t{len(shape_ops)}"
+    if after == "dense":
+        nodes += [helper.make_node("Flatten", [last], ["f"], name="Flat"),
+                  helper.make_node("Quant", ["wd", "s", "zero", "bits"], ["wdq"], name="WD", **quant),
+                  helper.make_node("MatMul", ["f", "wdq"], ["y"], name="Dense")]
+        out_shape = [1, 3]
+    else:
+        nodes += [helper.make_node("Quant", ["wc2", "s", "zero", "bits"], ["wc2q"], name="WC2", **quant),
+                  helper.make_node("Conv", [last, "wc2q"], ["y"], name="Conv2", kernel_shape=[1, 1])]
+        out_shape = None
+    graph = helper.make_graph(nodes, "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, *size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                   helper.make_opsetid("qonnx.custom_op.general", 1)])
+
+
+@pytest.mark.parametrize("perm", [[0, 2, 3, 1], [0, 1, 3, 2], [0, 3, 1, 2]])
+def test_a_transpose_into_a_dense_layer_reorders_its_weights(perm):
+    """Keras-style ``permute(0, 2, 3, 1)`` before the flatten, and other orders: the dense layer's weights
+    follow the stream's order, the stream is not reordered."""
+    model = _conv_then([("Transpose", {"perm": perm})], "dense")
+    _, streamlined = compile_graph(model)
+    frames = np.random.default_rng(9).uniform(-1, 1, (6, 2, 4, 5)).astype(np.float32)
+    _, outputs = to_hw(streamlined).emulate(frames)
+    reference = execute(graph_from_model(model), {"x": frames})["y"]
+    assert np.abs(outputs - reference.reshape(outputs.shape)).max() <= 4 * np.spacing(np.abs(reference).max())
+
+
+def test_a_transpose_between_convolutions_is_refused_by_name():
+    _, streamlined = compile_graph(_conv_then([("Transpose", {"perm": [0, 1, 3, 2]})], "conv"))
+    with pytest.raises(LoweringError, match=r"^node 'Conv2': its input is a stream reordered by shape ops"):
+        to_hw(streamlined)

@@ -250,8 +250,6 @@ class _Lowering:
     def _lower_code_op(self, node: Node, codes: _Codes, floats: bool) -> None:
         """Copy a shape op or max pool onto the codes; record what hardware needs of it."""
         graph = self.graph
-        if node.op_type == "Transpose":
-            raise LoweringError(f"{node.describe()}: a Transpose between layers is not supported yet")
         out = graph.fresh_name(f"{node.outputs[0]}_codes")
         self.body.append(Node(node.op_type, graph.fresh_name(f"{node.name}_codes"), [codes.tensor, *node.inputs[1:]],
                               [out], dict(node.attrs)))
@@ -268,8 +266,13 @@ class _Lowering:
                                     in_shape=shape[1:], attrs=dict(node.attrs), dtype=codes.dtype,
                                     out_shape=out_shape[1:]))
         else:
-            flatten = shape[1:] if len(shape) > 2 and len(out_shape) == 2 else None
-            self.stages.append(dict(kind="alias", name=node.name, inputs=[codes.tensor], output=out, flatten=flatten))
+            perm = None
+            if node.op_type == "Transpose":
+                perm = list(node.attrs.get("perm", range(len(shape) - 1, -1, -1)))
+                if perm[0] != 0:
+                    raise LoweringError(f"{node.describe()}: it moves the batch axis (perm {perm}); streamc streams "
+                                        "one frame at a time")
+            self.stages.append(dict(kind="alias", name=node.name, inputs=[codes.tensor], output=out, perm=perm))
         self.done.add(id(node))
         self.available[node.outputs[0]] = (_Codes(out, codes.lo, codes.hi, codes.dtype, codes.quantizer), floats)
 
