@@ -90,7 +90,9 @@ def mlp(**kwargs) -> onnx.ModelProto:
 
 
 def cnn(*, transpose: bool = False) -> onnx.ModelProto:
-    """x (1x2x4x4) -> Quant 8b -> Conv 3x3 to 4 channels -> Relu -> Quant 2b -> Flatten -> MatMul 16x2 -> Quant 4b."""
+    """x (1x2x4x4) -> Quant 8b -> Conv 3x3 to 4 channels -> Relu -> Quant 2b -> Flatten -> MatMul 16x2 -> Quant 4b.
+
+    With ``transpose``, the image's rows and columns swap before a 1x1 Conv (and its Quant) ahead of the flatten."""
     b = ModelBuilder()
     b.quant("x", "xq", "QuantIn", scale=1 / 64, bits=8.0)
     w = (np.arange(4 * 2 * 9, dtype=np.float32).reshape(4, 2, 3, 3) % 5 - 2) / 4
@@ -100,7 +102,11 @@ def cnn(*, transpose: bool = False) -> onnx.ModelProto:
     b.quant("rc", "ac", "ActQuantC", scale=0.5, bits=2.0, signed=0)
     flat_in = "ac"
     if transpose:
-        flat_in = b.node("Transpose", ["ac"], "act", "swap_hw", perm=[0, 1, 3, 2])
+        b.node("Transpose", ["ac"], "act", "swap_hw", perm=[0, 1, 3, 2])
+        b.quant(b.const("W1", (np.arange(16, dtype=np.float32).reshape(4, 4, 1, 1) % 3 - 1) / 4), "W1q",
+                "WeightQuant1", scale=0.25, bits=2.0, narrow=1)
+        b.node("Conv", ["act", "W1q"], "conv1_out", "conv1", kernel_shape=[1, 1], group=1)
+        flat_in = b.quant("conv1_out", "a1", "ActQuant1", scale=0.5, bits=2.0)
     b.node("Flatten", [flat_in], "flat", "flatten")
     wf = (np.arange(32, dtype=np.float32).reshape(16, 2) % 3 - 1) / 4
     b.quant(b.const("Wf", wf), "Wfq", "WeightQuantF", scale=0.25, bits=2.0, narrow=1)
