@@ -381,3 +381,36 @@ def test_a_transpose_between_convolutions_is_refused_by_name():
     _, streamlined = compile_graph(_conv_then([("Transpose", {"perm": [0, 1, 3, 2]})], "conv"))
     with pytest.raises(LoweringError, match=r"^node 'Conv2': its input is a stream reordered by shape ops"):
         to_hw(streamlined)
+
+
+@pytest.mark.parametrize("layout", ["nhwc", "flat"])
+def test_a_shape_op_on_the_input_codes_runs_on_the_host(layout):
+    """An NHWC model's Transpose, or a Reshape of a flat input into an image, right after the input quantizer:
+    the host hands the stream over in the order the first convolution reads."""
+    rng = np.random.default_rng(10)
+    in_shape = [1, 4, 5, 2] if layout == "nhwc" else [1, 40]
+    inits = [numpy_helper.from_array(np.asarray(v, np.float32), name) for name, v in [
+        ("s", 0.25), ("zero", 0.0), ("bits", 3.0), ("wc", rng.integers(-3, 4, (3, 2, 3, 3))),
+        ("wd", rng.integers(-3, 4, (3 * 2 * 3, 2)))]]
+    inits.append(numpy_helper.from_array(np.array([1, 2, 4, 5], np.int64), "image"))
+    quant = dict(domain="qonnx.custom_op.general", signed=1, narrow=0, rounding_mode="ROUND")
+    to_image = (helper.make_node("Transpose", ["q0"], ["img"], name="ToNCHW", perm=[0, 3, 1, 2]) if layout == "nhwc"
+                else helper.make_node("Reshape", ["q0", "image"], ["img"], name="ToImage"))
+    nodes = [helper.make_node("Quant", ["x", "s", "zero", "bits"], ["q0"], name="QuantIn", **quant), to_image,
+             helper.make_node("Quant", ["wc", "s", "zero", "bits"], ["wcq"], name="WC", **quant),
+             helper.make_node("Conv", ["img", "wcq"], ["c"], name="Conv", kernel_shape=[3, 3]),
+             helper.make_node("Quant", ["c", "s", "zero", "bits"], ["a"], name="Act", **quant),
+             helper.make_node("Flatten", ["a"], ["f"], name="Flat"),
+             helper.make_node("Quant", ["wd", "s", "zero", "bits"], ["wdq"], name="WD", **quant),
+             helper.make_node("MatMul", ["f", "wdq"], ["y"], name="Dense")]
+    graph = helper.make_graph(nodes, "in", [helper.make_tensor_value_info("x", TensorProto.FLOAT, in_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                    helper.make_opsetid("qonnx.custom_op.general", 1)])
+    _, streamlined = compile_graph(model)
+    dataflow = to_hw(streamlined)
+    assert [node.op_type for node in dataflow.head.nodes][-1] == ("Transpose" if layout == "nhwc" else "Reshape")
+    frames = rng.uniform(-1, 1, (6, *in_shape[1:])).astype(np.float32)
+    _, outputs = dataflow.emulate(frames)
+    reference = execute(graph_from_model(model), {"x": frames})["y"]
+    assert np.abs(outputs - reference.reshape(outputs.shape)).max() <= 4 * np.spacing(np.abs(reference).max())

@@ -251,9 +251,19 @@ class _Lowering:
         """Copy a shape op or max pool onto the codes; record what hardware needs of it."""
         graph = self.graph
         out = graph.fresh_name(f"{node.outputs[0]}_codes")
-        self.body.append(Node(node.op_type, graph.fresh_name(f"{node.name}_codes"), [codes.tensor, *node.inputs[1:]],
-                              [out], dict(node.attrs)))
+        copy = Node(node.op_type, graph.fresh_name(f"{node.name}_codes"), [codes.tensor, *node.inputs[1:]], [out],
+                    dict(node.attrs))
         graph.datatypes[out] = codes.dtype
+        if (node.op_type in SHAPE_OPS and codes.tensor == self.hw_input and len(graph.consumers(node.inputs[0])) == 1
+                and not any(self.hw_input in stage["inputs"] for stage in self.stages)):
+            # A shape op on the input's codes (an NHWC model's Transpose) runs on the host, last in the head: the
+            # stream then starts in the order the first layer reads.
+            self.head.append(copy)
+            self.hw_input = out
+            self.done.add(id(node))
+            self.available[node.outputs[0]] = (_Codes(out, codes.lo, codes.hi, codes.dtype, codes.quantizer), floats)
+            return
+        self.body.append(copy)
         shape, out_shape = graph.meta["shapes"][node.inputs[0]], graph.meta["shapes"][node.outputs[0]]
         if node.op_type == "ReduceMax":
             _check_global(graph, node, shape, "a global max pool")
