@@ -9,7 +9,8 @@ YoWASP cannot see /tmp), and its cell counts stored with the kernel's parameters
 only the stored results are used. Then the LUT and FF coefficients of :mod:`streamc.resources`
 are fitted (least squares on relative error) and written to ``benchmarks/calibration/fit.json``,
 and a table compares the model (with the coefficients it ships) against every stored design.
-The whole sweep takes about 30 minutes on two cores; small widths first.
+The whole sweep takes about 50 minutes on two cores (CNV-w2a2's last convolution, a 1.2 Mbit ROM, alone
+16–18 minutes per family); small widths first.
 """
 
 from __future__ import annotations
@@ -418,6 +419,11 @@ SWEEP = [
     ("window", dict(in_shape=[11, 9, 3], kernel=[3, 3], stride=[1, 1], padding=[1, 1, 1, 1], dtype="UINT8", simd=1)),
     ("window", dict(in_shape=[11, 9, 6], kernel=[3, 3], stride=[2, 2], padding=[0, 0, 0, 0], dtype="UINT8", simd=1)),
     ("window", dict(in_shape=[9, 7, 8], kernel=[3, 3], stride=[1, 1], padding=[1, 1, 1, 1], dtype="UINT8", simd=2)),
+    # CNV-w1a2's and CNV-w2a2's convolutions as a fifth of the ECP5 folds them: unsigned two-bit
+    # activations times bipolar or two-bit weights, wide SIMD, weights and thresholds in block RAM.
+    _mvau(64, 576, 8, 64, "UINT2", "BIPOLAR", "thresholds", "UINT2", ram_style="block", ram_style_thresholds="block"),
+    _mvau(32, 288, 4, 32, "UINT2", "BIPOLAR", "thresholds", "UINT2", ram_style="block"),
+    _mvau(256, 2304, 1, 8, "UINT2", "INT2", "thresholds", "UINT2", ram_style="block", ram_style_thresholds="block"),
     # Whole pixels of many one- and two-bit channels per beat, the ring in block RAM.
     ("window", dict(in_shape=[10, 10, 96], kernel=[3, 3], stride=[1, 1], padding=[0, 0, 0, 0], dtype="BIPOLAR", simd=96)),
     ("window", dict(in_shape=[16, 16, 64], kernel=[3, 3], stride=[1, 1], padding=[0, 0, 0, 0], dtype="BIPOLAR", simd=64)),
