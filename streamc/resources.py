@@ -956,7 +956,8 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
            "counters": _range_bits(spec.nf) + _range_bits(spec.sf) + _range_bits(spec.nf * spec.sf),
            "bram_read": bram_read, "bram_ram_read": bram_ram_read,
            "bram_read_mux": bram_read_mux}
-    ff = {"registers": _mvau_registers(spec, lane_dsps, rq_dsps), "bram_ram_read": bram_ram_read, "bram_ram_wide": bram_ram_wide,
+    ff = {"registers": _mvau_registers(spec, lane_dsps, rq_dsps), "bram_ram_read": bram_ram_read,
+          "bram_ram_wide": bram_ram_wide,
           "dsp_products": lanes * spec.product_bits if lane_dsps else 0,
           "rq_dsp_products": spec.pe * spec.rq_product_bits if rq_dsps else 0,
           "memory_registers": rom_regs + memories.sync_regs + memories.ff_ram_bits}

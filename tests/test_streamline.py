@@ -42,6 +42,14 @@ def hw_values(streamlined, frames):
     return df, x
 
 
+def _assert_hardware_equals_model(dataflow, model, frames):
+    """The emulated hardware gives the model's outputs on ``frames`` (input ``x``, output ``y``): the integer
+    parts exactly, the float32 tail within a few ulps."""
+    _, outputs = dataflow.emulate(frames)
+    reference = execute(graph_from_model(model), {"x": frames})["y"]
+    assert np.abs(outputs - reference.reshape(outputs.shape)).max() <= 4 * np.spacing(np.abs(reference).max())
+
+
 def _threshold(acc, layer):
     count = (acc[:, :, None] >= layer.thresholds[None]).sum(axis=2)
     return np.where(count > 0, 1, -1) if layer.out_dtype.bipolar else count + layer.out_bias
@@ -264,9 +272,7 @@ def test_ceil_mode_max_pool_equals_the_model(size):
                                                     helper.make_opsetid("qonnx.custom_op.general", 1)])
     _, streamlined = compile_graph(model)
     frames = rng.uniform(-2, 2, (6, 2, size, size)).astype(np.float32)
-    _, outputs = to_hw(streamlined).emulate(frames)
-    reference = execute(graph_from_model(model), {"x": frames})["y"]
-    assert np.abs(outputs - reference.reshape(outputs.shape)).max() <= 4 * np.spacing(np.abs(reference).max())
+    _assert_hardware_equals_model(to_hw(streamlined), model, frames)
 
 
 @pytest.mark.parametrize("keepdims", [0, 1])
@@ -287,9 +293,7 @@ def test_reduce_max_over_the_image_is_a_global_max_pool(keepdims):
                                                     helper.make_opsetid("qonnx.custom_op.general", 1)])
     _, streamlined = compile_graph(model)
     frames = rng.uniform(-2, 2, (6, 3, 4, 5)).astype(np.float32)
-    _, outputs = to_hw(streamlined).emulate(frames)
-    reference = execute(graph_from_model(model), {"x": frames})["y"]
-    assert np.abs(outputs - reference.reshape(outputs.shape)).max() <= 4 * np.spacing(np.abs(reference).max())
+    _assert_hardware_equals_model(to_hw(streamlined), model, frames)
 
 
 def _same_padded_model(conv_pad: str, pool_pad: str, size: tuple[int, int], pool_strides: list[int]):
@@ -324,9 +328,7 @@ def test_auto_pad_compiles_as_the_pads_onnxruntime_applies(conv_pad, pool_pad):
     model = _same_padded_model(conv_pad, pool_pad, (7, 8), [1, 1])
     _, streamlined = compile_graph(model)
     frames = np.random.default_rng(7).uniform(-1, 1, (6, 2, 7, 8)).astype(np.float32)
-    _, outputs = to_hw(streamlined).emulate(frames)
-    reference = execute(graph_from_model(model), {"x": frames})["y"]
-    assert np.abs(outputs - reference.reshape(outputs.shape)).max() <= 4 * np.spacing(np.abs(reference).max())
+    _assert_hardware_equals_model(to_hw(streamlined), model, frames)
 
 
 def test_auto_pad_that_would_cut_the_input_is_refused_by_name():
@@ -372,9 +374,7 @@ def test_a_transpose_into_a_dense_layer_reorders_its_weights(perm):
     model = _conv_then([("Transpose", {"perm": perm})], "dense")
     _, streamlined = compile_graph(model)
     frames = np.random.default_rng(9).uniform(-1, 1, (6, 2, 4, 5)).astype(np.float32)
-    _, outputs = to_hw(streamlined).emulate(frames)
-    reference = execute(graph_from_model(model), {"x": frames})["y"]
-    assert np.abs(outputs - reference.reshape(outputs.shape)).max() <= 4 * np.spacing(np.abs(reference).max())
+    _assert_hardware_equals_model(to_hw(streamlined), model, frames)
 
 
 def test_a_transpose_between_convolutions_is_refused_by_name():
@@ -411,6 +411,4 @@ def test_a_shape_op_on_the_input_codes_runs_on_the_host(layout):
     dataflow = to_hw(streamlined)
     assert [node.op_type for node in dataflow.head.nodes][-1] == ("Transpose" if layout == "nhwc" else "Reshape")
     frames = rng.uniform(-1, 1, (6, *in_shape[1:])).astype(np.float32)
-    _, outputs = dataflow.emulate(frames)
-    reference = execute(graph_from_model(model), {"x": frames})["y"]
-    assert np.abs(outputs - reference.reshape(outputs.shape)).max() <= 4 * np.spacing(np.abs(reference).max())
+    _assert_hardware_equals_model(dataflow, model, frames)

@@ -829,12 +829,9 @@ def _explicit_pads(graph: Graph) -> None:
         ceil = node.op_type == "MaxPool" and bool(node.attrs.get("ceil_mode", 0))
         if node.op_type not in _WINDOW_OPS or (node.attrs.get("auto_pad", "NOTSET") == "NOTSET" and not ceil):
             continue
-        kernel = node.attrs.get("kernel_shape")
-        if kernel is None:
-            if node.inputs[1] not in graph.quantized and node.inputs[1] not in graph.constants:
-                raise LoweringError(f"{node.describe()}: its weights are not constant; streamc needs them at compile time")
-            kernel = _kernel_shape(graph, node)[2:]
-        shape = graph.meta["shapes"][node.inputs[0]]
+        shapes = graph.meta["shapes"]
+        kernel = node.attrs.get("kernel_shape") or shapes[node.inputs[1]][2:]
+        shape = shapes[node.inputs[0]]
         try:
             windows = window_geometry(node.attrs, np.zeros(shape), kernel, node.op_type,
                                       pooling=_WINDOW_OPS[node.op_type])
