@@ -96,7 +96,7 @@ def make_unit(kernel: str, p: dict):
         else:
             table = rng.integers(out_dt.min, out_dt.max + 1, size=entries)
         unit = LookupTable(table=table.astype(np.int64), in_dtype=in_dt, out_dtype=out_dt, elems=p["elems"],
-                           frame_elems=p["elems"] * 16, name="lut")
+                           frame_elems=p["elems"] * 16, ram_style=p.get("ram_style", "auto"), name="lut")
         return unit, resources.spec_of_unit(unit)
     if kernel == "window":
         from streamc.rtl.window import SlidingWindow
@@ -352,6 +352,14 @@ SWEEP = [
     ("lut", dict(in_dtype="UINT8", out_dtype="UINT8", elems=1, slope=2.0, offset=-224)),
     ("lut", dict(in_dtype="UINT8", out_dtype="UINT8", elems=1, slope=1.8, offset=-200)),
     ("lut", dict(in_dtype="INT8", out_dtype="INT8", elems=1, slope=1.5, offset=10)),
+    # Tables as the planner may place them: in block RAM (one read port per lane), or in logic where
+    # the iCE40 would pick block RAM.
+    ("lut", dict(in_dtype="INT8", out_dtype="INT8", elems=1, ram_style="block")),
+    ("lut", dict(in_dtype="INT8", out_dtype="INT8", elems=2, slope=0.8, offset=-2, ram_style="block")),
+    ("lut", dict(in_dtype="UINT8", out_dtype="UINT4", elems=4, slope=0.05, ram_style="block")),
+    ("lut", dict(in_dtype="INT4", out_dtype="INT4", elems=2, ram_style="block")),
+    ("lut", dict(in_dtype="UINT6", out_dtype="UINT8", elems=3, slope=3.1, ram_style="block")),
+    ("lut", dict(in_dtype="INT8", out_dtype="INT8", elems=1, slope=0.8, offset=-2, ram_style="distributed")),
     ("window", dict(in_shape=[8, 8, 4], kernel=[3, 3], stride=[1, 1], padding=[0, 0, 0, 0], dtype="UINT2", simd=1)),
     ("window", dict(in_shape=[8, 8, 4], kernel=[3, 3], stride=[1, 1], padding=[1, 1, 1, 1], dtype="UINT2", simd=4)),
     ("window", dict(in_shape=[12, 12, 8], kernel=[3, 3], stride=[1, 1], padding=[0, 0, 0, 0], dtype="UINT4", simd=2)),

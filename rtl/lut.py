@@ -10,6 +10,8 @@ from amaranth.lib.wiring import In, Out
 
 from streamc.datatypes import DataType
 
+from .placement import rom_attrs
+
 __all__ = ["LookupTable"]
 
 
@@ -18,11 +20,12 @@ class LookupTable(wiring.Component):
 
     Each lane has its own ROM of ``2**in_width`` words, read synchronously: the ROM's read
     register is the output register, so a lane costs ``out_width`` flip-flops besides the
-    table. Yosys' ``synth_ecp5`` builds these ROMs from LUT logic (measured: a 256 x 8 table,
-    int8 -> int8, takes about 170 LUT4 and 80 PFU/L6 muxes per lane; a 16 x 3 table 3 LUT4),
-    which for tables this small beats spending a block RAM per lane. The ROM is addressed by
-    the input's stored bits directly; its words are laid out so, and words for bit patterns
-    outside ``in_dtype`` hold 0.
+    table. Left to itself (``ram_style="auto"``), Yosys' ``synth_ecp5`` builds these ROMs from
+    LUT logic (measured: a 256 x 8 table, int8 -> int8, takes about 170 LUT4 and 80 PFU/L6
+    muxes per lane; a 16 x 3 table 3 LUT4), and ``synth_ice40`` puts tables of 8-bit words in
+    block RAM; the planner may place them either way. The ROM is addressed by the input's
+    stored bits directly; its words are laid out so, and words for bit patterns outside
+    ``in_dtype`` hold 0.
 
     The one pipeline stage stalls while the output beat is not taken: ``i.ready`` is
     ``~o.valid | o.ready``, so the kernel takes one beat per cycle with the consumer ready.
@@ -40,6 +43,8 @@ class LookupTable(wiring.Component):
         Elements per beat, in and out; must divide ``frame_elems``.
     frame_elems : int
         Elements per frame.
+    ram_style : str
+        Where each lane's ROM goes, one of :data:`streamc.rtl.placement.RAM_STYLES`.
     name : str
         Node name, used in error messages.
 
@@ -63,7 +68,7 @@ class LookupTable(wiring.Component):
     """
 
     def __init__(self, *, table: np.ndarray, in_dtype: DataType, out_dtype: DataType,
-                 elems: int, frame_elems: int, name: str = "lut"):
+                 elems: int, frame_elems: int, ram_style: str = "auto", name: str = "lut"):
         table = np.asarray(table)
         entries = 2 if in_dtype.bipolar else in_dtype.max - in_dtype.min + 1
         if table.shape != (entries,) or not np.issubdtype(table.dtype, np.integer):
@@ -81,6 +86,8 @@ class LookupTable(wiring.Component):
             raise ValueError(f"node {name!r}: elems={elems} does not divide "
                              f"frame_elems={frame_elems}; valid elems: {divisors}")
         self.name = name
+        self.ram_style = ram_style
+        self._attrs = rom_attrs(ram_style, name=name, what="ram_style")
         self._table = table.astype(np.int64)
         self._in_dtype = in_dtype
         self._out_dtype = out_dtype
@@ -120,7 +127,7 @@ class LookupTable(wiring.Component):
         words = self._rom_words()
         lanes = []
         for j in range(self.in_elems):
-            rom = Memory(shape=unsigned(ow), depth=len(words), init=words)
+            rom = Memory(shape=unsigned(ow), depth=len(words), init=words, attrs=self._attrs)
             m.submodules[f"rom_{j}"] = rom
             read = rom.read_port(domain="sync")
             m.d.comb += [

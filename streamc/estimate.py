@@ -18,7 +18,7 @@ from .build.steps import STEP_FUNCTIONS, BuildState, stage_components, stitch
 from .devices import Device, get_device
 from .fifo_sizing import INPUT, fifo_depths
 from .folding import cycle_budget
-from .hw import MVAULayer, Stage, VVAULayer
+from .hw import LUTStage, MVAULayer, Stage, VVAULayer
 from .resources import ChainSpec, ResourceEstimate, Spec, estimate_kernel, spec_of_unit
 
 FRONT_STEPS = ("load", "tidy", "streamline", "to_hw", "fold")
@@ -56,6 +56,8 @@ def _folding(stage: Stage) -> dict:
                 "res_type": stage.res_type}
     if isinstance(stage, VVAULayer):
         return {"simd": stage.simd, "ram_style": stage.ram_style, "res_type": stage.res_type}
+    if isinstance(stage, LUTStage):
+        return {"elems": stage.in_elems, "ram_style": stage.ram_style}
     return {"elems": stage.in_elems}
 
 

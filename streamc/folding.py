@@ -7,7 +7,7 @@ import numbers
 from fractions import Fraction
 
 from .errors import FoldingError
-from .hw import MVAULayer
+from .hw import LUTStage, MVAULayer
 from .rtl.placement import RAM_STYLES, RES_TYPES
 
 
@@ -49,22 +49,38 @@ def target_cycles(*, target_fps: float, clock_mhz: float) -> int:
     return budget
 
 
-def apply_folding(layers: list[MVAULayer], folding: dict[str, dict], *, source: str) -> None:
+def apply_folding(layers: list[MVAULayer], folding: dict[str, dict], *, source: str,
+                  tables: list[LUTStage] = ()) -> None:
     """Take an explicit per-layer folding (``{layer: {pe: .., simd: .., ram_style: ..,
     ram_style_thresholds: .., res_type: ..}}``, the placements optional); every layer must be named.
+    A lookup table of ``tables`` may be named with its ``ram_style`` alone (its lanes follow the
+    layer before it); one not named stays ``"auto"``.
 
     Raises
     ------
     FoldingError
         If the folding names a layer the model does not have, misses one, gives a pe (simd)
         that is not a positive divisor of the layer's MH (MW), or a placement that is not one of
-        :mod:`streamc.rtl.placement`'s; the message lists the valid values.
+        :mod:`streamc.rtl.placement`'s, or gives a table anything but its ram_style; the message
+        lists the valid values.
     """
     names = [layer.name for layer in layers]
-    unknown = [name for name in folding if name not in names]
+    table_names = [table.name for table in tables]
+    unknown = [name for name in folding if name not in names + table_names]
     if unknown:
+        listed = f"layers: {', '.join(names)}" + (f"; lookup tables: {', '.join(table_names)}" if tables else "")
         raise FoldingError(f"folding names layer {unknown[0]!r}, which the model does not have; "
-                           f"layers: {', '.join(names)} (in {source})")
+                           f"{listed} (in {source})")
+    for table in tables:
+        entry = folding.get(table.name, {})
+        extra = sorted(key for key in entry if key != "ram_style")
+        if extra:
+            raise FoldingError(f"{table.describe()}: folding gives {', '.join(extra)}, but a lookup table's lanes "
+                               f"follow the layer before it; give only ram_style ({', '.join(RAM_STYLES)}) "
+                               f"(in {source})")
+        if entry.get("ram_style", "auto") not in RAM_STYLES:
+            raise FoldingError(f"{table.describe()}: ram_style={entry['ram_style']!r} is not a placement; valid "
+                               f"ram_style: {', '.join(RAM_STYLES)} (set folding.{table.name}.ram_style in {source})")
     for layer in layers:
         if layer.name not in folding:
             raise FoldingError(f"folding has no entry for layer {layer.name!r} (in {source}); "
@@ -95,3 +111,5 @@ def apply_folding(layers: list[MVAULayer], folding: dict[str, dict], *, source: 
         layer.ram_style = entry.get("ram_style", "auto")
         layer.ram_style_thresholds = entry.get("ram_style_thresholds", "auto")
         layer.res_type = entry.get("res_type", "auto")
+    for table in tables:
+        table.ram_style = folding.get(table.name, {}).get("ram_style", "auto")

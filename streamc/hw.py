@@ -237,6 +237,7 @@ class LUTStage:
     count: int
     elems: int = 1
     sources: list[int] = field(default_factory=lambda: [-1])
+    ram_style: str = "auto"   # where each lane's ROM goes (streamc.rtl.placement.RAM_STYLES)
 
     in_count = out_count = property(lambda self: self.count)
     in_elems = out_elems = property(lambda self: self.elems)
@@ -374,6 +375,10 @@ class Dataflow:
     @property
     def layers(self) -> list[MVAULayer]:
         return [s for s in self.stages if isinstance(s, MVAULayer)]
+
+    @property
+    def tables(self) -> list[LUTStage]:
+        return [s for s in self.stages if isinstance(s, LUTStage)]
 
     def cycles_per_frame(self) -> int:
         return max(stage.cycles() for stage in self.stages)

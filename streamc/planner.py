@@ -16,7 +16,8 @@ is a shortest path over the chain (dynamic programming, exact for the LUT count)
 comes from the same code the estimate and the build use. Block RAM and DSP limits couple the
 layers; they are met by pricing the resource that overflows and solving again. A design that
 branches (a residual add reads two producers) is priced whole for each folding tried and improved
-one stage at a time from each stage's own cheapest folding.
+one stage at a time from each stage's own cheapest folding. Once the folding is chosen, lookup
+tables move into the block RAM it leaves free where that saves LUTs (:meth:`_Chain._place_tables`).
 
 :func:`greedy_for_cycles` is FINN's ``SetFolding`` (divisors in ascending order, SIMD before PE,
 stop at the first that meets the target), and :func:`exhaustive_for_cycles` tries every folding:
@@ -186,6 +187,10 @@ class _Chain:
         self._kernel_rows, self._stage_spec, self._fold_followers = kernel_rows, stage_spec, _fold_streaming_stages
         self.dataflow, self.stages, self.device, self.fifo_depth = dataflow, dataflow.stages, device, fifo_depth
         self.chain = _is_chain(dataflow)
+        self.placement = placement
+        # The planner places every table (plan()): each is priced where Yosys puts it until then.
+        for table in dataflow.tables:
+            table.ram_style = "auto"
         self._family, self._dsp = family_of(device.name), device.dsp > 0
         self.foldable = [index for index, stage in enumerate(self.stages) if fold_knobs(stage)]
         self.knobs = [fold_knobs(self.stages[index], placement=placement) for index in self.foldable]
@@ -323,10 +328,35 @@ class _Chain:
     def plan(self, assignment: list[Choice], limits: dict[str, int]) -> Plan:
         resources, cycles = self.evaluate(assignment)
         self.apply(assignment)
+        if self.placement:
+            resources = self._place_tables(resources, limits)
         folding = {self.stages[index].name: {knob.name: value for knob, value in zip(knobs, choice)}
                    for index, knobs, choice in zip(self.foldable, self.knobs, assignment)}
+        folding.update({table.name: {"ram_style": table.ram_style} for table in self.dataflow.tables})
         return Plan(folding=folding, cycles=cycles, resources=resources, device=self.device.name,
                     fits=not _over(resources, limits))
+
+    def _place_tables(self, resources: ResourceEstimate, limits: dict[str, int]) -> ResourceEstimate:
+        """Move lookup tables (folded as the stages now are) into block RAM where that saves LUTs, the
+        most LUTs per block RAM first, while no resource goes past ``limits`` (or past what the design
+        already takes, if more); the design's resources after.
+
+        A table's lanes follow its producer's, so it is placed once the folding is chosen, in the block
+        RAM the folding leaves free: the design never takes more LUTs than the folding priced.
+        """
+        moves = []
+        for table in self.dataflow.tables:
+            spec = self._stage_spec(table)
+            here = estimate_kernel(spec, self._family, dsp=self._dsp)
+            there = estimate_kernel(with_placement(spec, ram_style="block"), self._family, dsp=self._dsp)
+            if there.lut < here.lut:
+                moves.append(((here.lut - there.lut) / max(there.bram - here.bram, 1), table, here, there))
+        for _, table, here, there in sorted(moves, key=lambda move: -move[0]):
+            trial = ResourceEstimate(**{name: getattr(resources, name) - getattr(here, name) + getattr(there, name)
+                                        for name in _FIELDS})
+            if all(getattr(trial, key) <= max(limits[key], getattr(resources, key)) for key in LIMITED):
+                table.ram_style, resources = "block", trial
+        return resources
 
     def candidate_cycles(self) -> list[int]:
         """Every cycles-per-frame value some stage takes under some folding, ascending."""

@@ -82,6 +82,9 @@ def test_unknown_keys_are_named(text, message, tmp_path):
     ("folding: {fc1: {simd: 1}}\n", "folding.fc1.pe: missing (required)"),
     ("folding: {fc1: {pe: 1, simd: 1, ram_style: bram}}\n",
      "folding.fc1.ram_style: Input should be 'auto', 'distributed' or 'block', not 'bram'"),
+    ("folding: {act: {ram_style: bram}}\n",
+     "folding.act.ram_style: Input should be 'auto', 'distributed' or 'block', not 'bram'"),
+    ("folding: {fc1: {pe: 1, simd: 1, ram_stile: block}}\n", "unknown key 'folding.fc1.ram_stile'"),
     ("folding: [1, 2]\n", "folding: must be a mapping of keys to values, not [1, 2]"),
     ("target_fps: 1\nverify: 3\n", "verify: must be a mapping of keys to values, not 3"),
     ("target_fps: 1\nsteps: load\n", "steps: must be a list, not 'load'"),
@@ -222,3 +225,10 @@ def test_other_tags_are_refused(tag, tmp_path):
     message = config_error(write(tmp_path, BASE + f"target_fps: {tag} {{}}\n"))
     assert re.fullmatch(rf": not valid YAML: line 3, column 13: YAML tag '{re.escape(tag)}' is not allowed "
                         r"\(only plain values, lists and mappings\)", message)
+
+
+def test_a_folding_entry_of_ram_style_alone_is_a_lookup_table_s(tmp_path):
+    config = load_config(write(tmp_path, BASE + "folding: {fc1: {pe: 2, simd: 4}, act: {ram_style: block}}\n"))
+    assert config.folding["act"].model_dump() == {"ram_style": "block"}
+    assert config.folding["fc1"].model_dump() == {"pe": 2, "simd": 4, "ram_style": "auto",
+                                                  "ram_style_thresholds": "auto", "res_type": "auto"}

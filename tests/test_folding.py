@@ -6,7 +6,7 @@ import pytest
 from streamc.datatypes import BIPOLAR, INT
 from streamc.errors import FoldingError
 from streamc.folding import apply_folding, cycle_budget, divisors, target_cycles
-from streamc.hw import MVAULayer
+from streamc.hw import LUTStage, MVAULayer
 
 SOURCE = "cfg.yaml"
 
@@ -113,3 +113,35 @@ def test_apply_folding_unknown_placement(layers):
         apply_folding(layers, {"fc1": {"pe": 1, "simd": 1}, "fc2": {"pe": 1, "simd": 1, "ram_style": "bram"}},
                       source=SOURCE)
     assert [l.ram_style for l in layers] == ["auto", "auto"]
+
+
+def table(name: str = "act") -> LUTStage:
+    return LUTStage(name=name, source="/act/Tanh", table=np.arange(-8, 8), in_dtype=INT(4), out_dtype=INT(4),
+                    count=10)
+
+
+def test_a_lookup_table_takes_its_ram_style_and_keeps_auto_when_not_named(layers):
+    named, unnamed = table("act"), table("act2")
+    apply_folding(layers, {"fc1": {"pe": 1, "simd": 1}, "fc2": {"pe": 1, "simd": 1}, "act": {"ram_style": "block"}},
+                  source=SOURCE, tables=[named, unnamed])
+    assert (named.ram_style, unnamed.ram_style) == ("block", "auto")
+
+
+def test_a_lookup_table_takes_nothing_but_its_ram_style(layers):
+    folding = {"fc1": {"pe": 1, "simd": 1}, "fc2": {"pe": 1, "simd": 1}, "act": {"pe": 2, "ram_style": "block"}}
+    with pytest.raises(FoldingError, match=r"^lookup table '/act/Tanh' \(INT4 -> INT4\): folding gives pe, but a "
+                                           r"lookup table's lanes follow the layer before it; give only ram_style "
+                                           r"\(auto, distributed, block\) \(in cfg.yaml\)$"):
+        apply_folding(layers, folding, source=SOURCE, tables=[table()])
+    folding["act"] = {"ram_style": "bram"}
+    with pytest.raises(FoldingError, match=r"^lookup table '/act/Tanh' \(INT4 -> INT4\): ram_style='bram' is not a "
+                                           r"placement; valid ram_style: auto, distributed, block "
+                                           r"\(set folding.act.ram_style in cfg.yaml\)$"):
+        apply_folding(layers, folding, source=SOURCE, tables=[table()])
+
+
+def test_an_unknown_name_lists_the_lookup_tables_too(layers):
+    with pytest.raises(FoldingError, match=r"^folding names layer 'tanh', which the model does not have; "
+                                           r"layers: fc1, fc2; lookup tables: act \(in cfg.yaml\)$"):
+        apply_folding(layers, {"fc1": {"pe": 1, "simd": 1}, "fc2": {"pe": 1, "simd": 1}, "tanh": {}},
+                      source=SOURCE, tables=[table()])

@@ -16,6 +16,7 @@ from streamc.frontend.load import load_onnx
 from streamc.hw import MVAULayer, to_hw
 from streamc.planner import device_limits, exhaustive_for_cycles, plan_for_cycles
 from streamc.resources import estimate_kernel, memory_mapping, spec_of_unit
+from streamc.rtl.lut import LookupTable
 from streamc.rtl.mvau import MatrixVectorUnit
 from streamc.rtl.placement import multiply
 from streamc.rtl.top import to_verilog
@@ -71,6 +72,23 @@ def test_yosys_places_the_roms_as_asked_and_the_estimate_counts_them(tfc, device
         luts[weights] = result.lut
     # 64 x 64 one-bit weights at 32 per word: 128 words in LUTs, or one or two block RAMs.
     assert luts["distributed"] > 2 * luts["block"]
+
+
+@pytest.mark.parametrize("device", ["ice40-up5k", "ecp5-85f"])
+def test_a_lookup_table_goes_where_its_ram_style_says(device, tmp_path):
+    # An int8 tanh, two lanes: each lane's 256 x 8 ROM in logic, or in a block RAM of its own.
+    table = np.round(127 * np.tanh(np.arange(-128, 128) / 40)).astype(np.int64)
+    luts = {}
+    for style in ("distributed", "block"):
+        unit = LookupTable(table=table, in_dtype=INT(8), out_dtype=INT(8), elems=2, frame_elems=8, ram_style=style)
+        estimate = estimate_kernel(spec_of_unit(unit), device.split("-")[0])
+        work = tmp_path / style
+        work.mkdir()
+        (work / "top.v").write_text(to_verilog(unit, name="top"))
+        result = synthesize(verilog=work / "top.v", top="top", device=device, workdir=work)
+        assert result.bram == estimate.bram == (2 if style == "block" else 0)
+        luts[style] = result.lut
+    assert luts["block"] <= 2 < 20 < luts["distributed"]
 
 
 def test_spare_block_ram_saves_luts_and_none_is_needed_where_there_is_none(tfc):

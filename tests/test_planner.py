@@ -179,6 +179,25 @@ def test_a_block_ram_limit_is_met_by_pricing_block_ram(tfc):
     assert free.resources.lut < best.resources.lut <= fitted.resources.lut <= 1.05 * best.resources.lut
 
 
+def test_lookup_tables_move_into_the_block_ram_the_folding_leaves_free():
+    flow = dataflow(ROOT / "tests" / "models" / "dialects" / "intop_tanh_int8.onnx")
+    (tanh,) = flow.tables
+    plan = plan_for_budget(flow, device=ECP5, budget=0.1)
+    assert plan.folding[tanh.name] == {"ram_style": "block"} == {"ram_style": tanh.ram_style}
+    assert plan.resources == total(flow, ECP5)
+    tanh.ram_style = "auto"
+    in_logic = total(flow, ECP5)
+    assert in_logic.lut > plan.resources.lut and in_logic.bram == plan.resources.bram - tanh.elems
+    # Block RAM all taken: the table stays where Yosys puts it (in logic, on the ECP5), and the plan
+    # still costs what the estimate says.
+    for limit in (plan.resources.bram - tanh.elems, 0):
+        limits = dict(device_limits(ECP5), bram=limit)
+        tight = plan_for_cycles(flow, cycles=plan.cycles, device=ECP5, limits=limits)
+        assert tight.fits and tight.resources.bram <= limit and tight.resources == total(flow, ECP5)
+    assert tanh.ram_style == "auto"
+    assert greedy_for_cycles(flow, cycles=plan.cycles, device=ECP5).folding[tanh.name] == {"ram_style": "auto"}
+
+
 def test_unreachable_target_names_the_layer_and_by_how_much():
     flow = chain(layer("conv", 8, 9, vectors=64), layer("fc", 10, 64))
     message = ("target_fps=1e+07 at clock_mhz=100 cannot be met: node '/conv/MatMul' (MatMul 8x9) at its fastest "

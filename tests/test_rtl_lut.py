@@ -137,3 +137,21 @@ def test_verilog_passes_verilator_lint(tmp_path, case, elems):
                              "--top-module", "streamc_top", "streamc_top.v"],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("style,attribute", [("auto", None), ("distributed", "logic"), ("block", "block")])
+def test_ram_style_places_every_lane_s_rom(style, attribute):
+    table = np.arange(-128, 128, dtype=np.int64) // 2
+    dut = LookupTable(table=table, in_dtype=INT(8), out_dtype=INT(8), elems=2, frame_elems=FRAME_ELEMS,
+                      ram_style=style)
+    verilog = to_verilog(StreamAccelerator(stages=[dut]))
+    found = verilog.count('rom_style = "')
+    assert found == (0 if attribute is None else 2)
+    assert attribute is None or verilog.count(f'rom_style = "{attribute}"') == 2
+
+
+def test_an_unknown_ram_style_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"^node 'act': ram_style='bram' is not a memory placement; "
+                                         r"valid: auto, distributed, block$"):
+        LookupTable(table=np.zeros(4, dtype=np.int64), in_dtype=UINT(2), out_dtype=INT(3), elems=1,
+                    frame_elems=4, ram_style="bram", name="act")

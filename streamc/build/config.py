@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 
 from ..errors import ConfigError
 from ..rtl.placement import RAM_STYLES, RES_TYPES
@@ -44,6 +44,24 @@ class LayerFolding(_Strict):
     """Where the threshold ROM goes, likewise."""
     res_type: Literal[RES_TYPES] = "auto"
     """Where the multiplies go: auto (hard multipliers where Yosys maps them) or lut."""
+
+
+class TableFolding(_Strict):
+    """A lookup table's entry: its lanes follow the layer before it; only its ROMs' placement is chosen."""
+
+    ram_style: Literal[RAM_STYLES] = "auto"
+    """Where each lane's table goes: auto, distributed (LUTs) or block (block RAM)."""
+
+
+def _folding_kind(entry) -> str:
+    # An entry that gives nothing but ram_style is a table's; anything else is checked as a layer's,
+    # so that a layer's entry missing pe says so.
+    return "table" if isinstance(entry, dict) and entry and set(entry) <= {"ram_style"} else "layer"
+
+
+#: A folding entry, as its keys say: a layer's, or a lookup table's.
+FoldingEntry = Annotated[Annotated[LayerFolding, Tag("layer")] | Annotated[TableFolding, Tag("table")],
+                         Discriminator(_folding_kind)]
 
 
 class VerifyConfig(_Strict):
@@ -83,7 +101,7 @@ class BuildConfig(_Strict):
     clock_mhz: PositiveFinite = 100.0
     target_fps: PositiveFinite | None = None
     budget: DeviceFraction | None = None
-    folding: dict[str, LayerFolding] | None = None
+    folding: dict[str, FoldingEntry] | None = None
     steps: list[Literal[STEPS]] = list(DEFAULT_STEPS)
     board: Literal[BOARDS] | None = None
     """A board to build a bitstream for (the pnr step), with a PLL from its oscillator to clock_mhz."""
@@ -142,7 +160,9 @@ _PLAIN_TYPE_ERRORS = {"model_type": "a mapping of keys to values", "dict_type": 
 def _describe(error: ValidationError) -> str:
     lines = []
     for item in error.errors():
-        where = ".".join(str(part) for part in item["loc"])
+        # A folding entry's loc carries the union tag (folding.fc1.layer.pe); the user wrote folding.fc1.pe.
+        loc = [part for n, part in enumerate(item["loc"]) if not (n == 2 and item["loc"][0] == "folding")]
+        where = ".".join(str(part) for part in loc)
         if item["type"] == "extra_forbidden":
             lines.append(f"unknown key {where!r}")
         elif item["type"] == "value_error":

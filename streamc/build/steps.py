@@ -98,16 +98,18 @@ def fold_step(state: BuildState) -> None:
     config, dataflow = state.config, state.dataflow
     layers = dataflow.layers
     if config.folding is not None:
-        apply_folding(layers, {k: v.model_dump() for k, v in config.folding.items()}, source=state.config_path)
+        apply_folding(layers, {k: v.model_dump() for k, v in config.folding.items()}, source=state.config_path,
+                      tables=dataflow.tables)
         _fold_vector_units(dataflow.stages, max(layer.cycles() for layer in layers) if layers else 0)
     else:
         plan_folding(dataflow, config)
     _fold_streaming_stages(dataflow)
     # In the shape a config's folding takes, to pin or edit this one.
-    state.folder.write_report("folding", {layer.name: {"pe": layer.pe, "simd": layer.simd, "ram_style": layer.ram_style,
-                                                       "ram_style_thresholds": layer.ram_style_thresholds,
-                                                       "res_type": layer.res_type}
-                                          for layer in layers})
+    state.folder.write_report("folding", {
+        **{layer.name: {"pe": layer.pe, "simd": layer.simd, "ram_style": layer.ram_style,
+                        "ram_style_thresholds": layer.ram_style_thresholds, "res_type": layer.res_type}
+           for layer in layers},
+        **{table.name: {"ram_style": table.ram_style} for table in dataflow.tables}})
     cycles = dataflow.cycles_per_frame()
     rows = estimate_design(dataflow.stages, [get_device(d) for d in config.devices], config.fifo_depth)
     state.resources = {d: sum((row.resources[d] for row in rows), ResourceEstimate()).to_dict() for d in config.devices}
@@ -180,7 +182,7 @@ def stage_components(stage: Stage) -> list:
 
     if isinstance(stage, LUTStage):
         return [LookupTable(table=stage.table, in_dtype=stage.in_dtype, out_dtype=stage.out_dtype,
-                            elems=stage.elems, frame_elems=stage.count, name=stage.name)]
+                            elems=stage.elems, frame_elems=stage.count, ram_style=stage.ram_style, name=stage.name)]
     if isinstance(stage, WindowStage):
         return [SlidingWindow(in_shape=stage.in_shape, kernel=stage.kernel, stride=stage.strides,
                               padding=stage.padding, dilation=stage.dilations, dtype=stage.dtype,
