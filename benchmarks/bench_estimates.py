@@ -10,11 +10,12 @@ for the highest throughput within ``--budget`` of each device's LUTs, laid out a
 it out (a model that fits nowhere in the budget gets the whole device), and synthesized with the
 build's flow (:func:`streamc.synth.synthesize`):
 
-- each kernel instance alone, as its own top module: these are the "synthesized" column, one row
-  per kernel of :func:`streamc.estimate.estimate_design` (a stage with several kernels sums them).
-  The build flattens the design, but one Yosys run per kernel keeps the cell counts apart, runs in
-  parallel, and stays small: a whole CNV is 17 MB of Verilog, which YoWASP Yosys does not always
-  get through;
+- each kernel instance on its own, as the calibration synthesizes its kind
+  (``calibrate_resources.kernel_verilog``: a stage's kernel in a one-stage accelerator, a FIFO or
+  branch kernel as its own top module): these are the "synthesized" column, one row per kernel of
+  :func:`streamc.estimate.estimate_design` (a stage with several kernels sums them). The build
+  flattens the design, but one Yosys run per kernel keeps the cell counts apart, runs in parallel,
+  and stays small: a whole CNV is 17 MB of Verilog, which YoWASP Yosys does not always get through;
 - the whole design (unless ``--no-flat``): optimisation across kernels changes the totals a little,
   so the summary shows both totals.
 
@@ -50,6 +51,8 @@ from streamc.synth import DEVICES as SYNTH_FLOWS
 from streamc.synth import synthesize
 from streamc.transforms.streamline import streamline
 from streamc.transforms.tidy import tidy
+
+from calibrate_resources import kernel_verilog   # this folder: the sweep's own way of synthesizing a kernel
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ("tests/models/tfc_*.onnx", "tests/models/cnn/*.onnx", "build_configs/models/digits_mlp.onnx")
@@ -171,7 +174,7 @@ def submit(pool: ProcessPoolExecutor, path: Path, device: str, budget: float, wo
         return pending[key]
 
     table, top, plan = build(path, device, budget)
-    kernels = {name: run(to_verilog(unit, name=name), name) for name, unit in top._components}
+    kernels = {name: run(kernel_verilog(unit, name), name) for name, unit in top._components}
     whole = run(to_verilog(top, name=path.stem), path.stem) if flat else None
     return table, plan, kernels, whole
 
