@@ -227,13 +227,17 @@ class WidthConverter(wiring.Component):
 
         # Input element k lands in slot kept + k. One shifter per bit of an element moves the
         # whole beat into place, and a shifted mask marks the slots it covers: a comparison and
-        # a multiplexer per slot and input element would grow as cap * n_in.
+        # a multiplexer per slot and input element would grow as cap * n_in. A beat lands only
+        # when kept + n_in <= cap, that is kept < n_out: the shift amount needs no more bits,
+        # and the shifters no more inputs, than that range.
         # Signals, not expressions: Amaranth would build a shifter for every use of an expression.
-        planes = [Signal(n_in + cap, name=f"landed_bit{b}") for b in range(w)]
-        landing = Signal(n_in + cap)
-        m.d.comb += [plane.eq(Cat(self.i.payload[k * w + b] for k in range(n_in)) << kept)
+        shift = Signal(range(n_out))
+        planes = [Signal(n_in + n_out - 1, name=f"landed_bit{b}") for b in range(w)]
+        landing = Signal(n_in + n_out - 1)
+        m.d.comb += shift.eq(kept)
+        m.d.comb += [plane.eq(Cat(self.i.payload[k * w + b] for k in range(n_in)) << shift)
                      for b, plane in enumerate(planes)]
-        m.d.comb += landing.eq(Const((1 << n_in) - 1, n_in) << kept)
+        m.d.comb += landing.eq(Const((1 << n_in) - 1, n_in) << shift)
         for p in range(cap):
             shifted = slots[p + n_out] if p + n_out < cap else slots[p]
             arriving = Cat(plane[p] for plane in planes)
