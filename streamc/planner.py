@@ -17,7 +17,7 @@ comes from the same code the estimate and the build use. Block RAM and DSP limit
 layers; they are met by pricing the resource that overflows and solving again. A design that
 branches (a residual add reads two producers) is priced whole for each folding tried and improved
 one stage at a time from each stage's own cheapest folding. Once the folding is chosen, lookup
-tables move into the block RAM it leaves free where that saves LUTs (:meth:`_Chain._place_tables`).
+tables move into the block RAM it leaves free where that saves LUTs (:meth:`_Chain.placed_design`).
 
 :func:`greedy_for_cycles` is FINN's ``SetFolding`` (divisors in ascending order, SIMD before PE,
 stop at the first that meets the target), and :func:`exhaustive_for_cycles` tries every folding:
@@ -326,37 +326,47 @@ class _Chain:
                 for k, options in enumerate(self.options)]
 
     def plan(self, assignment: list[Choice], limits: dict[str, int]) -> Plan:
-        resources, cycles = self.evaluate(assignment)
-        self.apply(assignment)
-        if self.placement:
-            resources = self._place_tables(resources, limits)
+        resources, cycles, styles = self.placed_design(assignment, limits)
+        for table in self.dataflow.tables:
+            table.ram_style = styles.get(table.name, "auto")
         folding = {self.stages[index].name: {knob.name: value for knob, value in zip(knobs, choice)}
                    for index, knobs, choice in zip(self.foldable, self.knobs, assignment)}
         folding.update({table.name: {"ram_style": table.ram_style} for table in self.dataflow.tables})
         return Plan(folding=folding, cycles=cycles, resources=resources, device=self.device.name,
                     fits=not _over(resources, limits))
 
-    def _place_tables(self, resources: ResourceEstimate, limits: dict[str, int]) -> ResourceEstimate:
-        """Move lookup tables (folded as the stages now are) into block RAM where that saves LUTs, the
-        most LUTs per block RAM first, while no resource goes past ``limits`` (or past what the design
-        already takes, if more); the design's resources after.
+    def placed_design(self, assignment: list[Choice], limits: dict[str, int]
+                      ) -> tuple[ResourceEstimate, int, dict[str, str]]:
+        """Resources and cycles per frame of the design folded as ``assignment`` (the dataflow is
+        left so folded) once its lookup tables are placed, and where each goes (``{table: "block"}``
+        for those moved): into the block RAM the folding leaves free where that saves LUTs, the
+        most LUTs per block RAM first, while no resource goes past ``limits`` (or past what the
+        design already takes, if more).
 
-        A table's lanes follow its producer's, so it is placed once the folding is chosen, in the block
-        RAM the folding leaves free: the design never takes more LUTs than the folding priced.
+        A table's lanes follow its producer, so it is placed once the folding is chosen: the design
+        never takes more LUTs than the folding priced. The tables themselves stay at ``"auto"``,
+        as every cost of the search was priced; :meth:`plan` sets them.
         """
+        resources, cycles = self.evaluate(assignment)
+        self.apply(assignment)
+        if not self.placement:
+            return resources, cycles, {}
+        for table in self.dataflow.tables:
+            table.ram_style = "auto"
         moves = []
         for table in self.dataflow.tables:
             spec = self._stage_spec(table)
             here = estimate_kernel(spec, self._family, dsp=self._dsp)
             there = estimate_kernel(with_placement(spec, ram_style="block"), self._family, dsp=self._dsp)
             if there.lut < here.lut:
-                moves.append(((here.lut - there.lut) / max(there.bram - here.bram, 1), table, here, there))
-        for _, table, here, there in sorted(moves, key=lambda move: -move[0]):
-            trial = ResourceEstimate(**{name: getattr(resources, name) - getattr(here, name) + getattr(there, name)
-                                        for name in _FIELDS})
+                moves.append(((here.lut - there.lut) / max(there.bram - here.bram, 1), table.name, here, there))
+        styles = {}
+        for _, name, here, there in sorted(moves, key=lambda move: -move[0]):
+            trial = ResourceEstimate(**{field: getattr(resources, field) - getattr(here, field) + getattr(there, field)
+                                        for field in _FIELDS})
             if all(getattr(trial, key) <= max(limits[key], getattr(resources, key)) for key in LIMITED):
-                table.ram_style, resources = "block", trial
-        return resources
+                styles[name], resources = "block", trial
+        return resources, cycles, styles
 
     def candidate_cycles(self) -> list[int]:
         """Every cycles-per-frame value some stage takes under some folding, ascending."""
@@ -696,7 +706,8 @@ def _search_budget(chain: _Chain, limits: dict[str, int], fold) -> tuple[list[Ch
         assignment = fold(candidates[index])
         if assignment is None:
             return None
-        resources, _ = chain.evaluate(assignment)
+        # With its tables placed: a table moved into block RAM frees LUTs for a faster folding.
+        resources, _, _ = chain.placed_design(assignment, limits)
         return None if _over(resources, limits) else assignment
 
     if fitting(len(candidates) - 1) is None:

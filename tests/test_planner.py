@@ -198,6 +198,23 @@ def test_lookup_tables_move_into_the_block_ram_the_folding_leaves_free():
     assert greedy_for_cycles(flow, cycles=plan.cycles, device=ECP5).folding[tanh.name] == {"ram_style": "auto"}
 
 
+def test_a_budget_counts_the_luts_a_table_in_block_ram_frees():
+    flow = dataflow(ROOT / "tests" / "models" / "dialects" / "intop_tanh_int8.onnx")
+    placed = plan_for_cycles(flow, cycles=16, device=ECP5)
+    (tanh,) = flow.tables
+    assert tanh.ram_style == "block"
+    tanh.ram_style = "auto"
+    in_logic = total(flow, ECP5).lut
+    assert placed.resources.lut < in_logic
+    # A budget that no folding of 16 cycles or fewer fits with the table in logic (the least LUTs at
+    # 16 cycles are those): the search counts the LUTs the table frees in block RAM.
+    budget = (placed.resources.lut + 1) / ECP5.lut
+    assert budget * ECP5.lut < in_logic
+    plan = plan_for_budget(flow, device=ECP5, budget=budget)
+    assert plan.cycles <= placed.cycles and plan.resources.lut <= budget * ECP5.lut
+    assert plan.resources == total(flow, ECP5)
+
+
 def test_unreachable_target_names_the_layer_and_by_how_much():
     flow = chain(layer("conv", 8, 9, vectors=64), layer("fc", 10, 64))
     message = ("target_fps=1e+07 at clock_mhz=100 cannot be met: node '/conv/MatMul' (MatMul 8x9) at its fastest "
