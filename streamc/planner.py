@@ -188,9 +188,6 @@ class _Chain:
         self.dataflow, self.stages, self.device, self.fifo_depth = dataflow, dataflow.stages, device, fifo_depth
         self.chain = _is_chain(dataflow)
         self.placement = placement
-        # The planner places every table (plan()): each is priced where Yosys puts it until then.
-        for table in dataflow.tables:
-            table.ram_style = "auto"
         self._family, self._dsp = family_of(device.name), device.dsp > 0
         self.foldable = [index for index, stage in enumerate(self.stages) if fold_knobs(stage)]
         self.knobs = [fold_knobs(self.stages[index], placement=placement) for index in self.foldable]
@@ -257,8 +254,15 @@ class _Chain:
         if s < len(self.foldable):
             self._set_side(s, in_key, "in")
             part.append(self.stages[self.foldable[s]])
-        self._fold_followers(self.dataflow)
+        self._follow()
         return part
+
+    def _follow(self) -> None:
+        """Give the stages without knobs their lanes from their neighbours; put the lookup tables back
+        where Yosys puts them, as every cost of the search prices them (:meth:`plan` places them)."""
+        self._fold_followers(self.dataflow)
+        for table in self.dataflow.tables:
+            table.ram_style = "auto"
 
     def edge_cycles(self, s: int, out_key: Choice, in_key: Choice) -> int:
         key = (s, out_key, in_key)
@@ -318,7 +322,7 @@ class _Chain:
         """Fold the dataflow's stages as ``assignment`` says, followers included."""
         for k, choice in enumerate(assignment):
             self._set(k, choice)
-        self._fold_followers(self.dataflow)
+        self._follow()
 
     def fastest_assignment(self) -> list[Choice]:
         """Each foldable stage at its fewest cycles (the most lanes among equals)."""
@@ -344,15 +348,13 @@ class _Chain:
         design already takes, if more).
 
         A table's lanes follow its producer, so it is placed once the folding is chosen: the design
-        never takes more LUTs than the folding priced. The tables themselves stay at ``"auto"``,
-        as every cost of the search was priced; :meth:`plan` sets them.
+        never takes more LUTs than the folding priced. The tables themselves stay at ``"auto"``;
+        :meth:`plan` sets them.
         """
         resources, cycles = self.evaluate(assignment)
         self.apply(assignment)
         if not self.placement:
             return resources, cycles, {}
-        for table in self.dataflow.tables:
-            table.ram_style = "auto"
         moves = []
         for table in self.dataflow.tables:
             spec = self._stage_spec(table)
