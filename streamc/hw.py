@@ -442,12 +442,9 @@ def _stream_positions(shape: tuple[int, ...]) -> np.ndarray:
 
 def _stages(spec: dict, taken: set[str], positions: np.ndarray | None, in_count: int) -> list[Stage]:
     """The stages of one spec of the streamline step, in stream order. ``positions``: where each
-    element of the input the model sees sits in the stream, if shape ops reordered it (None: in order)."""
+    element of a dense layer's input sits in the stream, if shape ops reordered it (None: in order)."""
     name = hardware_name(spec["name"], taken)
     kind = spec["kind"]
-    if positions is not None and (kind not in ("mvau", "vvau") or spec.get("conv")):
-        raise LoweringError(f"node {spec['name']!r}: its input is a stream reordered by shape ops (a Transpose, or "
-                            "a Flatten of an image); streamc reorders a stream only where it enters a dense layer")
     if kind == "lut":
         return [LUTStage(name=name, source=spec["name"], table=spec["table"], in_dtype=spec["in_dtype"],
                          out_dtype=spec["out_dtype"], count=in_count)]
@@ -526,10 +523,11 @@ def to_hw(graph: Graph) -> Dataflow:
             if not np.array_equal(positions, _stream_positions(positions.shape)):
                 reordered[spec["output"]] = positions
             continue
-        for tensor in spec["inputs"][1:]:
-            if tensor in reordered:
-                raise LoweringError(f"node {spec['name']!r}: its input {tensor!r} is a stream reordered by shape ops; "
-                                    "streamc reorders a stream only where it enters a dense layer")
+        # A dense layer takes its one input reordered (its weights follow); nothing else does.
+        dense = spec["kind"] in ("mvau", "vvau") and not spec.get("conv")
+        if any(tensor in reordered for tensor in spec["inputs"][1 if dense else 0:]):
+            raise LoweringError(f"node {spec['name']!r}: its input is a stream reordered by shape ops (a Transpose, "
+                                "or a Flatten of an image); streamc reorders a stream only where it enters a dense layer")
         sources = [producer[t] for t in spec["inputs"]]
         in_count = stages[sources[0]].out_count if sources[0] >= 0 else int(np.prod(shapes[hw_input][1:]))
         new = _stages(spec, taken, reordered.get(spec["inputs"][0]), in_count)

@@ -364,8 +364,7 @@ class _Chain:
                 moves.append(((here.lut - there.lut) / max(there.bram - here.bram, 1), table.name, here, there))
         styles = {}
         for _, name, here, there in sorted(moves, key=lambda move: -move[0]):
-            trial = ResourceEstimate(**{field: getattr(resources, field) - getattr(here, field) + getattr(there, field)
-                                        for field in _FIELDS})
+            trial = resources - here + there
             if all(getattr(trial, key) <= max(limits[key], getattr(resources, key)) for key in LIMITED):
                 styles[name], resources = "block", trial
         return resources, cycles, styles

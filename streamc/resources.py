@@ -738,6 +738,9 @@ class ResourceEstimate:
     def __add__(self, other: "ResourceEstimate") -> "ResourceEstimate":
         return ResourceEstimate(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
 
+    def __sub__(self, other: "ResourceEstimate") -> "ResourceEstimate":
+        return ResourceEstimate(**{f.name: getattr(self, f.name) - getattr(other, f.name) for f in fields(self)})
+
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
 
