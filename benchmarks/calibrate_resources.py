@@ -323,6 +323,11 @@ SWEEP = [
     _mvau(32, 4096, 2, 8, "BIPOLAR", "BIPOLAR", "accumulator", ram_style="block"),
     _mvau(384, 768, 1, 8, "BIPOLAR", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="block",
           ram_style_thresholds="block"),
+    # Four, six and eight address banks on an ECP5 (the multiplexer's shape changes past 8).
+    _mvau(64, 2048, 1, 16, "UINT2", "INT2", "thresholds", "UINT2", ram_style="block", ram_style_thresholds="block"),
+    _mvau(96, 2048, 1, 16, "UINT2", "INT2", "thresholds", "UINT2", ram_style="block", ram_style_thresholds="block"),
+    _mvau(256, 1024, 1, 16, "BIPOLAR", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="block",
+          ram_style_thresholds="block"),
     # Signed two-bit inputs against binary weights (negated or not), as CNV-w1a2's layers.
     _mvau(32, 288, 2, 72, "INT2", "BIPOLAR", "thresholds", "INT2", ram_style="block", ram_style_thresholds="block"),
     _mvau(64, 576, 1, 32, "INT2", "BIPOLAR", "thresholds", "INT2", ram_style="block", ram_style_thresholds="block"),
@@ -418,6 +423,11 @@ SWEEP = [
     _mvau(6, 54, 1, 1, "UINT8", "INT8", "requant", "UINT8", 20, res_type="lut", per_tensor=True),
     _mvau(4, 32, 1, 1, "UINT7", "INT8", "requant", "INT8", 20, res_type="lut", per_tensor=True),
     _mvau(16, 32, 2, 4, "INT8", "INT8", "requant", "INT8", 18, per_tensor=True),
+    # onnxruntime's per-channel requantizing layers: 8-bit unsigned inputs on hard multipliers, a
+    # few channels, one to four lanes (the scale and offset ROMs shallow, in logic).
+    _mvau(8, 36, 1, 4, "UINT8", "INT8", "requant", "UINT8", 20, ram_style="block"),
+    _mvau(12, 18, 1, 2, "UINT8", "INT8", "requant", "UINT8", 20),
+    _mvau(4, 48, 1, 1, "UINT8", "INT8", "requant", "INT8", 20, ram_style="block"),
     # Rounding down (where no tie can occur): the sum's bits below the shift only carry.
     _mvau(4, 32, 1, 1, "UINT7", "INT8", "requant", "INT8", 28, res_type="lut", per_tensor=True, rounding="FLOOR"),
     _mvau(6, 54, 1, 1, "UINT8", "INT8", "requant", "UINT8", 27, res_type="lut", per_tensor=True, rounding="FLOOR"),
