@@ -17,7 +17,6 @@ import collections
 import dataclasses
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, event, given, settings
 
 import fuzz_networks as fuzz
