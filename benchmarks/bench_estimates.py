@@ -4,11 +4,12 @@
     python benchmarks/bench_estimates.py [--budget 0.5] [--devices ice40-up5k ecp5-85f] [--models PATTERN]
                                          [--cnv] [--no-flat] [--jobs 2] [--workdir out/bench_estimates]
 
-Each model (tests/models/tfc_*.onnx, tests/models/cnn/*.onnx, build_configs/models/digits_mlp.onnx;
-never the *_legacy exports; the CNVs only with ``--cnv``: they take long) is folded by the planner
-for the highest throughput within ``--budget`` of each device's LUTs, laid out as the rtl step lays
-it out (a model that fits nowhere in the budget gets the whole device), and synthesized with the
-build's flow (:func:`streamc.synth.synthesize`):
+Each model (tests/models/tfc_*.onnx, tests/models/cnn/*.onnx, tests/models/dialects/*.onnx,
+build_configs/models/digits_mlp.onnx; never the *_legacy exports; the CNVs only with ``--cnv``:
+they take long) is folded by the planner for the highest throughput within ``--budget`` of each
+device's LUTs, laid out as the rtl step lays it out (a model that fits nowhere in the budget gets
+the whole device; one that does not fit even there, or that streamc refuses, is listed with the
+reason), and synthesized with the build's flow (:func:`streamc.synth.synthesize`):
 
 - each kernel instance on its own, as the calibration synthesizes its kind
   (``calibrate_resources.kernel_verilog``: a stage's kernel in a one-stage accelerator, a FIFO or
@@ -39,7 +40,7 @@ from pathlib import Path
 
 from streamc.build.steps import stage_components
 from streamc.devices import get_device
-from streamc.errors import FoldingError
+from streamc.errors import FoldingError, StreamcError
 from streamc.estimate import kernel_rows
 from streamc.fifo_sizing import fifo_depths
 from streamc.frontend.load import load_onnx
@@ -55,7 +56,8 @@ from streamc.transforms.tidy import tidy
 from calibrate_resources import kernel_verilog   # this folder: the sweep's own way of synthesizing a kernel
 
 ROOT = Path(__file__).resolve().parent.parent
-MODELS = ("tests/models/tfc_*.onnx", "tests/models/cnn/*.onnx", "build_configs/models/digits_mlp.onnx")
+MODELS = ("tests/models/tfc_*.onnx", "tests/models/cnn/*.onnx", "tests/models/dialects/*.onnx",
+          "build_configs/models/digits_mlp.onnx")
 FIFO_DEPTH = 2
 WITHIN = 0.15
 RESOURCES = ("lut", "ff", "bram", "dsp")
@@ -197,9 +199,17 @@ def main(argv: list[str] | None = None) -> int:
     everything = []
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         pending: dict = {}
-        submitted = [submit(pool, path, device, args.budget, args.workdir.resolve(), args.flat, pending)
-                     for path, device in todo]
-        for (path, device), (table, plan, kernels, whole) in zip(todo, submitted):
+        submitted = []
+        for path, device in todo:
+            try:
+                submitted.append(submit(pool, path, device, args.budget, args.workdir.resolve(), args.flat, pending))
+            except StreamcError as exc:  # refused, or too big for the whole device: said, not compared
+                print(f"\n## {path.stem} on {device}: not built: {exc}", flush=True)
+                submitted.append(None)
+        for (path, device), done in zip(todo, submitted):
+            if done is None:
+                continue
+            table, plan, kernels, whole = done
             try:
                 for row in table:
                     results = [kernels[name].result() for name in row["instances"]]
