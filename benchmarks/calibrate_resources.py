@@ -90,13 +90,16 @@ def make_unit(kernel: str, p: dict):
         in_dt, out_dt = from_name(p["in_dtype"]), from_name(p["out_dtype"])
         rng = np.random.default_rng(SEED)
         entries = 2 if in_dt.bipolar else in_dt.max - in_dt.min + 1
-        if "slope" in p:  # a requantization: codes rescaled, shifted and clipped
+        channels = p.get("channels", 1)
+        if "slope" in p:  # a requantization: codes rescaled, shifted (by a bias per channel) and clipped
             codes = np.arange(in_dt.min, in_dt.max + 1)
-            table = np.clip(np.round(codes * p["slope"]) + p.get("offset", 0), out_dt.min, out_dt.max)
+            bias = rng.integers(-entries // 8, entries // 8 + 1, size=(channels, 1)) if channels > 1 else 0
+            table = np.clip(np.round(codes * p["slope"]) + p.get("offset", 0) + bias, out_dt.min, out_dt.max)
         else:
             table = rng.integers(out_dt.min, out_dt.max + 1, size=entries)
         unit = LookupTable(table=table.astype(np.int64), in_dtype=in_dt, out_dtype=out_dt, elems=p["elems"],
-                           frame_elems=p["elems"] * 16, ram_style=p.get("ram_style", "auto"), name="lut")
+                           frame_elems=max(p["elems"], channels) * 16, ram_style=p.get("ram_style", "auto"),
+                           name="lut")
         return unit, resources.spec_of_unit(unit)
     if kernel == "window":
         from streamc.rtl.window import SlidingWindow
@@ -371,6 +374,12 @@ SWEEP = [
     ("lut", dict(in_dtype="INT4", out_dtype="INT4", elems=2, ram_style="block")),
     ("lut", dict(in_dtype="UINT6", out_dtype="UINT8", elems=3, slope=3.1, ram_style="block")),
     ("lut", dict(in_dtype="INT8", out_dtype="INT8", elems=1, slope=0.8, offset=-2, ram_style="distributed")),
+    # A table per channel: a quantized bias add between two quantizers (onnxruntime's MatMul + Add).
+    ("lut", dict(in_dtype="UINT8", out_dtype="UINT8", elems=1, slope=0.8, channels=32)),
+    ("lut", dict(in_dtype="UINT8", out_dtype="UINT8", elems=4, slope=1.3, channels=16)),
+    ("lut", dict(in_dtype="INT8", out_dtype="INT8", elems=2, slope=0.6, channels=10)),
+    ("lut", dict(in_dtype="UINT4", out_dtype="UINT4", elems=2, slope=0.9, channels=8, ram_style="distributed")),
+    ("lut", dict(in_dtype="INT4", out_dtype="INT4", elems=1, slope=1.1, offset=1, channels=6)),
     ("window", dict(in_shape=[8, 8, 4], kernel=[3, 3], stride=[1, 1], padding=[0, 0, 0, 0], dtype="UINT2", simd=1)),
     ("window", dict(in_shape=[8, 8, 4], kernel=[3, 3], stride=[1, 1], padding=[1, 1, 1, 1], dtype="UINT2", simd=4)),
     ("window", dict(in_shape=[12, 12, 8], kernel=[3, 3], stride=[1, 1], padding=[0, 0, 0, 0], dtype="UINT4", simd=2)),

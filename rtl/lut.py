@@ -1,9 +1,10 @@
-"""Elementwise lookup table: any function of one narrow integer, e.g. an int8 tanh or sigmoid."""
+"""Elementwise lookup table: any function of one narrow integer, e.g. an int8 tanh or sigmoid, one
+table for every channel or one per channel (e.g. a quantized bias add between two quantizers)."""
 
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Cat, Module, Signal, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -27,6 +28,10 @@ class LookupTable(wiring.Component):
     stored bits directly; its words are laid out so, and words for bit patterns outside
     ``in_dtype`` hold 0.
 
+    With a table per channel, element ``e`` of a frame is in channel ``e % channels``: lane ``j``
+    of the ``f``-th beat of a pixel reads channel ``f * elems + j``, so each lane's ROM holds the
+    tables of its channels one after the other, and a count of the beats picks one.
+
     The one pipeline stage stalls while the output beat is not taken: ``i.ready`` is
     ``~o.valid | o.ready``, so the kernel takes one beat per cycle with the consumer ready.
 
@@ -35,7 +40,8 @@ class LookupTable(wiring.Component):
     table : numpy.ndarray
         Integer outputs, 1-D: ``table[k]`` is the output for the input value
         ``in_dtype.min + k``, so it has ``in_dtype.max - in_dtype.min + 1`` entries; for a
-        ``BIPOLAR`` input two, for -1 and +1.
+        ``BIPOLAR`` input two, for -1 and +1. 2-D, ``(channels, entries)``: one such table per
+        channel; ``elems`` must then divide ``channels``, and ``channels`` ``frame_elems``.
     in_dtype, out_dtype : DataType
         Types of the input and output elements; every table entry must be an ``out_dtype``
         value.
@@ -63,6 +69,8 @@ class LookupTable(wiring.Component):
         Bits per element on each side.
     cycles_per_frame : int
         ``frame_elems // elems``.
+    folds : int
+        Beats per pixel with a table per channel (``channels // elems``), else 1.
     latency : int
         1: an input beat taken in one cycle is valid at the output in the next.
     """
@@ -71,9 +79,9 @@ class LookupTable(wiring.Component):
                  elems: int, frame_elems: int, ram_style: str = "auto", name: str = "lut"):
         table = np.asarray(table)
         entries = 2 if in_dtype.bipolar else in_dtype.max - in_dtype.min + 1
-        if table.shape != (entries,) or not np.issubdtype(table.dtype, np.integer):
-            raise ValueError(f"node {name!r}: table must be a 1-D integer array of {entries} "
-                             f"entries (one per {in_dtype} value), not {table.dtype} of shape "
+        if table.ndim not in (1, 2) or table.shape[-1:] != (entries,) or not np.issubdtype(table.dtype, np.integer):
+            raise ValueError(f"node {name!r}: table must be an integer array of {entries} entries (one per "
+                             f"{in_dtype} value), 1-D or one row per channel, not {table.dtype} of shape "
                              f"{table.shape}")
         if not out_dtype.contains(table):
             raise ValueError(f"node {name!r}: table entries must be {out_dtype} values, found "
@@ -81,14 +89,18 @@ class LookupTable(wiring.Component):
         for what, value in (("elems", elems), ("frame_elems", frame_elems)):
             if not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"node {name!r}: {what} must be an integer >= 1, not {value!r}")
-        if frame_elems % elems:
-            divisors = ", ".join(str(d) for d in range(1, frame_elems + 1) if frame_elems % d == 0)
-            raise ValueError(f"node {name!r}: elems={elems} does not divide "
-                             f"frame_elems={frame_elems}; valid elems: {divisors}")
+        channels = table.shape[0] if table.ndim == 2 else 1
+        if frame_elems % elems or channels % elems and channels > 1 or frame_elems % channels:
+            whole = channels if channels > 1 else frame_elems
+            divisors = ", ".join(str(d) for d in range(1, whole + 1) if whole % d == 0)
+            raise ValueError(f"node {name!r}: elems={elems} must divide frame_elems={frame_elems}"
+                             + (f" and the {channels} channels, which must divide frame_elems" if channels > 1 else "")
+                             + f"; valid elems: {divisors}")
         self.name = name
         self.ram_style = ram_style
         self._attrs = rom_attrs(ram_style, name=name, what="ram_style")
-        self._table = table.astype(np.int64)
+        self._table = table.astype(np.int64).reshape(channels, entries)
+        self.folds = channels // elems if channels > 1 else 1
         self._in_dtype = in_dtype
         self._out_dtype = out_dtype
         self.in_elems = self.out_elems = int(elems)
@@ -101,8 +113,9 @@ class LookupTable(wiring.Component):
             "o": Out(stream.Signature(unsigned(elems * self.out_width))),
         })
 
-    def _rom_words(self) -> list[int]:
-        """ROM word ``bits``: the output bit pattern for the input stored as ``bits``.
+    def _rom_words(self, lane: int = 0) -> list[int]:
+        """Lane ``lane``'s ROM: at word ``fold << in_width | bits`` the output bit pattern for the
+        input stored as ``bits`` in the ``fold``-th beat of a pixel (one fold with one table).
 
         Patterns outside the input type (e.g. TERNARY's -2) never arrive; their words are 0.
         """
@@ -110,8 +123,12 @@ class LookupTable(wiring.Component):
         values = in_dt.from_hw(np.arange(1 << self.in_width))
         inside = (values >= in_dt.min) & (values <= in_dt.max)
         index = (values - in_dt.min) // 2 if in_dt.bipolar else values - in_dt.min
-        outputs = np.where(inside, self._table[np.where(inside, index, 0)], 0)
-        return [int(w) for w in self._out_dtype.to_hw(outputs)]
+        words = []
+        for fold in range(self.folds):
+            table = self._table[(fold * self.in_elems + lane) % len(self._table)]
+            outputs = np.where(inside, table[np.where(inside, index, 0)], 0)
+            words += [int(w) for w in self._out_dtype.to_hw(outputs)]
+        return words
 
     def elaborate(self, platform):
         m = Module()
@@ -124,14 +141,19 @@ class LookupTable(wiring.Component):
         with m.If(advance):
             m.d.sync += self.o.valid.eq(self.i.valid)
 
-        words = self._rom_words()
+        fold = Signal(range(self.folds))
+        if self.folds > 1:
+            with m.If(self.i.valid & advance):
+                m.d.sync += fold.eq(Mux(fold == self.folds - 1, 0, fold + 1))
         lanes = []
         for j in range(self.in_elems):
+            words = self._rom_words(j)
             rom = Memory(shape=unsigned(ow), depth=len(words), init=words, attrs=self._attrs)
             m.submodules[f"rom_{j}"] = rom
             read = rom.read_port(domain="sync")
+            code = self.i.payload[j * iw:(j + 1) * iw]
             m.d.comb += [
-                read.addr.eq(self.i.payload[j * iw:(j + 1) * iw]),
+                read.addr.eq(Cat(code, fold) if self.folds > 1 else code),
                 read.en.eq(advance),
             ]
             lanes.append(read.data)

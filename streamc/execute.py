@@ -10,10 +10,18 @@ from .reference import run_node
 
 
 def lookup_table(attrs: dict, codes: np.ndarray) -> np.ndarray:
-    """streamc's ``LookupTable`` node: ``table[code - in_min]`` (bipolar inputs -1/+1 index 0/1)."""
+    """streamc's ``LookupTable`` node: ``table[code - in_min]`` (bipolar inputs -1/+1 index 0/1); with
+    ``channels`` (the table holds their rows one after the other), ``table[c][code - in_min]`` for
+    the codes of channel ``c`` (axis 1)."""
     table = np.asarray(attrs["table"], np.float32)
+    if attrs.get("channels", 1) > 1:
+        table = table.reshape(attrs["channels"], -1)
     step = 2 if attrs.get("in_bipolar") else 1
-    return table[(np.rint(codes).astype(np.int64) - attrs["in_min"]) // step]
+    index = (np.rint(codes).astype(np.int64) - attrs["in_min"]) // step
+    if table.ndim == 1:
+        return table[index]
+    channel = np.arange(table.shape[0]).reshape((-1,) + (1,) * (codes.ndim - 2))
+    return table[channel, index]
 
 
 def execute(graph: Graph, feeds: dict[str, np.ndarray], *, keep_all: bool = False) -> dict[str, np.ndarray]:

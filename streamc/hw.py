@@ -227,7 +227,8 @@ class ConcatStage:
 
 @dataclass
 class LUTStage:
-    """An elementwise lookup table between two quantizers; ``elems`` elements per cycle."""
+    """An elementwise lookup table between two quantizers; ``elems`` elements per cycle. ``table`` is
+    1-D, or one row per channel (a dense layer's output, a bias among the ops)."""
 
     name: str
     source: str
@@ -247,10 +248,14 @@ class LUTStage:
 
     def emulate(self, x: np.ndarray) -> np.ndarray:
         index = (x + 1) // 2 if self.in_dtype.bipolar else x - self.in_dtype.min
-        return self.table[index]
+        if self.table.ndim == 1:
+            return self.table[index]
+        # One row per channel: element e of a frame is in channel e % channels.
+        return self.table[np.arange(x.shape[-1]) % len(self.table), index]
 
     def describe(self) -> str:
-        return f"lookup table {self.source!r} ({self.in_dtype} -> {self.out_dtype})"
+        per_channel = f", one table per channel of {len(self.table)}" if self.table.ndim == 2 else ""
+        return f"lookup table {self.source!r} ({self.in_dtype} -> {self.out_dtype}{per_channel})"
 
     output_stage = "table"
 

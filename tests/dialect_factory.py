@@ -508,7 +508,8 @@ def intop_case(seed: int) -> DialectCase:
 
 
 def tanh_int8_case(seed: int) -> DialectCase:
-    """Figure 4: int8 codes -> DequantizeLinear (another scale) -> Tanh -> QuantizeLinear, between two layers."""
+    """Figure 4: int8 codes -> DequantizeLinear (another scale) -> Tanh -> QuantizeLinear, between two
+    layers; on odd seeds a float bias per channel is added before the Tanh (a table per channel)."""
     rng = np.random.default_rng(seed)
     b = _Builder(f"tanh_int8_{seed}")
     features = {"tanh-int8"}
@@ -518,6 +519,9 @@ def tanh_int8_case(seed: int) -> DialectCase:
                                       b.constant(1.0, "unit_scale"), b.constant(0, "zero_point", np.int8)], "quantized")
     tanh_in = b.node("DequantizeLinear", [codes, b.constant(rng.uniform(2, 5) / 127, "x_scale"),
                                           b.constant(0, "x_zero", np.int8)], "tanh_input")
+    if seed % 2:
+        features.add("tanh-bias-per-channel")
+        tanh_in = b.node("Add", [tanh_in, b.constant(rng.uniform(-0.5, 0.5, size=widths[1]), "tanh_bias")], "biased")
     hidden = b.node("QuantizeLinear", [b.node("Tanh", [tanh_in], "tanh"), b.constant(1 / 127, "y_scale"),
                                        b.constant(0, "y_zero", np.int8)], "hidden")
     wide, reach = _integer_layer(b, rng, hidden, widths[1], widths[2], "int8", features)

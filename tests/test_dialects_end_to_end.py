@@ -3,8 +3,12 @@
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 import yaml
+
+import dialect_factory as factory
+from test_dialects_random import run_onnxruntime
 
 from streamc.build.runner import run_build
 from streamc.frontend.load import load_onnx
@@ -43,6 +47,27 @@ def test_dialect_is_bit_exact_in_verilator(tmp_path, name):
     assert report["frames"] == 64 and report["mismatches"] == 0
     assert report["measured_cycles_per_frame"] == report["predicted_cycles_per_frame"]
     assert report["expected_mismatches"] == 0
+
+
+def test_a_table_per_channel_is_bit_exact_in_verilator(tmp_path):
+    """A bias per channel between two quantizers (int8 codes -> + bias -> Tanh -> int8): one table per
+    channel after the first layer, its lanes cycling through the channels, equal to onnxruntime."""
+    case = factory.tanh_int8_case(3)
+    onnx.save(case.model, tmp_path / "model.onnx")
+    frames = case.frames[:32]
+    np.save(tmp_path / "frames.npy", frames)
+    np.save(tmp_path / "expected.npy", run_onnxruntime(case.model, frames))
+    config = {"model": str(tmp_path / "model.onnx"), "output_dir": str(tmp_path / "out"), "devices": ["ecp5-85f"], "budget": 0.5,
+              "steps": STEPS_TO_SIM,
+              "verify": {"inputs": str(tmp_path / "frames.npy"), "expected": str(tmp_path / "expected.npy")}}
+    path = tmp_path / "build.yaml"
+    path.write_text(yaml.safe_dump(config))
+    state = run_build(path)
+    table = state.dataflow.stages[1]
+    assert table.output_stage == "table" and table.table.shape == (5, 256) and table.elems > 1
+    report = state.rtlsim
+    assert report["frames"] == 32 and report["mismatches"] == 0 and report["expected_mismatches"] == 0
+    assert report["measured_cycles_per_frame"] == report["predicted_cycles_per_frame"]
 
 
 def test_qonnx_and_qcdq_exports_of_one_network_give_the_same_hardware():

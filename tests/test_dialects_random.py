@@ -111,7 +111,7 @@ def test_the_cases_cover_every_variant():
         "qcdq-int8", "qcdq-uint8", "clip-symmetric", "clip-asymmetric", "weights-per-axis",
         "qdq-int8", "qdq-uint8", "qoperator-int8", "qoperator-uint8", "weights-per-column", "weights-per-tensor",
         "input-int8", "input-uint8", "output-int8", "output-uint8", "one-mul", "two-muls", "a-zero-point",
-        "tanh-int8", "fp16-tanh", "fp16-sigmoid"}
+        "tanh-int8", "tanh-bias-per-channel", "fp16-tanh", "fp16-sigmoid"}
     assert wanted <= features, sorted(wanted - features)
 
 

@@ -104,8 +104,8 @@ def test_attributes_describe_the_streams():
 
 
 def test_table_length_follows_the_input_type():
-    with pytest.raises(ValueError, match=r"^node 'act': table must be a 1-D integer array of 2 "
-                                         r"entries \(one per BIPOLAR value\), not int64 of "
+    with pytest.raises(ValueError, match=r"^node 'act': table must be an integer array of 2 entries \(one "
+                                         r"per BIPOLAR value\), 1-D or one row per channel, not int64 of "
                                          r"shape \(3,\)$"):
         LookupTable(table=np.array([0, 1, 0]), in_dtype=BIPOLAR, out_dtype=INT(2), elems=1,
                     frame_elems=4, name="act")
@@ -119,7 +119,7 @@ def test_table_entries_must_fit_out_dtype():
 
 
 def test_elems_must_divide_the_frame():
-    with pytest.raises(ValueError, match=r"^node 'lut': elems=5 does not divide frame_elems=12; "
+    with pytest.raises(ValueError, match=r"^node 'lut': elems=5 must divide frame_elems=12; "
                                          r"valid elems: 1, 2, 3, 4, 6, 12$"):
         LookupTable(table=np.zeros(4, dtype=np.int64), in_dtype=UINT(2), out_dtype=INT(3),
                     elems=5, frame_elems=12)
@@ -155,3 +155,26 @@ def test_an_unknown_ram_style_is_refused_by_name():
                                          r"valid: auto, distributed, block$"):
         LookupTable(table=np.zeros(4, dtype=np.int64), in_dtype=UINT(2), out_dtype=INT(3), elems=1,
                     frame_elems=4, ram_style="bram", name="act")
+
+
+@pytest.mark.parametrize("elems", [1, 2, 6])
+def test_a_table_per_channel_follows_the_channel_of_each_element(elems):
+    """Six channels, each its own table (a quantized bias add): element e reads channel e % 6."""
+    rng = np.random.default_rng(elems)
+    channels = 6
+    table = np.stack([tanh_like(rng, INT(4), INT(4)) for _ in range(channels)])
+    dut = LookupTable(table=table, in_dtype=INT(4), out_dtype=INT(4), elems=elems, frame_elems=FRAME_ELEMS)
+    assert dut.folds == channels // elems
+    x = random_inputs(rng, INT(4), frames=10)
+    run = run_stream(dut, pack(x, INT(4), elems), len(x) // elems, in_gap=0.3, out_stall=0.4, seed=elems)
+    expected = table[np.arange(len(x)) % channels, x - INT(4).min]
+    np.testing.assert_array_equal(unpack(run.beats, INT(4), elems), expected)
+
+
+def test_a_table_per_channel_needs_lanes_that_divide_the_channels():
+    table = np.zeros((6, 16), dtype=np.int64)
+    with pytest.raises(ValueError, match=r"^node 'lut': elems=4 must divide frame_elems=12 and the 6 channels, "
+                                         r"which must divide frame_elems; valid elems: 1, 2, 3, 6$"):
+        LookupTable(table=table, in_dtype=INT(4), out_dtype=INT(4), elems=4, frame_elems=12)
+    with pytest.raises(ValueError, match=r"^node 'lut': elems=1 must divide frame_elems=9 and the 6 channels"):
+        LookupTable(table=table, in_dtype=INT(4), out_dtype=INT(4), elems=1, frame_elems=9)

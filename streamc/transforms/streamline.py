@@ -461,11 +461,15 @@ def _lower_linear(graph, node, codes, body, units, stages) -> tuple[list[Node], 
         split = _thresholded(graph, node, codes, body[1:first_start], first_quantizer)
         split_codes = _Codes("", split.out_bias, split.out_bias + split.thresholds.shape[1], split.out_dtype,
                              first_quantizer)
-        table = _table(graph, split_codes, after_first, last_quantizer, split.weights.shape[0])
+        # A table per channel where a dense layer's ops differ per channel (a bias after the product's
+        # quantizer): its rows follow the layer's output vector.
+        table = _table(graph, split_codes, after_first, last_quantizer, split.weights.shape[0],
+                       per_channel=not split.linear.spatial)
         if table is None and whole is None:
             raise LoweringError(
                 f"the elementwise ops between quantizers {first_quantizer.name!r} and {last_quantizer.name!r} differ "
-                "per channel and are not monotonic; per-channel lookup tables are not supported yet")
+                "per channel and are not monotonic; per-channel lookup tables are supported after dense layers "
+                "only")
         if table is None or (whole is not None and not split.cheap):
             split = None
     if split is None:
@@ -1129,9 +1133,10 @@ def _check_thresholds(code_of, thresholds, lo, hi, levels, node, quantizer) -> N
 
 
 def _table(graph, codes: _Codes, between: list[Node], quantizer: _Quantizer, channels: int,
-           reads: tuple[str, bool] | None = None) -> np.ndarray | None:
-    """The model's ops from ``codes`` through ``quantizer``, run on every input code; None when the
-    result differs between channels (a per-channel constant among the ops).
+           reads: tuple[str, bool] | None = None, per_channel: bool = False) -> np.ndarray | None:
+    """The model's ops from ``codes`` through ``quantizer``, run on every input code. Where the result
+    differs between channels (a per-channel constant among the ops, such as a bias): one row per
+    channel with ``per_channel`` (the ops then read a vector of channels), else None.
 
     ``between`` reads the source quantizer's output, or ``reads``: a tensor that holds its
     dequantized values (True) or its codes (False). Shape ops and max pools in ``between`` are
@@ -1145,8 +1150,10 @@ def _table(graph, codes: _Codes, between: list[Node], quantizer: _Quantizer, cha
                 inputs=[TensorInfo(start, (1, channels))], outputs=[TensorInfo(last, (1, channels))],
                 opset=graph.opset, qonnx_opset=graph.qonnx_opset)
     grid = np.repeat(source.output_from_codes(_code_values(codes))[:, None], channels, axis=1)
-    tables = quantizer.codes_from_output(execute(sub, {start: grid})[last]).reshape(grid.shape)
-    return tables[:, 0].astype(np.int64) if np.all(tables == tables[:, :1]) else None
+    tables = quantizer.codes_from_output(execute(sub, {start: grid})[last]).reshape(grid.shape).astype(np.int64)
+    if np.all(tables == tables[:, :1]):
+        return tables[:, 0]
+    return tables.T.copy() if per_channel else None
 
 
 def _reading(source: _Quantizer, tensor: str, floats: bool) -> tuple[str, list[Node]]:
@@ -1166,12 +1173,14 @@ def _code_values(codes: _Codes) -> np.ndarray:
 
 
 def _lower_lookup_table(graph, codes: _Codes, table: np.ndarray, quantizer: _Quantizer, stages):
-    """A ``LookupTable`` node from ``codes`` to the codes of ``quantizer``."""
+    """A ``LookupTable`` node from ``codes`` to the codes of ``quantizer``; ``table`` is 1-D, or one
+    row per channel (held row after row, with the count of channels)."""
     out_dtype = BIPOLAR if quantizer.dtype == BIPOLAR else smallest_datatype(table.min(), table.max())
     out = graph.fresh_name(f"{quantizer.name}_codes")
     graph.datatypes[out] = out_dtype
+    rows = {"channels": table.shape[0]} if table.ndim == 2 else {}
     lut = Node("LookupTable", graph.fresh_name(f"{quantizer.name}_table"), [codes.tensor], [out],
-               {"table": table.tolist(), "in_min": int(_code_values(codes)[0]),
+               {"table": table.ravel().tolist(), **rows, "in_min": int(_code_values(codes)[0]),
                 "in_bipolar": int(codes.dtype == BIPOLAR)})
     stages.append(dict(kind="lut", name=lut.name, inputs=[codes.tensor], output=out, table=table, in_dtype=codes.dtype,
                        out_dtype=out_dtype))
