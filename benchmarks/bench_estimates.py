@@ -8,8 +8,8 @@ Each model (tests/models/tfc_*.onnx, tests/models/cnn/*.onnx, tests/models/diale
 build_configs/models/digits_mlp.onnx; never the *_legacy exports; the CNVs only with ``--cnv``:
 they take long) is folded by the planner for the highest throughput within ``--budget`` of each
 device's LUTs, laid out as the rtl step lays it out (a model that fits nowhere in the budget gets
-the whole device; one that does not fit even there, or that streamc refuses, is listed with the
-reason), and synthesized with the build's flow (:func:`streamc.synth.synthesize`):
+twice the budget, and so on up to the whole device; one that does not fit even there, or that
+streamc refuses, is listed with the reason), and synthesized with the build's flow (:func:`streamc.synth.synthesize`):
 
 - each kernel instance on its own, as the calibration synthesizes its kind
   (``calibrate_resources.kernel_verilog``: a stage's kernel in a one-stage accelerator, a FIFO or
@@ -75,12 +75,16 @@ def build(path: Path, device: str, budget: float) -> tuple[list[dict], StreamAcc
     Returns the estimate rows (each with the instance names of its kernels), the design and the plan.
     """
     flow = to_hw(streamline(tidy(load_onnx(path))))
-    try:
-        plan = plan_for_budget(flow, device=get_device(device), budget=budget, fifo_depth=FIFO_DEPTH)
-    except FoldingError:
-        # A model too big for the budget at any folding: the whole device, as the build would try.
-        budget = 1.0
-        plan = plan_for_budget(flow, device=get_device(device), budget=budget, fifo_depth=FIFO_DEPTH)
+    while True:
+        try:
+            plan = plan_for_budget(flow, device=get_device(device), budget=budget, fifo_depth=FIFO_DEPTH)
+            break
+        except FoldingError:
+            if budget >= 1.0:
+                raise
+            # Too big for the budget at any folding: twice the budget, up to the whole device (a
+            # design no larger than it must be synthesizes in minutes, not hours).
+            budget = min(2 * budget, 1.0)
     rows = kernel_rows(flow.stages, FIFO_DEPTH)
     # The rtl step's layout (streamc.build.steps.rtl_step): a stage's kernels follow each other directly.
     depths = fifo_depths(flow, FIFO_DEPTH)

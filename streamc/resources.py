@@ -66,8 +66,9 @@ def accumulator_range(weights: np.ndarray, in_dtype: DataType) -> tuple[int, int
     return int(lo.min()), int(hi.max())
 
 
-#: Largest ROM (bits) whose contents :func:`rom_live_bits` reads; a larger one never stays in logic.
-_LIVE_BITS_LIMIT = 1 << 17
+#: Largest ROM (bits) whose contents :func:`rom_live_bits` reads (about 10 ms at this size); a larger
+#: one is counted whole if it stays in logic.
+_LIVE_BITS_LIMIT = 1 << 18
 
 
 def varying_bits(fields: np.ndarray, bits: int, word_axes: tuple[int, ...] = (0,)) -> int:
@@ -98,16 +99,12 @@ def rom_live_bits(rows: list[int], width: int) -> int:
     return len({column.tobytes() for column in np.packbits(varying, axis=0).T})
 
 
-def _may_stay_in_logic(width: int, depth: int) -> bool:
-    """Whether a ROM of ``depth`` words of ``width`` bits stays in logic on some device family."""
-    return any(memory_mapping(width=width, depth=depth, rom=True, family=family).kind == "logic"
-               for family in FAMILIES)
-
-
 def _live_bits_of(rows_of, width: int, depth: int) -> int:
-    """:func:`rom_live_bits` of the ROM whose rows ``rows_of()`` builds, if it may stay in logic
-    (reading its contents costs time the planner spends on every folding it tries); else -1."""
-    return rom_live_bits(rows_of(), width) if _may_stay_in_logic(width, depth) else -1
+    """:func:`rom_live_bits` of the ROM whose rows ``rows_of()`` builds, -1 past the size limit. Any ROM
+    may stay in logic, where Yosys would put it in block RAM too: the planner tries both (an 8-bit
+    layer's 255 thresholds per channel in logic, 17,400 LUTs in Yosys: 24,857 estimated with every
+    bit counted, 17,544 with the live ones)."""
+    return rom_live_bits(rows_of(), width) if width * depth <= _LIVE_BITS_LIMIT else -1
 
 
 class _Spec:
