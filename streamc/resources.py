@@ -88,9 +88,9 @@ def varying_bits(fields: np.ndarray, bits: int, word_axes: tuple[int, ...] = (0,
 def rom_live_bits(rows: list[int], width: int) -> int:
     """Bit columns of a ROM (``rows`` of ``width`` bits) that cost logic when it stays out of block
     RAM: Yosys drops a column that holds the same bit in every row and shares equal columns, so
-    only the distinct non-constant ones need LUTs and read registers. -1 for a ROM too large to
-    stay in logic (not counted)."""
-    if not rows or width * len(rows) > _LIVE_BITS_LIMIT:
+    only the distinct non-constant ones need LUTs and read registers. -1 for no rows (not counted);
+    :func:`_live_bits_of` keeps large ROMs from being read at all."""
+    if not rows:
         return -1
     size = (width + 7) // 8
     packed = np.frombuffer(b"".join(int(row).to_bytes(size, "little") for row in rows), dtype=np.uint8)
