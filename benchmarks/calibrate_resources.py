@@ -340,12 +340,23 @@ SWEEP = [
     _mvau(12, 1024, 2, 1, "BIPOLAR", "BIPOLAR", "accumulator", ram_style="block"),
     # Input buffers wider than 18 bits in block RAM (an ECP5 PDPW16KD).
     _mvau(16, 1536, 1, 12, "INT2", "BIPOLAR", "thresholds", "INT2", ram_style="block", ram_style_thresholds="block"),
-    # Wider signed inputs against binary weights, and binary inputs against multi-bit weights (a
-    # lane negates the other operand): QONNX's BipolarQuant on either side of a layer.
+    # Wider inputs against binary weights (a lane complements the input), and binary inputs against
+    # multi-bit weights (a lane masks the weight): QONNX's BipolarQuant on either side of a layer,
+    # before thresholds, a requantization or a bare accumulator that starts from an offset per channel.
     _mvau(16, 96, 4, 24, "INT4", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="block", ram_style_thresholds="block"),
     _mvau(64, 48, 8, 16, "INT4", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="block", ram_style_thresholds="block"),
+    _mvau(32, 128, 4, 64, "INT4", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="distributed",
+          ram_style_thresholds="block"),
+    _mvau(32, 64, 4, 16, "UINT4", "BIPOLAR", "thresholds", "UINT2"),
+    _mvau(16, 64, 2, 8, "INT4", "BIPOLAR", "accumulator"),
+    _mvau(12, 96, 4, 24, "UINT2", "BIPOLAR", "accumulator", ram_style="block"),
     _mvau(16, 48, 4, 8, "BIPOLAR", "INT2", "accumulator", ram_style="block"),
     _mvau(12, 64, 3, 16, "BIPOLAR", "INT3", "accumulator", ram_style="block"),
+    _mvau(10, 64, 10, 8, "BIPOLAR", "INT2", "accumulator", ram_style="block"),
+    _mvau(8, 96, 8, 12, "BIPOLAR", "INT3", "accumulator"),
+    _mvau(32, 64, 8, 16, "BIPOLAR", "INT2", "thresholds", "UINT2"),
+    _mvau(64, 128, 4, 32, "BIPOLAR", "INT4", "thresholds", "BIPOLAR", ram_style="block", ram_style_thresholds="block"),
+    _mvau(16, 64, 4, 16, "BIPOLAR", "INT4", "requant", "UINT8", 10),
     _mvau(8, 1024, 1, 8, "UINT3", "INT3", "accumulator"),
     _mvau(16, 640, 2, 10, "UINT3", "INT2", "thresholds", "UINT2"),
     _mvau(32, 2048, 1, 32, "BIPOLAR", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="block"),

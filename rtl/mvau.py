@@ -39,10 +39,18 @@ class MatrixVectorUnit(wiring.Component):
       :func:`~streamc.rtl.requant.requantize` of the accumulator, one multiplier per channel
       whatever the output width: the cheap choice for 8-bit outputs.
 
-    Values on both streams are packed as :meth:`DataType.to_hw` packs them. ``BIPOLAR``
-    times ``BIPOLAR`` is computed as XNOR and popcount, with the thresholds moved into the
-    popcount domain; a ``BIPOLAR`` operand against any other type negates the other
-    operand instead of multiplying.
+    Values on both streams are packed as :meth:`DataType.to_hw` packs them. A ``BIPOLAR``
+    operand (bit 1 is +1, bit 0 is -1) needs no multiplier; the lanes then sum terms ``a`` with
+    ``W x = scale * a + offset`` per channel (see :meth:`_accumulator_domain`). The thresholds and
+    the requantization's constants move into that domain; a bare accumulator starts from its
+    channel's offset and adds scaled sums, so that it holds ``W x``:
+
+    - ``BIPOLAR`` times ``BIPOLAR``: XNOR and popcount;
+    - ``BIPOLAR`` inputs times multi-bit weights: each input bit masks its weight (FINN's
+      binary-input MVAU), as a multiply by ``(x + 1) / 2``;
+    - multi-bit inputs times ``BIPOLAR`` weights: a weight of -1 takes the input's bitwise
+      complement ``~x`` (``-x - 1`` signed, ``2**bits - 1 - x`` unsigned), no wider than the
+      input and with no carry chain; the offset takes the constants back out.
 
     The datapath is a pipeline that stalls as a whole while the output beat is not taken:
     issue (weight ROM and input buffer read) -> operands -> products -> adder tree and
@@ -132,6 +140,7 @@ class MatrixVectorUnit(wiring.Component):
         self._pe, self._simd = pe, simd
         self._nf, self._sf = mh // pe, mw // simd
         self._xnor = in_dtype.bipolar and weight_dtype.bipolar
+        self._scale, self._offsets = self._accumulator_domain()
 
         self._bounds = self._row_bounds()
         acc_lo, acc_hi = self._accumulator_range()
@@ -144,9 +153,11 @@ class MatrixVectorUnit(wiring.Component):
             self._requant = requant
             self._prepare_requant()
         elif thresholds is None:
-            out_lo, out_hi = full_lo, full_hi
-            if self._xnor:
-                out_lo, out_hi = 2 * full_lo - mw, 2 * full_hi - mw
+            # The bare accumulator starts from its channel's offset and adds scaled sums, so that it
+            # holds W x itself (see _accumulator_start).
+            sum_lo, sum_hi, partial_lo, partial_hi = (self._scale * bound + self._offsets for bound in self._bounds)
+            out_lo, out_hi = int(sum_lo.min()), int(sum_hi.max())
+            acc_lo, acc_hi = int(partial_lo.min()), int(partial_hi.max())
             if not (out_dtype.min <= out_lo and out_hi <= out_dtype.max):
                 raise ValueError(f"node {name!r}: out_dtype {out_dtype} cannot hold the "
                                  f"accumulator range [{out_lo}, {out_hi}]")
@@ -167,10 +178,8 @@ class MatrixVectorUnit(wiring.Component):
                 raise ValueError(f"node {name!r}: out_dtype {out_dtype} cannot hold the "
                                  f"outputs out_bias + [0, {n_thr}] = "
                                  f"[{self._out_bias}, {self._out_bias + n_thr}]")
-            thresholds = thresholds.astype(np.int64)
-            if self._xnor:
-                # acc = 2 * popcount - MW, so acc >= t  <=>  popcount >= ceil((t + MW) / 2).
-                thresholds = -((-(thresholds + mw)) // 2)
+            # scale * a + offset >= t  <=>  a >= ceil((t - offset) / scale).
+            thresholds = -((self._offsets[:, None] - thresholds.astype(np.int64)) // self._scale)
             # Out-of-range thresholds compare the same once clamped, and need no extra bits.
             self._thresholds = np.clip(thresholds, full_lo, full_hi + 1)
             acc_hi += 1
@@ -181,6 +190,9 @@ class MatrixVectorUnit(wiring.Component):
         self.out_elems = pe
         self.out_width = out_dtype.bitwidth
         self.cycles_per_frame = self._nf * self._sf
+        #: The bare output's accumulator starts from a per-channel offset and sums scaled terms.
+        self.starts_from_offsets = (self._requant is None and self._thresholds is None
+                                    and (self._scale != 1 or bool(self._offsets.any())))
         self.latency = 6 if self._requant is not None else 5 if self._thresholds is not None else 4
         super().__init__({
             "i": In(stream.Signature(unsigned(simd * self.in_width))),
@@ -211,18 +223,15 @@ class MatrixVectorUnit(wiring.Component):
     def _prepare_requant(self) -> None:
         """Per-channel constants for the accumulator register, and the narrowest shapes.
 
-        The XNOR accumulator holds a popcount ``pc`` and ``acc = 2 pc - MW``, so
-        ``acc * m + o = pc * 2m + (o - MW m)``. The rounding constant joins the offset. The
-        shapes hold every value that a complete accumulator of each channel can lead to.
-        Python integers throughout: the bounds may pass int64.
+        The dot product is ``scale * a + offset`` (:meth:`_accumulator_domain`), so its
+        requantization sum is ``a * (scale m) + (o + offset m)``. The rounding constant joins the
+        offset. The shapes hold every value that a complete accumulator of each channel can lead
+        to. Python integers throughout: the bounds may pass int64.
         """
         rq = self._requant
         m = rq.multiplier.astype(object)
-        o = rq.offset.astype(object) + rq.rounding_constant
-        if self._xnor:
-            mw = self._weights.shape[1]
-            o = o - mw * m
-            m = 2 * m
+        o = rq.offset.astype(object) + rq.rounding_constant + self._offsets.astype(object) * m
+        m = self._scale * m
         self._requant_multiplier, self._requant_offset = m, o
 
         sum_lo, sum_hi = (bound.astype(object) for bound in self._bounds[:2])
@@ -235,22 +244,52 @@ class MatrixVectorUnit(wiring.Component):
         self.sum_shape = _shape_of_range(total_lo, total_hi)
         self._quotient_range = (total_lo >> rq.shift, total_hi >> rq.shift)
 
+    def _accumulator_domain(self) -> tuple[int, np.ndarray]:
+        """``scale`` and the per-channel ``offset`` with ``W x = scale * a + offset``, where ``a``
+        is what the accumulator sums (see :meth:`_product`):
+
+        - XNOR: ``a`` counts the matching bits, so ``W x = 2 a - MW``;
+        - masked weights: ``a = sum(w (x + 1) / 2)``, so ``W x = 2 a - sum(w)``;
+        - complemented inputs: a weight of -1 adds ``~x = c - x`` (``c`` is -1 for a signed input,
+          ``2**bits - 1`` for an unsigned one), so ``W x = a - c count(w == -1)``.
+        """
+        weights = self._weights
+        if self._xnor:
+            return 2, np.full(weights.shape[0], -weights.shape[1], np.int64)
+        if self._in_dtype.bipolar:
+            return 2, -weights.sum(axis=1)
+        if self._weight_dtype.bipolar:
+            return 1, -self._complement_constant() * (weights < 0).sum(axis=1)
+        return 1, np.zeros(weights.shape[0], np.int64)
+
+    def _complement_constant(self) -> int:
+        """``c`` with ``~x = c - x`` for the input type's bits: -1 signed, ``2**bits - 1`` unsigned."""
+        return -1 if self._in_dtype.signed else (1 << self._in_dtype.bitwidth) - 1
+
     def _row_bounds(self) -> tuple[np.ndarray, ...]:
-        """Per output channel: the least and greatest complete dot product (in the popcount
-        domain for XNOR), and the least and greatest partial sum.
+        """Per output channel: the least and greatest complete sum ``a`` of
+        :meth:`_accumulator_domain`, and the least and greatest partial sum.
 
         A weight ``w >= 0`` times an input in ``[x_lo, x_hi]`` lies in ``[w x_lo, w x_hi]``, a
         negative one in ``[w x_hi, w x_lo]``: every bound is a combination of the row sums of
         the positive and of the negative weights (two passes over the matrix, which the folding
-        planner pays for every candidate folding).
+        planner pays for every candidate folding). A masked weight is a multiply by an input in
+        ``[0, 1]``; a complemented input ``c - x`` lies in ``[c - x_hi, c - x_lo]``.
         """
+        mh, mw = self._weights.shape
         if self._xnor:
-            mh, mw = self._weights.shape
             zeros, full = np.zeros(mh, np.int64), np.full(mh, mw, np.int64)
             return zeros, full, zeros, full
+        x_lo, x_hi = (0, 1) if self._in_dtype.bipolar else (self._in_dtype.min, self._in_dtype.max)
+        if self._weight_dtype.bipolar:
+            plus = (self._weights > 0).sum(axis=1)
+            minus = mw - plus
+            c_lo, c_hi = self._complement_constant() - x_hi, self._complement_constant() - x_lo
+            return (x_lo * plus + c_lo * minus, x_hi * plus + c_hi * minus,
+                    min(x_lo, 0) * plus + min(c_lo, 0) * minus,
+                    max(x_hi, 0) * plus + max(c_hi, 0) * minus)
         positive = np.clip(self._weights, 0, None).sum(axis=1)
         negative = np.clip(self._weights, None, 0).sum(axis=1)
-        x_lo, x_hi = self._in_dtype.min, self._in_dtype.max
         return (x_lo * positive + x_hi * negative, x_hi * positive + x_lo * negative,
                 min(x_lo, 0) * positive + max(x_hi, 0) * negative,
                 max(x_hi, 0) * positive + min(x_lo, 0) * negative)
@@ -289,16 +328,44 @@ class MatrixVectorUnit(wiring.Component):
         return _channel_rom_rows(self._requant_offset, self._pe, self._offset_shape)
 
     def _product(self, x_bits, w_bits):
-        """Signed product of one input element and one weight, both as stored bits."""
+        """One lane's term of the sum ``a`` (:meth:`_accumulator_domain`), from stored bits."""
         in_dt, w_dt = self._in_dtype, self._weight_dtype
+        if in_dt.bipolar and w_dt.bipolar:
+            return ~(x_bits[0] ^ w_bits[0])
         if w_dt.bipolar:
             x = x_bits.as_signed() if in_dt.signed else x_bits
-            return Mux(w_bits[0], x, -x)
+            return Mux(w_bits[0], x, ~x)
         w = w_bits.as_signed() if w_dt.signed else w_bits
         if in_dt.bipolar:
-            return Mux(x_bits[0], w, -w)
+            return Mux(x_bits[0], w, 0)
         x = x_bits.as_signed() if in_dt.signed else x_bits
         return multiply(x, w, self.res_type)
+
+    def start_rom_shape(self) -> Shape | None:
+        """Shape of the words of the ROM of the accumulators' starting offsets; ``None`` where each
+        lane starts from the same offset in every neuron fold, a constant."""
+        per_fold = self._offsets.reshape(self._nf, self._pe)
+        if not self.starts_from_offsets or (per_fold == per_fold[0]).all():
+            return None
+        return _shape_of_range(int(self._offsets.min()), int(self._offsets.max()))
+
+    def _start_rom_rows(self) -> list[int]:
+        """ROM row ``nf``: the starting offsets of channels ``nf*pe + j``."""
+        return _channel_rom_rows(self._offsets, self._pe, self.start_rom_shape())
+
+    def _accumulator_start(self, m, advance, nf1) -> list:
+        """Each lane's value for the accumulator to restart from: 0, a constant offset, or one read
+        from a ROM alongside the products (the row arrives with the fold's first sum)."""
+        if not self.starts_from_offsets:
+            return [0] * self._pe
+        shape = self.start_rom_shape()
+        if shape is None:
+            return [int(offset) for offset in self._offsets[:self._pe]]
+        m.submodules.start_rom = rom = Memory(shape=unsigned(self._pe * shape.width), depth=self._nf,
+                                              init=self._start_rom_rows())
+        read = rom.read_port(domain="sync")
+        m.d.comb += [read.addr.eq(nf1), read.en.eq(advance)]
+        return _channel_fields(read.data, self._pe, shape)
 
     def _compare_thresholds(self, m, advance, valid3, nf2, acc3):
         """Stage 4: threshold compares. Returns the output beat's valid and values."""
@@ -448,7 +515,7 @@ class MatrixVectorUnit(wiring.Component):
             x1 = x_in1
         w1 = weight_read.data
 
-        # Stage 2: products (XNOR bits in the popcount domain).
+        # Stage 2: products, the terms of the accumulator's domain.
         valid2, first2, last2 = Signal(), Signal(), Signal()
         nf2 = Signal.like(nf)
         products2 = []
@@ -457,7 +524,7 @@ class MatrixVectorUnit(wiring.Component):
             for k in range(simd):
                 x_bits = x1[k * iw:(k + 1) * iw]
                 w_bits = w1[(j * simd + k) * wb:(j * simd + k + 1) * wb]
-                value = ~(x_bits[0] ^ w_bits[0]) if self._xnor else self._product(x_bits, w_bits)
+                value = self._product(x_bits, w_bits)
                 product = Signal(value.shape(), name=f"product_{j}_{k}")
                 with m.If(advance):
                     m.d.sync += product.eq(value)
@@ -470,19 +537,21 @@ class MatrixVectorUnit(wiring.Component):
         valid3 = Signal()
         acc3 = [Signal(self.acc_shape, name=f"acc_{j}") for j in range(pe)]
         sums2 = [_adder_tree(m, row) for row in products2]
+        if self.starts_from_offsets and self._scale != 1:
+            sums2 = [total * self._scale for total in sums2]
+        starts = self._accumulator_start(m, advance, nf1)
         with m.If(advance):
             m.d.sync += valid3.eq(valid2 & last2)
             with m.If(valid2):
                 for j in range(pe):
-                    m.d.sync += acc3[j].eq(Mux(first2, 0, acc3[j]) + sums2[j])
+                    m.d.sync += acc3[j].eq(Mux(first2, starts[j], acc3[j]) + sums2[j])
 
         if self._requant is not None:
             out_valid, out_values = self._requantize(m, advance, valid3, nf2, acc3)
         elif self._thresholds is not None:
             out_valid, out_values = self._compare_thresholds(m, advance, valid3, nf2, acc3)
         else:
-            out_valid = valid3
-            out_values = [2 * acc - self._weights.shape[1] if self._xnor else acc for acc in acc3]
+            out_valid, out_values = valid3, acc3
 
         # Output register. Assigning to ow-bit signals sign-extends or wraps each value into
         # its to_hw bit pattern.

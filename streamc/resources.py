@@ -18,8 +18,8 @@ Block RAM and DSP counts follow the rules Yosys itself applies, so they are exac
 - **Multipliers** go through ``mul2dsp``: ``synth_ice40 -dsp`` uses one ``SB_MAC16`` per
   16 x 16 piece of a product of operands at least 2 bits wide and a result at least 11 bits
   wide; ``synth_ecp5`` one ``MULT18X18D`` per 18 x 18 piece of any product of operands at
-  least 2 bits wide (:func:`dsp_count`). XNOR-popcount and a bipolar operand (a negation) use
-  no multiplier.
+  least 2 bits wide (:func:`dsp_count`). XNOR-popcount and a bipolar operand (a masked weight or
+  a complemented input in an MVAU, a negation in a vector unit) use no multiplier.
 
 LUT and FF counts are linear models over structural features of each kernel (datapath bits,
 comparators, ROM bits kept in logic, pipeline registers), with coefficients fitted per device
@@ -119,7 +119,10 @@ class MVAUSpec(_Spec):
     Widths are the ones the generator gives its signals: ``acc_bits`` the accumulator and
     comparator, ``product_bits`` one lane's product; ``mul_a``/``mul_b`` the operand widths of a
     lane's multiply as Yosys sees it (0 when the lane does not multiply: XNOR or a bipolar
-    operand). ``thresholds`` per channel (0: none); the ``rq_*`` fields describe the
+    operand). ``starts_from_offsets``: the bare accumulator restarts from a per-channel offset (a
+    bipolar operand's), read from a ROM of ``start_rom_bits`` per lane (0: constants) of which
+    ``start_rom_live`` bits are live. ``live_lanes``: the PE x SIMD lanes whose weight is not 0 in
+    every word of the ROM (-1: all); a lane that only ever multiplies by 0 adds nothing. ``thresholds`` per channel (0: none); the ``rq_*`` fields describe the
     requantization's multiply (0 without one). ``weight_rom_live``, ``threshold_rom_live``,
     ``rq_multiplier_live`` and ``rq_offset_live``: the :func:`rom_live_bits` of the weight, threshold
     and requantization ROMs (-1: not known, all bits count). ``rq_sum_live``: the bits of the
@@ -159,6 +162,10 @@ class MVAUSpec(_Spec):
     block_compares: int = -1
     compare_full_adders: int = -1
     signed_multiply: bool = False
+    starts_from_offsets: bool = False
+    start_rom_bits: int = 0
+    start_rom_live: int = -1
+    live_lanes: int = -1
     ram_style: str = "auto"
     ram_style_thresholds: str = "auto"
     res_type: str = "auto"
@@ -181,8 +188,9 @@ class MVAUSpec(_Spec):
         in_dt, w_dt = unit._in_dtype, unit._weight_dtype
         xnor = in_dt.bipolar and w_dt.bipolar
         if xnor or in_dt.bipolar or w_dt.bipolar:
+            # XNOR: a bit; a masked weight: the weight; a complemented input: the input.
             mul_a = mul_b = 0
-            product_bits = 1 if xnor else (w_dt.bitwidth if in_dt.bipolar else in_dt.bitwidth) + 1
+            product_bits = 1 if xnor else w_dt.bitwidth if in_dt.bipolar else in_dt.bitwidth
         else:
             # Amaranth widens the unsigned operand of a mixed-sign product by one bit.
             mul_a = in_dt.bitwidth + (1 if w_dt.signed and not in_dt.signed else 0)
@@ -217,14 +225,20 @@ class MVAUSpec(_Spec):
                 unit._thresholds, unit._pe, full_lo, full_hi + 1, width, shared=False)
             live["block_compares"], _, live["compare_full_adders"] = _threshold_structure(
                 unit._thresholds, unit._pe, full_lo, full_hi + 1, width, shared=False, merge_equal=False)
+        start = unit.start_rom_shape()
+        if start is not None:
+            live.update(start_rom_bits=start.width,
+                        start_rom_live=_live_bits_of(unit._start_rom_rows, unit._pe * start.width, nf))
         sf = unit._weights.shape[1] // unit._simd
+        live["live_lanes"] = int((unit._weights.reshape(nf, unit._pe, sf, unit._simd) != 0).any(axis=(0, 2)).sum())
         live["weight_rom_varying"] = varying_bits(w_dt.to_hw(unit._weights).reshape(nf, unit._pe, sf, unit._simd),
                                                   w_dt.bitwidth, word_axes=(0, 2))
         return cls(mh=unit._weights.shape[0], mw=unit._weights.shape[1], pe=unit._pe, simd=unit._simd,
                    in_bits=in_dt.bitwidth, weight_bits=w_dt.bitwidth, out_bits=unit.out_width,
                    acc_bits=unit.acc_shape.width, product_bits=product_bits, mul_a=mul_a, mul_b=mul_b,
                    xnor=xnor, thresholds=thresholds,
-                   signed_multiply=bool(mul_a and in_dt.signed and w_dt.signed), ram_style=unit.ram_style,
+                   signed_multiply=bool(mul_a and in_dt.signed and w_dt.signed),
+                   starts_from_offsets=unit.starts_from_offsets, ram_style=unit.ram_style,
                    ram_style_thresholds=unit.ram_style_thresholds, res_type=unit.res_type, **rq, **live)
 
 
@@ -862,10 +876,14 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
         memories.add(width=spec.simd * spec.in_bits, depth=spec.sf, rom=False, family=family)
     if spec.thresholds:
         memories.add(width=threshold_width, depth=spec.nf, rom=True, family=family, style=spec.ram_style_thresholds)
+    if spec.start_rom_bits:
+        memories.add(width=spec.pe * spec.start_rom_bits, depth=spec.nf, rom=True, family=family)
     # The ROMs kept in logic, counting only their live bit columns where the contents are known.
     roms = [(weight_width, spec.nf * spec.sf, spec.weight_rom_live, spec.ram_style)]
     if spec.thresholds:
         roms.append((threshold_width, spec.nf, spec.threshold_rom_live, spec.ram_style_thresholds))
+    if spec.start_rom_bits:
+        roms.append((spec.pe * spec.start_rom_bits, spec.nf, spec.start_rom_live, "auto"))
     if spec.rq_multiplier_bits:
         roms += [(spec.pe * spec.rq_multiplier_bits, spec.nf, spec.rq_multiplier_live, "auto"),
                  (spec.pe * spec.rq_offset_bits, spec.nf, spec.rq_offset_live, "auto")]
@@ -877,8 +895,7 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
     # that the LUTs of their columns take in differently, so they are counted apart.
     rq_roms = 2 if spec.rq_multiplier_bits else 0
     rom_luts = sum(luts for _, (luts, _, _) in logic_roms[:len(logic_roms) - rq_roms])
-    rq_rom_luts = sum(luts + muxes for depth, (luts, muxes, _) in logic_roms[len(logic_roms) - rq_roms:]
-                      if depth > 4)
+    rq_rom_luts = sum(luts for depth, (luts, _, _) in logic_roms[len(logic_roms) - rq_roms:] if depth > 4)
     rom_regs = sum(regs for _, (_, _, regs) in logic_roms)
     # ECP5 joins the 16-word LUTs of a ROM of 32 or 64 words in PFUMX and L6MUX cells, which are
     # not LUTs; at other depths (and on iCE40) the joining multiplexers are LUTs.
@@ -921,8 +938,10 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
                 if spec.mul_a and spec.res_type == "lut" and not direct else 0)
     # Yosys' soft signed multipliers grow faster than their partial products (4 x 4: about 55 LUTs, 3 x 2: 8).
     soft_mult_wide = soft_mult * spec.mul_a * spec.mul_b / 16
-    negate = lanes * spec.product_bits if not spec.mul_a and not spec.xnor else 0
-    tree = spec.pe * (_adder_tree_bits(spec.simd, spec.product_bits) + spec.acc_bits)
+    masked = _binary_operand_bits(spec)
+    # The lanes that only ever multiply by 0 drop out of their PE's tree (counted as spread evenly).
+    live_per_pe = max(1, round(_known(spec.live_lanes, lanes) / spec.pe))
+    tree = spec.pe * (_adder_tree_bits(live_per_pe, spec.product_bits) + spec.acc_bits)
     # Wider products are summed on a tree of carry-chain adders (rtl.mvau._adder_tree keeps each
     # sum); one-bit products (XNOR) are left to Yosys, which builds full adders in LUTs.
     popcount, tree = (tree, 0) if spec.product_bits == 1 else (0, tree)
@@ -945,10 +964,14 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
            "soft_multiply_signed": soft_mult if spec.signed_multiply else 0, "lut_multiply": lut_mult,
            "multiply_direct": lanes * _product_operand_bits(spec) if direct else 0,
            "hard_multiply_signed": lanes * spec.product_bits if lane_dsps and spec.signed_multiply else 0,
-           "negate_or_xnor": negate + (lanes if spec.xnor else 0), "adders": tree, "popcount": popcount,
+           "binary_operand": masked + (lanes if spec.xnor else 0), "adders": tree, "popcount": popcount,
+           # Each masked or complemented lane also feeds its adder apart from its width (ECP5: a
+           # carry cell's LUT4 pair takes two bits, so two-bit products cost relatively more).
+           "binary_lanes": -(-masked // spec.product_bits) if masked else 0,
            # Each accumulator bit restarts from the first fold's sum: a select in a LUT of its own on
            # the ECP5, whose carry cells take in nothing but the two addends.
            "accumulator_select": spec.pe * spec.acc_bits if spec.product_bits > 1 else 0,
+           "accumulator_start": spec.pe * spec.acc_bits if spec.starts_from_offsets else 0,
            "input_select": input_select, "buffer_banks": buffer_banks,
            "thresholds": _known(compares, spec.pe * spec.thresholds) * spec.acc_bits,
            # Yosys sums each PE's compares reached in one $macc: a compressor of full adders.
@@ -962,8 +985,7 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
            "counters": _range_bits(spec.nf) + _range_bits(spec.sf) + _range_bits(spec.nf * spec.sf),
            "bram_read": bram_read, "bram_ram_read": bram_ram_read,
            "bram_read_mux": bram_read_mux}
-    ff = {"registers": _mvau_registers(spec, lane_dsps, rq_dsps),
-          "shareable_products": 0 if lane_dsps else _shareable_lowest_bits(spec), "bram_ram_read": bram_ram_read,
+    ff = {"registers": _mvau_registers(spec, lane_dsps, rq_dsps), "bram_ram_read": bram_ram_read,
           "bram_ram_wide": bram_ram_wide,
           "dsp_products": lanes * spec.product_bits if lane_dsps else 0,
           "rq_dsp_products": spec.pe * spec.rq_product_bits if rq_dsps else 0,
@@ -1010,14 +1032,15 @@ def _logic_rom(width: int, depth: int, live: int, family: str, style: str = "aut
     return columns * leaves, columns * (leaves - 1), columns
 
 
-def _shareable_lowest_bits(spec: MVAUSpec) -> int:
-    """Product registers the PEs could share: a product negated or not by a binary weight has the
-    input's lowest bit whatever the weight, the same in every PE, lane by lane. Whether Yosys merges
-    them differs by family (the ECP5 flow does, the iCE40 flow mostly not), so they are a feature of
-    their own. A binary input negating multi-bit weights shares nothing: the weights differ."""
-    if spec.mul_a or spec.xnor or spec.weight_bits != 1:
+def _binary_operand_bits(spec: MVAUSpec) -> int:
+    """Product bits of the lanes that mask a weight or complement an input by a weight (0 for other
+    lanes), each a LUT4 where the adder does not take it in: only where the weight varies over the
+    ROM's words. A weight that stays the same makes the product a constant, the input bit or the
+    input itself, which PEs share (:func:`_mvau_registers`)."""
+    if spec.mul_a or spec.xnor:
         return 0
-    return (spec.pe - 1) * spec.simd * min(1, spec.product_bits)
+    varying = _known(spec.weight_rom_varying, spec.pe * spec.simd * spec.weight_bits)
+    return varying * spec.product_bits // spec.weight_bits
 
 
 def _mvau_registers(spec: MVAUSpec, lane_dsps: int, rq_dsps: int) -> int:
@@ -1026,7 +1049,13 @@ def _mvau_registers(spec: MVAUSpec, lane_dsps: int, rq_dsps: int) -> int:
     nf, sf, pe, lanes = spec.nf, spec.sf, spec.pe, spec.pe * spec.simd
     counters = _range_bits(nf) + _range_bits(sf) + _range_bits(nf * sf)
     operands = 3 + _range_bits(nf) + spec.simd * spec.in_bits + (1 if nf > 1 else 0)
-    product_bits = lanes * spec.product_bits - _shareable_lowest_bits(spec)
+    product_bits = _known(spec.live_lanes, lanes) * spec.product_bits
+    if not spec.mul_a and not spec.xnor:
+        # A lane whose weight never changes holds an input bit (or its complement) or a constant:
+        # the PEs share one register per input bit.
+        product_bits = _binary_operand_bits(spec)
+        if product_bits < lanes * spec.product_bits:
+            product_bits += spec.simd * spec.in_bits
     products = 3 + _range_bits(nf) + (0 if lane_dsps else product_bits)
     accumulators = 1 + pe * spec.acc_bits
     output = 1 + pe * spec.out_bits
@@ -1325,4 +1354,4 @@ def estimate_kernel(spec: Spec, family: str, *, dsp: bool = True) -> ResourceEst
 
 
 #: Fitted by benchmarks/calibrate_resources.py (benchmarks/calibration/fit.json) on Yosys 0.70.
-COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 27.4273, "soft_multiply": 0.2961, "soft_multiply_wide": 1.2002, "soft_multiply_signed": 1.1515, "lut_multiply": 1.4758, "multiply_direct": 1.7538, "hard_multiply_signed": 0.0529, "negate_or_xnor": 1.1524, "adders": 0.6636, "popcount": 0.6705, "accumulator_select": 0.6352, "input_select": 1.4686, "buffer_banks": 0.0, "thresholds": 0.0301, "count_full_adders": 2.3595, "requant": 1.904, "requant_carry": 1.2294, "logic_memory": 1.9471, "requant_rom": 1.0077, "rom_muxes": 0.2635, "counters": 1.6704, "bram_read": 0.9216, "bram_ram_read": 0.0, "bram_read_mux": 0.8997}, "ff": {"registers": 0.9971, "shareable_products": 1.063, "bram_ram_read": 2.0377, "bram_ram_wide": 0.0, "dsp_products": 0.9666, "rq_dsp_products": 1.1646, "memory_registers": 0.971}}, "lut": {"lut": {"control": 1.9926, "logic_memory": 1.1229, "rom_muxes": 0.6172, "folds": 1.5316, "bram_read_mux": 0.9593}, "ff": {"control": 0.9986, "memory_registers": 0.9849, "folds": 1.2609}}, "window": {"lut": {"control": 0.1655, "counters": 1.2182, "positions": 2.2442, "ring_steps": 0.436, "ring_wraps": 2.1834, "padded_positions": 2.8652, "read_address": 0.6368, "compares": 0.5891, "payload": 0.2378, "logic_memory": 0.0, "lutram_read_mux": 0.0, "bram_read_mux": 15.8068, "write_delay": 0.7218}, "ff": {"registers": 0.8515, "memory_registers": 0.0, "payload": 0.3454, "write_delay": 1.7675}}, "pool": {"lut": {"control": 4.2848, "compare": 0.8709, "compare_logic": 0.0, "or_lanes": 0.9417, "select": 0.7495, "counters": 1.0307, "count_wrap": 0.4643}, "ff": {"control": 1.0, "running": 1.0, "shared": 1.0, "counters": 1.0}}, "fifo": {"lut": {"shallow": 5.9355, "shallow_pointers": 0.7175, "shallow_words": 1.8796, "shallow_read_mux": 0.8546, "shallow_wide_level": 1.9248, "deep": 0.0, "deep_pointers": 1.9315, "bram_width": 1.0396, "lutram": 0.0, "lutram_banked": 0.0, "lutram_read_mux": 0.0, "lutram_write_enables": 0.0, "ff_read_mux": 1.3857}, "ff": {"storage": 0.976, "pointers": 1.062, "output_register": 0.0, "bram_output": 2.0592}}, "convert": {"lut": {"gather": 6.4615, "split": 5.6257, "split_select": 1.0074, "split_count": 1.2752, "shift_buffer": 10.4212, "slot_muxes": 0.7704, "shifter": 0.5205, "counters": 0.0}, "ff": {"registers": 0.9881}}, "vvau": {"lut": {"control": 3.009, "multiply": 1.4812, "multiply_wide": 0.0904, "lut_multiply": 1.4352, "adders": 1.9004, "logic_memory": 1.0948}, "ff": {"control": 5.4831, "pipeline": 1.0799, "products": 0.6934, "partial_sums": 0.9989, "memory_registers": 1.2222}}, "threshold": {"lut": {"control": 1.9927, "compare_rom": 0.0, "compare_constant": 0.0, "signed_compares": 0.8564, "count_full_adders": 2.0484, "logic_memory": 1.8495}, "ff": {"control": 4.6509, "pipeline": 0.9837, "memory_registers": 1.0634}}, "add": {"lut": {"control": 3.3383, "adders": 1.1199, "small_adders": 2.1166, "shift_adds": 0.8638, "negations": 0.7609, "adders_after_multiplier": 0.0586}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.6543, "outputs": 3.2677, "ready": 0.7901}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.0, "soft_multiply_wide": 0.0, "soft_multiply_signed": 0.0, "lut_multiply": 1.7243, "multiply_direct": 1.2213, "hard_multiply_signed": 0.2066, "negate_or_xnor": 1.439, "adders": 0.8598, "popcount": 1.4606, "accumulator_select": 0.9687, "input_select": 1.1466, "buffer_banks": 2.8444, "thresholds": 0.9937, "count_full_adders": 1.9778, "requant": 3.6146, "requant_carry": 2.8291, "logic_memory": 1.2869, "requant_rom": 0.1941, "rom_muxes": 0.7923, "counters": 2.0675, "bram_read": 0.0692, "bram_ram_read": 1.0254, "bram_read_mux": 0.8665}, "ff": {"registers": 0.9624, "shareable_products": 0.2862, "bram_ram_read": 0.4606, "bram_ram_wide": 1.8659, "dsp_products": 0.87, "rq_dsp_products": 1.1685, "memory_registers": 1.0453}}, "lut": {"lut": {"control": 0.9945, "logic_memory": 1.0878, "rom_muxes": 0.2927, "folds": 1.475, "bram_read_mux": 0.0}, "ff": {"control": 0.9998, "memory_registers": 0.9896, "folds": 1.0018}}, "window": {"lut": {"control": 16.8478, "counters": 3.4522, "positions": 2.3235, "ring_steps": 3.388, "ring_wraps": 1.6903, "padded_positions": 0.4412, "read_address": 0.0, "compares": 0.1113, "payload": 1.0439, "logic_memory": 0.0, "lutram_read_mux": 1.1729, "bram_read_mux": 0.0, "write_delay": 0.1757}, "ff": {"registers": 1.0285, "memory_registers": 0.9601, "payload": 0.3678, "write_delay": 1.5433}}, "pool": {"lut": {"control": 1.6559, "compare": 1.2659, "compare_logic": 1.0451, "or_lanes": 1.0936, "select": 0.4589, "counters": 1.604, "count_wrap": 0.7882}, "ff": {"control": 0.0, "running": 0.985, "shared": 1.1943, "counters": 1.3629}}, "fifo": {"lut": {"shallow": 1.5755, "shallow_pointers": 1.5809, "shallow_words": 0.2455, "shallow_read_mux": 3.5049, "shallow_wide_level": 9.6516, "deep": 0.0, "deep_pointers": 2.3798, "bram_width": 1.3331, "lutram": 0.0, "lutram_banked": 8.4289, "lutram_read_mux": 1.0464, "lutram_write_enables": 1.1565, "ff_read_mux": 0.0}, "ff": {"storage": 0.88, "pointers": 0.9036, "output_register": 0.0, "bram_output": 2.2353}}, "convert": {"lut": {"gather": 3.8873, "split": 4.2744, "split_select": 1.1192, "split_count": 2.5867, "shift_buffer": 6.6711, "slot_muxes": 3.19, "shifter": 0.0, "counters": 0.0}, "ff": {"registers": 0.9881}}, "vvau": {"lut": {"control": 7.1646, "multiply": 0.8573, "multiply_wide": 0.0, "lut_multiply": 2.358, "adders": 1.7961, "logic_memory": 0.8124}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 0.0, "compare_rom": 1.2637, "compare_constant": 0.8343, "signed_compares": 0.0, "count_full_adders": 3.8841, "logic_memory": 0.7234}, "ff": {"control": 4.6509, "pipeline": 0.9837, "memory_registers": 1.0634}}, "add": {"lut": {"control": 3.9257, "adders": 1.1808, "small_adders": 3.0133, "shift_adds": 0.0, "negations": 0.0, "adders_after_multiplier": 1.0411}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 2.464, "ready": 1.5111}, "ff": {"control": 0.0, "outputs": 1.0}}}}
+COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {"ice40": {"mvau": {"lut": {"control": 18.9668, "soft_multiply": 0.5158, "soft_multiply_wide": 1.0788, "soft_multiply_signed": 1.137, "lut_multiply": 1.5342, "multiply_direct": 2.0422, "hard_multiply_signed": 0.1263, "binary_operand": 1.0649, "adders": 0.4046, "popcount": 0.7234, "binary_lanes": 0.0, "accumulator_select": 1.0152, "accumulator_start": 0.5543, "input_select": 1.9463, "buffer_banks": 0.0, "thresholds": 0.0581, "count_full_adders": 1.7886, "requant": 1.9436, "requant_carry": 1.0768, "logic_memory": 1.9643, "requant_rom": 0.9924, "rom_muxes": 0.2563, "counters": 1.7092, "bram_read": 0.8819, "bram_ram_read": 0.1363, "bram_read_mux": 0.8969}, "ff": {"registers": 0.9866, "bram_ram_read": 2.1161, "bram_ram_wide": 0.0, "dsp_products": 0.9553, "rq_dsp_products": 1.1722, "memory_registers": 0.981}}, "lut": {"lut": {"control": 1.9926, "logic_memory": 1.1229, "rom_muxes": 0.6172, "folds": 1.5316, "bram_read_mux": 0.9593}, "ff": {"control": 0.9986, "memory_registers": 0.9849, "folds": 1.2609}}, "window": {"lut": {"control": 0.1655, "counters": 1.2182, "positions": 2.2442, "ring_steps": 0.436, "ring_wraps": 2.1834, "padded_positions": 2.8652, "read_address": 0.6368, "compares": 0.5891, "payload": 0.2378, "logic_memory": 0.0, "lutram_read_mux": 0.0, "bram_read_mux": 15.8068, "write_delay": 0.7218}, "ff": {"registers": 0.8515, "memory_registers": 0.0, "payload": 0.3454, "write_delay": 1.7675}}, "pool": {"lut": {"control": 4.2848, "compare": 0.8709, "compare_logic": 0.0, "or_lanes": 0.9417, "select": 0.7495, "counters": 1.0307, "count_wrap": 0.4643}, "ff": {"control": 1.0, "running": 1.0, "shared": 1.0, "counters": 1.0}}, "fifo": {"lut": {"shallow": 5.9355, "shallow_pointers": 0.7175, "shallow_words": 1.8796, "shallow_read_mux": 0.8546, "shallow_wide_level": 1.9248, "deep": 0.0, "deep_pointers": 1.9315, "bram_width": 1.0396, "lutram": 0.0, "lutram_banked": 0.0, "lutram_read_mux": 0.0, "lutram_write_enables": 0.0, "ff_read_mux": 1.3857}, "ff": {"storage": 0.976, "pointers": 1.062, "output_register": 0.0, "bram_output": 2.0592}}, "convert": {"lut": {"gather": 6.4615, "split": 5.6257, "split_select": 1.0074, "split_count": 1.2752, "shift_buffer": 10.4212, "slot_muxes": 0.7704, "shifter": 0.5205, "counters": 0.0}, "ff": {"registers": 0.9881}}, "vvau": {"lut": {"control": 3.009, "multiply": 1.4812, "multiply_wide": 0.0904, "lut_multiply": 1.4352, "adders": 1.9004, "logic_memory": 1.0948}, "ff": {"control": 5.4831, "pipeline": 1.0799, "products": 0.6934, "partial_sums": 0.9989, "memory_registers": 1.2222}}, "threshold": {"lut": {"control": 1.9927, "compare_rom": 0.0, "compare_constant": 0.0, "signed_compares": 0.8564, "count_full_adders": 2.0484, "logic_memory": 1.8495}, "ff": {"control": 4.6509, "pipeline": 0.9837, "memory_registers": 1.0634}}, "add": {"lut": {"control": 3.3383, "adders": 1.1199, "small_adders": 2.1166, "shift_adds": 0.8638, "negations": 0.7609, "adders_after_multiplier": 0.0586}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 1.7983, "select": 1.0175, "counters": 2.287}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.6543, "outputs": 3.2677, "ready": 0.7901}, "ff": {"control": 0.0, "outputs": 1.0}}}, "ecp5": {"mvau": {"lut": {"control": 0.0, "soft_multiply": 0.0, "soft_multiply_wide": 0.0, "soft_multiply_signed": 0.0, "lut_multiply": 1.7481, "multiply_direct": 1.2806, "hard_multiply_signed": 0.2458, "binary_operand": 0.0, "adders": 0.7706, "popcount": 1.902, "binary_lanes": 6.0888, "accumulator_select": 1.2336, "accumulator_start": 0.0, "input_select": 1.2958, "buffer_banks": 2.7363, "thresholds": 1.0313, "count_full_adders": 1.2528, "requant": 3.2714, "requant_carry": 2.682, "logic_memory": 1.2716, "requant_rom": 0.486, "rom_muxes": 0.8343, "counters": 1.7547, "bram_read": 0.1116, "bram_ram_read": 0.9785, "bram_read_mux": 0.9033}, "ff": {"registers": 0.9538, "bram_ram_read": 0.4711, "bram_ram_wide": 1.8801, "dsp_products": 0.8735, "rq_dsp_products": 1.1619, "memory_registers": 1.0587}}, "lut": {"lut": {"control": 0.9945, "logic_memory": 1.0878, "rom_muxes": 0.2927, "folds": 1.475, "bram_read_mux": 0.0}, "ff": {"control": 0.9998, "memory_registers": 0.9896, "folds": 1.0018}}, "window": {"lut": {"control": 16.8478, "counters": 3.4522, "positions": 2.3235, "ring_steps": 3.388, "ring_wraps": 1.6903, "padded_positions": 0.4412, "read_address": 0.0, "compares": 0.1113, "payload": 1.0439, "logic_memory": 0.0, "lutram_read_mux": 1.1729, "bram_read_mux": 0.0, "write_delay": 0.1757}, "ff": {"registers": 1.0285, "memory_registers": 0.9601, "payload": 0.3678, "write_delay": 1.5433}}, "pool": {"lut": {"control": 1.6559, "compare": 1.2659, "compare_logic": 1.0451, "or_lanes": 1.0936, "select": 0.4589, "counters": 1.604, "count_wrap": 0.7882}, "ff": {"control": 0.0, "running": 0.985, "shared": 1.1943, "counters": 1.3629}}, "fifo": {"lut": {"shallow": 1.5755, "shallow_pointers": 1.5809, "shallow_words": 0.2455, "shallow_read_mux": 3.5049, "shallow_wide_level": 9.6516, "deep": 0.0, "deep_pointers": 2.3798, "bram_width": 1.3331, "lutram": 0.0, "lutram_banked": 8.4289, "lutram_read_mux": 1.0464, "lutram_write_enables": 1.1565, "ff_read_mux": 0.0}, "ff": {"storage": 0.88, "pointers": 0.9036, "output_register": 0.0, "bram_output": 2.2353}}, "convert": {"lut": {"gather": 3.8873, "split": 4.2744, "split_select": 1.1192, "split_count": 2.5867, "shift_buffer": 6.6711, "slot_muxes": 3.19, "shifter": 0.0, "counters": 0.0}, "ff": {"registers": 0.9881}}, "vvau": {"lut": {"control": 7.1646, "multiply": 0.8573, "multiply_wide": 0.0, "lut_multiply": 2.358, "adders": 1.7961, "logic_memory": 0.8124}, "ff": {"control": 4.8527, "pipeline": 1.0919, "products": 0.6994, "partial_sums": 1.0003, "memory_registers": 1.2557}}, "threshold": {"lut": {"control": 0.0, "compare_rom": 1.2637, "compare_constant": 0.8343, "signed_compares": 0.0, "count_full_adders": 3.8841, "logic_memory": 0.7234}, "ff": {"control": 4.6509, "pipeline": 0.9837, "memory_registers": 1.0634}}, "add": {"lut": {"control": 3.9257, "adders": 1.1808, "small_adders": 3.0133, "shift_adds": 0.0, "negations": 0.0, "adders_after_multiplier": 1.0411}, "ff": {"control": 1.0, "registers": 1.0}}, "concat": {"lut": {"control": 0.0, "select": 1.0839, "counters": 3.1803}, "ff": {"control": 0.0, "counters": 1.0}}, "fork": {"lut": {"control": 0.0, "outputs": 2.464, "ready": 1.5111}, "ff": {"control": 0.0, "outputs": 1.0}}}}

@@ -55,6 +55,9 @@ CASES = {
     "bipolar_x_bipolar_acc": (BIPOLAR, BIPOLAR, None, INT(5), 0),
     "int4_x_bipolar_acc": (INT(4), BIPOLAR, None, INT(8), 0),
     "bipolar_x_int3_acc": (BIPOLAR, INT(3), None, INT(7), 0),
+    "bipolar_x_int3_thr": (BIPOLAR, INT(3), 3, INT(2), -2),
+    "uint2_x_bipolar_thr": (UINT(2), BIPOLAR, 3, UINT(2), 0),
+    "uint3_x_bipolar_acc": (UINT(3), BIPOLAR, None, INT(8), 0),
     "int2_x_int3_thr": (INT(2), INT(3), 3, INT(2), -2),
     "int2_x_int3_acc": (INT(2), INT(3), None, INT(8), 0),
     "uint2_x_int2_bipolar_out": (UINT(2), INT(2), 1, BIPOLAR, 0),
@@ -232,6 +235,7 @@ REQUANT_CASES = {
     "uint4_x_int4_to_uint8": (UINT(4), INT(4), UINT(8), 0, 255),
     "bipolar_x_bipolar_to_int4": (BIPOLAR, BIPOLAR, INT(4), -8, 7),
     "int2_x_bipolar_to_int8_narrow_clamp": (INT(2), BIPOLAR, INT(8), -20, 100),
+    "bipolar_x_int3_to_uint8": (BIPOLAR, INT(3), UINT(8), 0, 255),
 }
 
 
