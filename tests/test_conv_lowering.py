@@ -111,3 +111,87 @@ def test_cnn_is_bit_exact_in_verilator(tmp_path, name, target_fps, verify):
     assert report.get("expected_mismatches", 0) == 0
     assert report.get("accuracy_hw") == report.get("accuracy_reference")
     assert report["measured_cycles_per_frame"] == report["predicted_cycles_per_frame"]
+
+
+def _conv_bias_tanh_model(bias_shape: tuple[int, ...], seed: int = 0):
+    """QONNX: 4-bit codes -> Conv (3-bit weights, 4 channels) -> 8-bit quantizer -> + bias -> Tanh -> 8-bit
+    quantizer. The bias between the two quantizers makes the ops after the convolution differ per channel;
+    at 8 bits a table after the first quantizer (a requantization) is cheaper than 255 thresholds."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    inits = []
+
+    def const(name, value):
+        inits.append(numpy_helper.from_array(np.asarray(value, np.float32), name))
+        return name
+
+    def quant(x, out, bits, scale):
+        return helper.make_node("Quant", [x, const(f"{out}_s", scale), const(f"{out}_z", 0.0), const(f"{out}_b", bits)],
+                                [out], name=out, domain="qonnx.custom_op.general", signed=1, narrow=0,
+                                rounding_mode="ROUND")
+
+    nodes = [quant("input", "x_q", 4, 0.125),
+             quant(const("w", rng.uniform(-1, 1, size=(4, 2, 3, 3))), "w_q", 3, 0.25),
+             helper.make_node("Conv", ["x_q", "w_q"], ["conv"], name="conv", kernel_shape=[3, 3]),
+             quant("conv", "act", 8, 1 / 16),
+             helper.make_node("Add", ["act", const("bias", rng.uniform(-0.6, 0.6, size=bias_shape))], ["biased"],
+                              name="bias_add"),
+             helper.make_node("Tanh", ["biased"], ["tanh"], name="tanh"),
+             quant("tanh", "output", 8, 1 / 128)]
+    graph = helper.make_graph(nodes, "conv_bias_tanh", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 2, 6, 6])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 4, 4, 4])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                    helper.make_opsetid("qonnx.custom_op.general", 1)])
+    return onnx.shape_inference.infer_shapes(model)
+
+
+def test_ops_that_differ_per_channel_after_a_convolution_are_a_table_per_channel(tmp_path):
+    import onnx
+
+    onnx.save(_conv_bias_tanh_model((1, 4, 1, 1)), tmp_path / "model.onnx")
+    graph = load_onnx(tmp_path / "model.onnx")
+    dataflow = to_hw(streamline(tidy(graph)))
+    table = dataflow.stages[-1]
+    assert table.output_stage == "table" and table.table.shape == (4, 256)
+    assert len({tuple(row) for row in table.table}) == 4
+    frames = np.random.default_rng(1).uniform(-1, 1, size=(16, 2, 6, 6)).astype(np.float32)
+    _, outputs = dataflow.emulate(frames)
+    reference = execute(graph, {"input": frames})["output"]
+    np.testing.assert_array_equal(outputs, reference.reshape(outputs.shape))
+
+
+def test_a_constant_per_pixel_between_quantizers_is_refused_by_name(tmp_path):
+    import onnx
+
+    from streamc.errors import LoweringError
+
+    onnx.save(_conv_bias_tanh_model((1, 4, 4, 4)), tmp_path / "model.onnx")
+    with pytest.raises(LoweringError, match=r"to quantizer 'output' differ within a channel \(a constant per "
+                                            r"pixel\); streamc takes ops that are the same for every pixel"):
+        to_hw(streamline(tidy(load_onnx(tmp_path / "model.onnx"))))
+
+
+def test_a_table_per_channel_after_a_convolution_is_bit_exact_in_verilator(tmp_path):
+    """The lanes of a table per channel cycle through the channels of each pixel of a feature map."""
+    import onnx
+    import yaml
+
+    from streamc.build.runner import run_build
+
+    onnx.save(_conv_bias_tanh_model((1, 4, 1, 1), seed=2), tmp_path / "model.onnx")
+    graph = load_onnx(tmp_path / "model.onnx")
+    frames = np.random.default_rng(3).uniform(-1, 1, size=(8, 2, 6, 6)).astype(np.float32)
+    np.save(tmp_path / "frames.npy", frames)
+    np.save(tmp_path / "expected.npy", execute(graph, {"input": frames})["output"])
+    config = {"model": str(tmp_path / "model.onnx"), "output_dir": str(tmp_path / "out"), "devices": ["ecp5-85f"],
+              "budget": 0.2, "steps": ["load", "tidy", "streamline", "to_hw", "fold", "rtl", "sim"],
+              "verify": {"inputs": str(tmp_path / "frames.npy"), "expected": str(tmp_path / "expected.npy")}}
+    (tmp_path / "build.yaml").write_text(yaml.safe_dump(config))
+    state = run_build(tmp_path / "build.yaml")
+    table = state.dataflow.stages[-1]
+    assert table.output_stage == "table" and table.table.shape == (4, 256) and table.elems > 1
+    report = state.rtlsim
+    assert report["frames"] == 8 and report["mismatches"] == 0 and report["expected_mismatches"] == 0
+    assert report["measured_cycles_per_frame"] == report["predicted_cycles_per_frame"]

@@ -332,15 +332,15 @@ class _Lowering:
         if same:
             result = _Codes(codes.tensor, codes.lo, codes.hi, codes.dtype, quantizer)
         else:
-            channels = graph.meta["shapes"][tensor][1]
             if codes.dtype != BIPOLAR:  # a table has an entry for every code the stream's type holds
                 codes = _Codes(codes.tensor, codes.dtype.min, codes.dtype.max, codes.dtype, source)
-            table = _table(graph, codes, between, quantizer, channels, reads=(tensor, floats))
+            table = _table(graph, codes, between, quantizer, graph.meta["shapes"][tensor], reads=(tensor, floats))
             if table is None:
                 raise LoweringError(f"the elementwise ops from {node.describe()} to quantizer {quantizer.name!r} "
-                                    "differ per channel; per-channel lookup tables are not supported yet")
+                                    "differ within a channel (a constant per pixel); streamc builds a lookup table "
+                                    "for every channel, or one for all")
             pools = [n for n in moved if n.op_type == "MaxPool"]
-            if pools and np.any(np.diff(table) < 0):
+            if pools and np.any(np.diff(table, axis=-1) < 0):
                 raise LoweringError(f"{pools[0].describe()} lies among elementwise ops that decrease before quantizer "
                                     f"{quantizer.name!r}; streamc takes a max pool there only where they do not")
             nodes, result = _lower_lookup_table(graph, codes, table, quantizer, self.stages)
@@ -459,17 +459,16 @@ def _lower_linear(graph, node, codes, body, units, stages) -> tuple[list[Node], 
     split, table = None, None
     if len(units) > 1 and (whole is None or not whole.cheap):
         split = _thresholded(graph, node, codes, body[1:first_start], first_quantizer)
-        split_codes = _Codes("", split.out_bias, split.out_bias + split.thresholds.shape[1], split.out_dtype,
-                             first_quantizer)
-        # A table per channel where a dense layer's ops differ per channel (a bias after the product's
-        # quantizer): its rows follow the layer's output vector.
-        table = _table(graph, split_codes, after_first, last_quantizer, split.weights.shape[0],
-                       per_channel=not split.linear.spatial)
+        # A table has an entry for every code the stream's type holds, reached or not.
+        split_codes = _Codes("", split.out_dtype.min, split.out_dtype.max, split.out_dtype, first_quantizer)
+        # A table per channel where the ops differ per channel (a bias after the product's quantizer).
+        table = _table(graph, split_codes, after_first, last_quantizer,
+                       (1, split.weights.shape[0]) + (1,) * split.linear.spatial)
         if table is None and whole is None:
             raise LoweringError(
                 f"the elementwise ops between quantizers {first_quantizer.name!r} and {last_quantizer.name!r} differ "
-                "per channel and are not monotonic; per-channel lookup tables are supported after dense layers "
-                "only")
+                "within a channel (a constant per pixel) and are not monotonic; streamc builds a lookup table for "
+                "every channel, or one for all")
         if table is None or (whole is not None and not split.cheap):
             split = None
     if split is None:
@@ -1052,6 +1051,10 @@ def _threshold_layer(graph, node, linear: _Linear, lo, hi, following, quantizer)
 
     def code_of(acc: np.ndarray) -> np.ndarray:
         y = execute(sub, {node.outputs[0]: linear.output(node, acc)})[last]
+        if y.size != acc.size:
+            raise LoweringError(f"the elementwise ops from {node.describe()} to quantizer {quantizer.name!r} differ "
+                                "within a channel (a constant per pixel); streamc takes ops that are the same for "
+                                "every pixel of a channel there")
         return quantizer.codes_from_output(y).reshape(acc.shape)
 
     at_ends = code_of(np.stack([hi, lo]))
@@ -1132,28 +1135,35 @@ def _check_thresholds(code_of, thresholds, lo, hi, levels, node, quantizer) -> N
                             "in the accumulator; it cannot be expressed as thresholds")
 
 
-def _table(graph, codes: _Codes, between: list[Node], quantizer: _Quantizer, channels: int,
-           reads: tuple[str, bool] | None = None, per_channel: bool = False) -> np.ndarray | None:
-    """The model's ops from ``codes`` through ``quantizer``, run on every input code. Where the result
-    differs between channels (a per-channel constant among the ops, such as a bias): one row per
-    channel with ``per_channel`` (the ops then read a vector of channels), else None.
+def _table(graph, codes: _Codes, between: list[Node], quantizer: _Quantizer, shape: tuple[int, ...],
+           reads: tuple[str, bool] | None = None) -> np.ndarray | None:
+    """The model's ops from ``codes`` through ``quantizer``, run on every input code of a tensor of
+    ``shape`` (N, C, *spatial). Where the result differs between channels (a per-channel constant among
+    the ops, such as a bias): one row per channel. None where it differs within a channel (a constant
+    per pixel): no table holds that.
 
     ``between`` reads the source quantizer's output, or ``reads``: a tensor that holds its
     dequantized values (True) or its codes (False). Shape ops and max pools in ``between`` are
-    passed over: the table is elementwise."""
+    passed over: the table is elementwise. The ops run on one pixel of every channel per code, so a
+    constant shaped per channel broadcasts as it does over the whole tensor."""
     source = codes.quantizer
     coding = quantizer.nodes[:quantizer.n_coding]
     last = coding[-1].outputs[0]
     start, front = _reading(source, *(reads or (source.output, True)))
     passed = [Node("Identity", n.name, [n.inputs[0]], [n.outputs[0]]) if n.op_type in CODE_OPS else n for n in between]
+    channels, pixel = shape[1], (1, shape[1]) + (1,) * (len(shape) - 2)
     sub = Graph(nodes=[*front, *passed, *coding], constants=graph.constants,
-                inputs=[TensorInfo(start, (1, channels))], outputs=[TensorInfo(last, (1, channels))],
+                inputs=[TensorInfo(start, pixel)], outputs=[TensorInfo(last, pixel)],
                 opset=graph.opset, qonnx_opset=graph.qonnx_opset)
-    grid = np.repeat(source.output_from_codes(_code_values(codes))[:, None], channels, axis=1)
-    tables = quantizer.codes_from_output(execute(sub, {start: grid})[last]).reshape(grid.shape).astype(np.int64)
+    values = source.output_from_codes(_code_values(codes))
+    grid = np.repeat(values[:, None], channels, axis=1).reshape((len(values),) + pixel[1:])
+    output = execute(sub, {start: grid})[last]
+    if output.size != grid.size:
+        return None
+    tables = quantizer.codes_from_output(output).reshape(len(values), channels).astype(np.int64)
     if np.all(tables == tables[:, :1]):
         return tables[:, 0]
-    return tables.T.copy() if per_channel else None
+    return tables.T.copy()
 
 
 def _reading(source: _Quantizer, tensor: str, floats: bool) -> tuple[str, list[Node]]:
