@@ -338,6 +338,10 @@ SWEEP = [
     # One XNOR lane over a long input, as a classifier head at the narrowest fold.
     _mvau(16, 384, 1, 1, "BIPOLAR", "BIPOLAR", "accumulator", ram_style="block"),
     _mvau(12, 1024, 2, 1, "BIPOLAR", "BIPOLAR", "accumulator", ram_style="block"),
+    # ... and at wider folds, where the popcount's full adders are most of the layer.
+    _mvau(12, 128, 1, 16, "BIPOLAR", "BIPOLAR", "accumulator", ram_style="block"),
+    _mvau(10, 256, 2, 32, "BIPOLAR", "BIPOLAR", "accumulator", ram_style="block"),
+    _mvau(16, 64, 4, 16, "BIPOLAR", "BIPOLAR", "accumulator"),
     # Input buffers wider than 18 bits in block RAM (an ECP5 PDPW16KD).
     _mvau(16, 1536, 1, 12, "INT2", "BIPOLAR", "thresholds", "INT2", ram_style="block", ram_style_thresholds="block"),
     # Wider inputs against binary weights (a lane complements the input), and binary inputs against
