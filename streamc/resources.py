@@ -1076,7 +1076,7 @@ def _mvau_registers(spec: MVAUSpec, lane_dsps: int, rq_dsps: int, weights_in_log
         if product_bits < lanes * spec.product_bits:
             product_bits += spec.simd * spec.in_bits
     if weights_in_logic and spec.distinct_lanes >= 0:
-        product_bits = spec.distinct_lanes * spec.product_bits
+        product_bits = min(product_bits, spec.distinct_lanes * spec.product_bits)
     products = 3 + _range_bits(nf) + (0 if lane_dsps else product_bits)
     accumulators = 1 + pe * spec.acc_bits
     output = 1 + pe * spec.out_bits
