@@ -26,6 +26,8 @@ CASES = {
     "ort_qoperator_mlp": ["255 thresholds", "255 thresholds"],
     "intop_fc": ["requant", "requant"],
     "intop_tanh_int8": ["requant", "table", "requant"],
+    # Trunc then Relu before the next layer: the Relu keeps the codes on Trunc's grid.
+    "qonnx_attrs_trunc_v2": ["requant", "accumulator"],
 }
 
 
@@ -79,3 +81,16 @@ def test_qonnx_and_qcdq_exports_of_one_network_give_the_same_hardware():
         assert (a.thresholds is None) == (b.thresholds is None)
         if a.thresholds is not None:
             assert np.array_equal(a.thresholds, b.thresholds)
+
+
+@pytest.mark.parametrize("name", ["qonnx_attrs_trunc_v1", "qonnx_attrs_trunc_v2"])
+def test_a_relu_after_trunc_joins_the_quantizer(name):
+    """Brevitas' Trunc then Relu before a MatMul: codes max(c, zero point) on Trunc's grid, so the first
+    layer's output stage takes both and the hardware computes the model (float tail: one ulp)."""
+    dataflow = compile_front(name)
+    assert [stage.output_stage.split(" (")[0] for stage in dataflow.stages] == ["requant", "accumulator"]
+    assert dataflow.stages[1].in_dtype.min == 0
+    frames = np.load(DIALECTS / "frames.npy")
+    expected = np.load(DIALECTS / f"{name}_expected.npy")
+    _, outputs = dataflow.emulate(frames[:len(expected)])
+    assert np.abs(outputs.reshape(expected.shape) - expected).max() <= np.spacing(np.abs(expected).max())

@@ -21,7 +21,7 @@ records what :mod:`streamc.hw` and verification need.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import numpy as np
@@ -613,9 +613,10 @@ def _quantizer_at(graph: Graph, chain: list[Node], index: int) -> _Quantizer:
         scale = _constant(graph, node.inputs[1], node, "scale").astype(np.float64)
         zero = _constant(graph, node.inputs[2], node, "zero point").astype(np.float64) if node.op_type == "Quant" else 0.0
         bits = _constant(graph, node.inputs[3], node, "bit width") if node.op_type == "Quant" else None
-        return _Quantizer([node], 1, None, np.asarray(scale), np.asarray(zero), quant_datatype(node, bits))
+        quantizer = _Quantizer([node], 1, None, np.asarray(scale), np.asarray(zero), quant_datatype(node, bits))
+        return quantizer if node.op_type == "BipolarQuant" else _with_relu(chain, index, quantizer)
     if node.op_type == "Trunc":
-        return _trunc_quantizer(graph, node)
+        return _with_relu(chain, index, _trunc_quantizer(graph, node))
     # QuantizeLinear [Clip] [DequantizeLinear]
     scale = _constant(graph, node.inputs[1], node, "scale")
     zero = _constant(graph, node.inputs[2] if len(node.inputs) > 2 else "", node, "zero point")
@@ -653,6 +654,25 @@ def _quantizer_at(graph: Graph, chain: list[Node], index: int) -> _Quantizer:
     dtype = dtype if (dtype.min, dtype.max) == (lo, hi) else DataType(dtype.name, lo, hi)
     return _Quantizer(nodes, n_coding, nodes[n_coding - 1].outputs[0], np.asarray(scale, np.float64),
                       np.asarray(zero, np.float64), dtype, storage)
+
+
+def _with_relu(chain: list[Node], index: int, quantizer: _Quantizer) -> _Quantizer:
+    """A QONNX quantizer and the ``Relu`` right after it, as one quantizer: with a positive scale and an
+    integer zero point ``z``, the Relu of a value on the grid is on the grid too, its code ``max(c, z)``
+    (Brevitas' ``Trunc`` then ``Relu`` before the next layer)."""
+    following = chain[index + 1] if index + 1 < len(chain) else None
+    zero = quantizer.zero_point
+    if (following is None or following.op_type != "Relu" or following.inputs[0] != quantizer.output
+            or not (quantizer.scale > 0).all() or not np.array_equal(zero, np.round(zero))):
+        return quantizer
+    dtype = quantizer.dtype
+    if dtype is not None:
+        lo, hi = max(dtype.min, int(zero.min())), dtype.max
+        if lo >= hi:
+            return quantizer
+        dtype = smallest_datatype(lo, hi)
+        dtype = dtype if (dtype.min, dtype.max) == (lo, hi) else DataType(dtype.name, lo, hi)
+    return replace(quantizer, nodes=[*quantizer.nodes, following], n_coding=2, dtype=dtype)
 
 
 def _trunc_quantizer(graph: Graph, node: Node) -> _Quantizer:
