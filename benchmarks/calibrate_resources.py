@@ -361,6 +361,11 @@ SWEEP = [
     _mvau(32, 64, 8, 16, "BIPOLAR", "INT2", "thresholds", "UINT2"),
     _mvau(64, 128, 4, 32, "BIPOLAR", "INT4", "thresholds", "BIPOLAR", ram_style="block", ram_style_thresholds="block"),
     _mvau(16, 64, 4, 16, "BIPOLAR", "INT4", "requant", "UINT8", 10),
+    # Eight-bit inputs (an image) against binary weights, as a binary CNN's first layer.
+    _mvau(16, 36, 2, 18, "UINT8", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="block", ram_style_thresholds="block"),
+    _mvau(16, 64, 1, 32, "UINT8", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="block", ram_style_thresholds="block"),
+    _mvau(32, 48, 4, 12, "INT8", "BIPOLAR", "thresholds", "UINT2"),
+    _mvau(8, 24, 2, 24, "UINT6", "BIPOLAR", "accumulator"),
     _mvau(8, 1024, 1, 8, "UINT3", "INT3", "accumulator"),
     _mvau(16, 640, 2, 10, "UINT3", "INT2", "thresholds", "UINT2"),
     _mvau(32, 2048, 1, 32, "BIPOLAR", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="block"),
