@@ -235,11 +235,9 @@ class MVAUSpec(_Spec):
                         start_rom_live=_live_bits_of(unit._start_rom_rows, unit._pe * start.width, nf))
         sf = unit._weights.shape[1] // unit._simd
         blocks = unit._weights.reshape(nf, unit._pe, sf, unit._simd)
-        live["live_lanes"] = int((blocks != 0).any(axis=(0, 2)).sum())
-        if lanes * nf * sf * w_dt.bitwidth <= _LIVE_BITS_LIMIT:
-            columns = blocks.transpose(3, 1, 0, 2).reshape(unit._simd, unit._pe, nf * sf)
-            live["distinct_lanes"] = sum(len(np.unique(lane_columns[lane_columns.any(axis=1)], axis=0))
-                                         for lane_columns in columns)
+        # Lanes of equal weights matter where the ROM is logic, which past the size limit it is not.
+        live.update(_lanes_of(blocks) if lanes * nf * sf * w_dt.bitwidth <= _LIVE_BITS_LIMIT
+                    else {"live_lanes": int((blocks != 0).any(axis=(0, 2)).sum())})
         live["weight_rom_varying"] = varying_bits(w_dt.to_hw(unit._weights).reshape(nf, unit._pe, sf, unit._simd),
                                                   w_dt.bitwidth, word_axes=(0, 2))
         return cls(mh=unit._weights.shape[0], mw=unit._weights.shape[1], pe=unit._pe, simd=unit._simd,
@@ -590,6 +588,21 @@ Spec = (MVAUSpec | LUTSpec | WindowSpec | PoolSpec | FIFOSpec | ConverterSpec | 
 _SPEC_OF_KERNEL = {"mvau": MVAUSpec, "lut": LUTSpec, "window": WindowSpec, "pool": PoolSpec, "fifo": FIFOSpec,
                    "convert": ConverterSpec, "vvau": VVAUSpec, "threshold": ThresholdSpec, "add": AddSpec,
                    "concat": ConcatSpec, "fork": ForkSpec}
+
+
+def _lanes_of(blocks: np.ndarray) -> dict[str, int]:
+    """``live_lanes`` and ``distinct_lanes`` of :class:`MVAUSpec` from the weights as the ROM holds them,
+    ``blocks[nf, j, sf, k]``. Each lane's weights over the ROM's words are compared by a random
+    projection (equal columns project equally; different ones almost surely not): one product over
+    the matrix and a sort per SIMD position, cheap enough for every folding the planner tries."""
+    nf, pe, sf, simd = blocks.shape
+    columns = blocks.transpose(3, 1, 0, 2).reshape(simd, pe, nf * sf)
+    live = columns.any(axis=2)
+    keys = np.where(live, columns @ np.random.default_rng(0).random(nf * sf), np.nan)
+    ordered = np.sort(keys, axis=1)
+    first = np.ones(ordered.shape, bool)
+    first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    return {"live_lanes": int(live.sum()), "distinct_lanes": int((first & ~np.isnan(ordered)).sum())}
 
 
 def _lane_multiply(in_dt: DataType, w_dt: DataType) -> tuple[int, int, int, bool]:
