@@ -125,8 +125,8 @@ class MVAUSpec(_Spec):
     every word of the ROM (-1: all); a lane that only ever multiplies by 0 adds nothing.
     ``distinct_lanes``: of those, the ones whose weights over the ROM's words differ from every other
     lane's at the same SIMD position (-1: not known); lanes with equal weights compute equal
-    products, which Yosys merges where the ROM is logic. ``thresholds`` per channel (0: none); the ``rq_*`` fields describe the
-    requantization's multiply (0 without one). ``weight_rom_live``, ``threshold_rom_live``,
+    products, which Yosys merges where the ROM is logic. ``thresholds`` per channel (0: none); the
+    ``rq_*`` fields describe the requantization's multiply (0 without one). ``weight_rom_live``, ``threshold_rom_live``,
     ``rq_multiplier_live`` and ``rq_offset_live``: the :func:`rom_live_bits` of the weight, threshold
     and requantization ROMs (-1: not known, all bits count). ``rq_sum_live``: the bits of the
     requantization's sum that reach the output (-1: all). ``live_compares``: over the PE lanes, the
@@ -234,10 +234,9 @@ class MVAUSpec(_Spec):
             live.update(start_rom_bits=start.width,
                         start_rom_live=_live_bits_of(unit._start_rom_rows, unit._pe * start.width, nf))
         sf = unit._weights.shape[1] // unit._simd
-        blocks = unit._weights.reshape(nf, unit._pe, sf, unit._simd)
         # Lanes of equal weights matter where the ROM is logic, which past the size limit it is not.
-        live.update(_lanes_of(blocks) if lanes * nf * sf * w_dt.bitwidth <= _LIVE_BITS_LIMIT
-                    else {"live_lanes": int((blocks != 0).any(axis=(0, 2)).sum())})
+        live.update(_lanes_of(unit._weights.reshape(nf, unit._pe, sf, unit._simd),
+                              distinct=lanes * nf * sf * w_dt.bitwidth <= _LIVE_BITS_LIMIT))
         live["weight_rom_varying"] = varying_bits(w_dt.to_hw(unit._weights).reshape(nf, unit._pe, sf, unit._simd),
                                                   w_dt.bitwidth, word_axes=(0, 2))
         return cls(mh=unit._weights.shape[0], mw=unit._weights.shape[1], pe=unit._pe, simd=unit._simd,
@@ -590,14 +589,17 @@ _SPEC_OF_KERNEL = {"mvau": MVAUSpec, "lut": LUTSpec, "window": WindowSpec, "pool
                    "concat": ConcatSpec, "fork": ForkSpec}
 
 
-def _lanes_of(blocks: np.ndarray) -> dict[str, int]:
-    """``live_lanes`` and ``distinct_lanes`` of :class:`MVAUSpec` from the weights as the ROM holds them,
-    ``blocks[nf, j, sf, k]``. Each lane's weights over the ROM's words are compared by a random
-    projection (equal columns project equally; different ones almost surely not): one product over
-    the matrix and a sort per SIMD position, cheap enough for every folding the planner tries."""
+def _lanes_of(blocks: np.ndarray, distinct: bool) -> dict[str, int]:
+    """``live_lanes`` and, with ``distinct``, ``distinct_lanes`` of :class:`MVAUSpec` from the weights as
+    the ROM holds them, ``blocks[nf, j, sf, k]``. Each lane's weights over the ROM's words are compared
+    by a random projection (equal columns project equally; different ones almost surely not): one
+    product over the matrix and a sort per SIMD position, cheap enough for every folding the planner
+    tries."""
     nf, pe, sf, simd = blocks.shape
     columns = blocks.transpose(3, 1, 0, 2).reshape(simd, pe, nf * sf)
     live = columns.any(axis=2)
+    if not distinct:
+        return {"live_lanes": int(live.sum())}
     keys = np.where(live, columns @ np.random.default_rng(0).random(nf * sf), np.nan)
     ordered = np.sort(keys, axis=1)
     first = np.ones(ordered.shape, bool)

@@ -650,10 +650,8 @@ def _quantizer_at(graph: Graph, chain: list[Node], index: int) -> _Quantizer:
         if np.array_equal(dq_zero if dq_zero is not None else 0, zero):
             nodes.append(after)
             scale = dq_scale
-    dtype = smallest_datatype(lo, hi)
-    dtype = dtype if (dtype.min, dtype.max) == (lo, hi) else DataType(dtype.name, lo, hi)
     return _Quantizer(nodes, n_coding, nodes[n_coding - 1].outputs[0], np.asarray(scale, np.float64),
-                      np.asarray(zero, np.float64), dtype, storage)
+                      np.asarray(zero, np.float64), _clipped_datatype(lo, hi), storage)
 
 
 def _with_relu(chain: list[Node], index: int, quantizer: _Quantizer) -> _Quantizer:
@@ -670,8 +668,7 @@ def _with_relu(chain: list[Node], index: int, quantizer: _Quantizer) -> _Quantiz
         lo, hi = max(dtype.min, int(zero.min())), dtype.max
         if lo >= hi:
             return quantizer
-        dtype = smallest_datatype(lo, hi)
-        dtype = dtype if (dtype.min, dtype.max) == (lo, hi) else DataType(dtype.name, lo, hi)
+        dtype = _clipped_datatype(lo, hi)
     return replace(quantizer, nodes=[*quantizer.nodes, following], n_coding=2, dtype=dtype)
 
 
@@ -687,9 +684,14 @@ def _trunc_quantizer(graph: Graph, node: Node) -> _Quantizer:
     ends = np.array([-1e30, 1e30], np.float32)
     lo, hi = run_node("Quant", {"signed": node.attrs.get("signed", 1), "narrow": node.attrs.get("narrow", 0)},
                       [ends, np.float32(1), np.float32(0), np.asarray(out_bits, np.float32)])[0].astype(np.int64)
+    return _Quantizer([node], 1, None, np.asarray(out_scale, np.float64), np.asarray(zero / step, np.float64),
+                      _clipped_datatype(int(lo), int(hi)))
+
+
+def _clipped_datatype(lo: int, hi: int) -> DataType:
+    """The narrowest type holding ``[lo, hi]``, narrowed to exactly that range where it is not a whole type."""
     dtype = smallest_datatype(lo, hi)
-    dtype = dtype if (dtype.min, dtype.max) == (lo, hi) else DataType(dtype.name, int(lo), int(hi))
-    return _Quantizer([node], 1, None, np.asarray(out_scale, np.float64), np.asarray(zero / step, np.float64), dtype)
+    return dtype if (dtype.min, dtype.max) == (lo, hi) else DataType(dtype.name, lo, hi)
 
 
 def _scalar(value: np.ndarray, what: str, quantizer: _Quantizer) -> float:
