@@ -577,13 +577,17 @@ SWEEP = [
     ("convert", dict(bits=2, in_elems=9, out_elems=6)),
     ("convert", dict(bits=4, in_elems=6, out_elems=2)),
     ("convert", dict(bits=2, in_elems=24, out_elems=3)),
-    # More shift buffers (no ratio between the widths), as concats and odd foldings give them.
+    # More rings (no ratio between the widths), as concats and odd foldings give them.
     ("convert", dict(bits=4, in_elems=4, out_elems=3)),
     ("convert", dict(bits=4, in_elems=3, out_elems=4)),
     ("convert", dict(bits=2, in_elems=6, out_elems=4)),
     ("convert", dict(bits=8, in_elems=3, out_elems=2)),
     ("convert", dict(bits=1, in_elems=5, out_elems=3)),
     ("convert", dict(bits=4, in_elems=6, out_elems=9)),
+    ("convert", dict(bits=8, in_elems=2, out_elems=3)),
+    ("convert", dict(bits=2, in_elems=5, out_elems=7)),
+    ("convert", dict(bits=4, in_elems=8, out_elems=6)),
+    ("convert", dict(bits=3, in_elems=10, out_elems=4)),
     ("vvau", dict(channels=8, taps=9, simd=1, in_dtype="UINT2", weight_dtype="INT2")),
     ("vvau", dict(channels=16, taps=9, simd=4, in_dtype="UINT4", weight_dtype="INT4")),
     # Multiplies in LUTs (res_type="lut"): partial products, never a hard multiplier.

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -25,9 +27,10 @@ def test_width_converter_keeps_every_element_in_order(in_elems, out_elems, in_ga
     np.testing.assert_array_equal(unpack(run.beats, ELEM, out_elems), values)
 
 
-@pytest.mark.parametrize("in_elems,out_elems", [(4, 6), (6, 4), (3, 1), (1, 3), (2, 2), (2, 6), (6, 2)])
+@pytest.mark.parametrize("in_elems,out_elems", [(4, 6), (6, 4), (3, 1), (1, 3), (2, 2), (2, 6), (6, 2), (2, 3),
+                                                (3, 2), (9, 6), (5, 7), (7, 5), (4, 3)])
 def test_width_converter_runs_at_the_slower_side_rate(in_elems, out_elems):
-    n = 240
+    n = 8 * math.lcm(in_elems, out_elems)
     values = np.arange(n) % 8
     dut = WidthConverter(elem_width=ELEM.bitwidth, in_elems=in_elems, out_elems=out_elems)
     run = run_stream(dut, pack(values, ELEM, in_elems), n // out_elems)
