@@ -361,6 +361,10 @@ SWEEP = [
     _mvau(32, 64, 8, 16, "BIPOLAR", "INT2", "thresholds", "UINT2"),
     _mvau(64, 128, 4, 32, "BIPOLAR", "INT4", "thresholds", "BIPOLAR", ram_style="block", ram_style_thresholds="block"),
     _mvau(16, 64, 4, 16, "BIPOLAR", "INT4", "requant", "UINT8", 10),
+    # Binary inputs against constant weights (a layer folded flat: its ROM is one word).
+    _mvau(10, 32, 10, 32, "BIPOLAR", "INT2", "accumulator"),
+    _mvau(16, 16, 16, 16, "BIPOLAR", "INT3", "accumulator"),
+    _mvau(8, 24, 8, 24, "BIPOLAR", "INT2", "thresholds", "UINT2"),
     # Eight-bit inputs (an image) against binary weights, as a binary CNN's first layer.
     _mvau(16, 36, 2, 18, "UINT8", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="block", ram_style_thresholds="block"),
     _mvau(16, 64, 1, 32, "UINT8", "BIPOLAR", "thresholds", "BIPOLAR", ram_style="block", ram_style_thresholds="block"),
