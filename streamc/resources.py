@@ -971,7 +971,8 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
     # The lanes that only ever multiply by 0 drop out of their PE's tree (counted as spread evenly).
     live_per_pe = max(1, round(_known(spec.live_lanes, lanes) / spec.pe))
     # A binary input against a weight that never changes (a ROM of one word) is that weight or 0:
-    # one input bit in place, each of the weight's set bits a copy of it.
+    # each of the weight's set bits a copy of the input bit, so the tree is priced as one of single
+    # bits, with a coefficient of its own.
     fixed_binary = not spec.mul_a and not spec.xnor and spec.in_bits == 1 and not masked
     tree = spec.pe * (_adder_tree_bits(live_per_pe, 1 if fixed_binary else spec.product_bits) + spec.acc_bits)
     # Wider products are summed on a tree of carry-chain adders (rtl.mvau._adder_tree keeps each
