@@ -235,23 +235,24 @@ class WidthConverter(wiring.Component):
         # unreachable, offer nothing and take nothing.
         state = Cat(read_beat, write_beat, last_filled)
         valid, ready_idle, ready_taking = 0, 0, 0
-        for index in range(1 << len(state)):
-            u = index % (1 << len(read_beat))
-            t = (index >> len(read_beat)) % (1 << len(write_beat))
-            if u >= out_beats or t >= in_beats:
-                continue
-            held = (t * n_in - u * n_out) % size or (size if index >> (len(state) - 1) else 0)
-            valid |= (held >= n_out) << index
-            ready_idle |= (held + n_in <= size) << index
-            ready_taking |= (held >= n_out and held - n_out + n_in <= size) << index
-        table = 1 << len(state)
+        for u in range(out_beats):
+            for t in range(in_beats):
+                for full in (0, 1):
+                    index = u | t << len(read_beat) | full << (len(read_beat) + len(write_beat))
+                    held = (t * n_in - u * n_out) % size or (size if full else 0)
+                    valid |= (held >= n_out) << index
+                    ready_idle |= (held + n_in <= size) << index
+                    ready_taking |= (held >= n_out and held - n_out + n_in <= size) << index
+
+        def lookup(table: int):
+            return Const(table, 1 << len(state)).bit_select(state, 1)
+
         m.d.comb += [
-            self.o.valid.eq(Const(valid, table).bit_select(state, 1)),
+            self.o.valid.eq(lookup(valid)),
             take_out.eq(self.o.valid & self.o.ready),
             # Room a read frees lets a beat land in the same cycle: after a stall the input waits
             # one cycle at most.
-            self.i.ready.eq(Mux(take_out, Const(ready_taking, table).bit_select(state, 1),
-                                Const(ready_idle, table).bit_select(state, 1))),
+            self.i.ready.eq(Mux(take_out, lookup(ready_taking), lookup(ready_idle))),
             take_in.eq(self.i.valid & self.i.ready),
         ]
         with m.If(take_in):

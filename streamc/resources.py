@@ -937,7 +937,8 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
     # nothing more. On the iCE40 a binary input masking a weight takes in some of the logic that
     # holds the weight's read too: that read has a coefficient of its own (an ECP5 block RAM holds
     # its read data itself, bram_read fits near 0 there, and nothing is left to take in).
-    masks_weights = family == "ice40" and spec.in_bits == 1 and not spec.mul_a and not spec.xnor
+    binary_input = spec.in_bits == 1 and not spec.mul_a and not spec.xnor
+    masks_weights = family == "ice40" and binary_input
     bram_reads = [width if bram and rom and not (spec.xnor and n == 0) else 0
                   for n, ((width, _, rom, _), bram) in enumerate(zip(memories_read, in_bram))]
     bram_read_masked = bram_reads[0] if masks_weights else 0
@@ -973,7 +974,7 @@ def _mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[_Memories, int,
     # A binary input against a weight that never changes (a ROM of one word) is that weight or 0:
     # each of the weight's set bits a copy of the input bit, so the tree is priced as one of single
     # bits, with a coefficient of its own.
-    fixed_binary = not spec.mul_a and not spec.xnor and spec.in_bits == 1 and not masked
+    fixed_binary = binary_input and not masked
     tree = spec.pe * (_adder_tree_bits(live_per_pe, 1 if fixed_binary else spec.product_bits) + spec.acc_bits)
     # Wider products are summed on a tree of carry-chain adders (rtl.mvau._adder_tree keeps each
     # sum); one-bit products (XNOR) are left to Yosys, which builds full adders in LUTs.
