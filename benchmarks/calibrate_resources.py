@@ -7,8 +7,17 @@ is generated (one kernel in a :class:`StreamAccelerator`, or a FIFO alone), synt
 :func:`streamc.synth.synthesize` in ``--workdir`` (default ``out/calibration``, outside /tmp:
 YoWASP cannot see /tmp), and its cell counts stored with the kernel's parameters. Without it
 only the stored results are used. Then the LUT and FF coefficients of :mod:`streamc.resources`
-are fitted (least squares on relative error) and written to ``benchmarks/calibration/fit.json``,
-and a table compares the model (with the coefficients it ships) against every stored design.
+are fitted (least squares on relative error) on the training designs and written to
+``benchmarks/calibration/fit.json`` and ``streamc/resource_coefficients.py`` (what streamc ships), and
+a table compares the model with every stored design, ending with the share within +-15 % on the
+training and on the held-out designs apart.
+
+Held-out designs (:func:`held_out_keys`), which the fit never sees, so that their accuracy is an
+out-of-sample figure: in each kernel kind, the designs are ordered by the SHA-1 of their key
+(:func:`key_of`, the same on every device, so a design is held out on all devices or on none) and the
+first ``max(1, round(0.2 * n))`` of the kind's ``n`` designs are held out: every kind has some, about
+20 % of each. Adding designs to a kind can move its boundary, so the fit is rerun after a sweep (and
+``tests/test_resources.py`` checks that the shipped coefficients are the fit of the training part).
 The whole sweep takes about 50 minutes on two cores (CNV-w2a2's last convolution, a 1.2 Mbit ROM, alone
 16–18 minutes per family); small widths first.
 """
@@ -748,24 +757,59 @@ def refresh_specs(devices: list[str]) -> None:
 FITTED_TOGETHER = {"ice40"}
 
 
-def fit(devices: list[str]) -> dict:
-    """Least-squares LUT and FF coefficients per device family and kernel, on relative error.
+#: The share of each kernel kind's designs that the fit never sees (see :func:`held_out_keys`).
+HELD_OUT_SHARE = 0.2
+#: Where ``main`` writes the fitted coefficients that streamc ships (data only).
+COEFFICIENTS_MODULE = Path(__file__).resolve().parent.parent / "streamc" / "resource_coefficients.py"
+
+
+def held_out_keys(records: list[dict]) -> set[str]:
+    """The keys (:func:`key_of`) of the held-out designs among ``records`` (of any devices).
+
+    In each kernel kind, the distinct design keys ordered by their SHA-1; the first
+    ``max(1, round(HELD_OUT_SHARE * n))`` are held out. A hash, not the sweep's order, so that the
+    held-out designs are spread over the sweep's families (the sweep lists small widths first).
+    """
+    by_kernel: dict[str, set[str]] = {}
+    for record in records:
+        by_kernel.setdefault(record["kernel"], set()).add(key_of(record["kernel"], record["params"]))
+    held = set()
+    for keys in by_kernel.values():
+        ordered = sorted(keys, key=lambda key: hashlib.sha1(key.encode()).hexdigest())
+        held.update(ordered[:max(1, round(HELD_OUT_SHARE * len(keys)))])
+    return held
+
+
+def is_held_out(record: dict, held: set[str]) -> bool:
+    return key_of(record["kernel"], record["params"]) in held
+
+
+def fit(devices: list[str], records: dict[str, list[dict]] | None = None) -> dict:
+    """Least-squares LUT and FF coefficients per device family and kernel, on relative error, from the
+    training designs only (the held-out ones, :func:`held_out_keys`, are left out).
+
+    ``records`` maps each device to its designs; by default the stored ones (:func:`load_records`).
+    The split is drawn over the designs of all ``devices`` together.
 
     On the ECP5, designs with a placement (``res_type``) are fitted after the others, for the features
     only they have: there a multiply in LUTs replaces a hard multiplier with partial products that join
     the adder tree, and that must not bend the model of every other design. On the iCE40 (see
     :data:`FITTED_TOGETHER`) all are fitted together.
     """
+    if records is None:
+        records = {device: load_records(device) for device in devices}
+    held = held_out_keys([record for device in devices for record in records[device]])
     fitted: dict = {}
     for device in devices:
         family = resources.family_of(device)
         by_kernel: dict[str, list[dict]] = {}
-        for record in load_records(device):
-            by_kernel.setdefault(record["kernel"], []).append(record)
-        for kernel, records in by_kernel.items():
+        for record in records[device]:
+            if not is_held_out(record, held):
+                by_kernel.setdefault(record["kernel"], []).append(record)
+        for kernel, training in by_kernel.items():
             for what in ("lut", "ff"):
                 rows, target, placed = [], [], []
-                for record in records:
+                for record in training:
                     spec = resources.spec_from_dict(record["kernel"], record["spec"])
                     features = resources.features(spec, family, what)
                     scale = max(record[what], 1)
@@ -797,25 +841,66 @@ def _nonnegative_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def table(devices: list[str]) -> list[dict]:
+    """Every stored design of ``devices`` with its estimate (the shipped coefficients), and whether it
+    is held out of the fit."""
+    records = {device: load_records(device) for device in devices}
+    held = held_out_keys([record for device in devices for record in records[device]])
     rows = []
     for device in devices:
         family = resources.family_of(device)
-        for record in load_records(device):
+        for record in records[device]:
             spec = resources.spec_from_dict(record["kernel"], record["spec"])
             estimate = resources.estimate_kernel(spec, family)
             rows.append(dict(device=device, kernel=record["kernel"], params=key_of(record["kernel"], record["params"]),
-                             estimate=asdict(estimate), synthesized={k: record[k] for k in ("lut", "ff", "bram", "dsp")}))
+                             held_out=is_held_out(record, held), estimate=asdict(estimate),
+                             synthesized={k: record[k] for k in ("lut", "ff", "bram", "dsp")}))
     return rows
 
 
+#: A LUT or FF estimate is "within" when it is off by at most this share of the synthesized count, or 2 cells.
+WITHIN = 0.15
+
+
+def within(estimated: int, synthesized: int) -> bool:
+    return abs(estimated - synthesized) <= max(2, WITHIN * synthesized)
+
+
+def accuracy(rows: list[dict]) -> dict[str, float]:
+    """The shares of ``rows`` (of :func:`table`) whose LUT, FF, and both estimates are within +-15 %."""
+    ok = {what: [within(row["estimate"][what], row["synthesized"][what]) for row in rows] for what in ("lut", "ff")}
+    both = [lut and ff for lut, ff in zip(ok["lut"], ok["ff"])]
+    return dict(designs=len(rows), lut=float(np.mean(ok["lut"])), ff=float(np.mean(ok["ff"])), both=float(np.mean(both)))
+
+
+def print_accuracy(rows: list[dict]) -> None:
+    for part, held in (("training", False), ("held out", True)):
+        for device in sorted({row["device"] for row in rows}) + ["all"]:
+            chosen = [row for row in rows if row["held_out"] == held and device in ("all", row["device"])]
+            if chosen:
+                a = accuracy(chosen)
+                print(f"{part:<8} {device:<11} {a['designs']:>4} designs within +-15 %: LUT {a['lut']:6.1%}  "
+                      f"FF {a['ff']:6.1%}  both {a['both']:6.1%}")
+
+
 def print_table(rows: list[dict]) -> None:
-    print(f"{'device':<11} {'kernel and parameters':<92} {'LUT est/syn':>13} {'ratio':>6} {'FF est/syn':>13} "
-          f"{'ratio':>6} {'BRAM':>7} {'DSP':>7}")
+    print(f"{'device':<11} {'kernel and parameters':<92} {'part':<5} {'LUT est/syn':>13} {'ratio':>6} "
+          f"{'FF est/syn':>13} {'ratio':>6} {'BRAM':>7} {'DSP':>7}")
     for row in rows:
         e, s = row["estimate"], row["synthesized"]
-        print(f"{row['device']:<11} {row['params'][:92]:<92} {e['lut']:>6}/{s['lut']:<6} "
-              f"{e['lut'] / max(s['lut'], 1):>6.2f} {e['ff']:>6}/{s['ff']:<6} {e['ff'] / max(s['ff'], 1):>6.2f} "
-              f"{e['bram']:>3}/{s['bram']:<3} {e['dsp']:>3}/{s['dsp']:<3}")
+        print(f"{row['device']:<11} {row['params'][:92]:<92} {'held' if row['held_out'] else 'train':<5} "
+              f"{e['lut']:>6}/{s['lut']:<6} {e['lut'] / max(s['lut'], 1):>6.2f} {e['ff']:>6}/{s['ff']:<6} "
+              f"{e['ff'] / max(s['ff'], 1):>6.2f} {e['bram']:>3}/{s['bram']:<3} {e['dsp']:>3}/{s['dsp']:<3}")
+    print()
+    print_accuracy(rows)
+
+
+def coefficients_source(fitted: dict) -> str:
+    """``streamc/resource_coefficients.py`` for the coefficients ``fitted``: one coefficient a line."""
+    return ('"""The resource models\' fitted coefficients: family -> kernel -> "lut"/"ff" -> feature -> weight.\n\n'
+            "Written by benchmarks/calibrate_resources.py (also to benchmarks/calibration/fit.json) from the\n"
+            "training part of the stored Yosys 0.70 calibration designs; do not edit by hand.\n"
+            '"""\n\n'
+            f"COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {json.dumps(fitted, indent=4)}\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -832,6 +917,11 @@ def main(argv: list[str] | None = None) -> int:
         run_sweep(args.devices, args.workdir, args.jobs)
     fitted = fit(args.devices)
     (CALIBRATION / "fit.json").write_text(json.dumps(fitted, indent=1) + "\n")
+    if set(args.devices) >= {"ice40-up5k", "ecp5-85f"}:   # both families: what streamc ships
+        COEFFICIENTS_MODULE.write_text(coefficients_source(fitted))
+        # The table's estimates use the coefficients just written.
+        resources.COEFFICIENTS.clear()
+        resources.COEFFICIENTS.update(fitted)
     print_table(table(args.devices))
     return 0
 

@@ -1,5 +1,15 @@
-"""The resource models against the stored Yosys calibration data (no Yosys run here)."""
+"""The resource models against the stored Yosys calibration data (no Yosys run here).
 
+The calibration designs are split in two (the rule is :func:`calibrate_resources.held_out_keys`, and
+:func:`test_held_out_designs_follow_the_rule` restates it): in each kernel kind, the designs ordered by the
+SHA-1 of their key (``calibrate_resources.key_of``, the same on both devices) and the first
+``max(1, round(0.2 * n))`` of the kind's ``n`` are held out; the fit sees only the others. The training
+designs are held to +-15 % one by one (``KNOWN_OFF`` lists those that miss); the held-out ones, an
+out-of-sample figure, by the share within +-15 % (``HELD_OUT_BARS``).
+"""
+
+import hashlib
+import importlib.util
 import json
 from pathlib import Path
 
@@ -11,35 +21,44 @@ from streamc.datatypes import from_name
 from streamc.devices import DEVICES, get_device
 from streamc.errors import ConfigError
 
-CALIBRATION = Path(__file__).parent.parent / "benchmarks" / "calibration"
-RECORDS = [record for device in ("ice40-up5k", "ecp5-85f")
-           for record in json.loads((CALIBRATION / f"{device}.json").read_text())]
+BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
+CALIBRATION = BENCHMARKS / "calibration"
+CALIBRATED_DEVICES = ("ice40-up5k", "ecp5-85f")
+RECORDS_BY_DEVICE = {device: json.loads((CALIBRATION / f"{device}.json").read_text()) for device in CALIBRATED_DEVICES}
+RECORDS = [record for device in CALIBRATED_DEVICES for record in RECORDS_BY_DEVICE[device]]
 
-# Sweep designs whose LUT or FF estimate is outside +-15 % today (benchmarks/calibrate_resources.py prints the
-# table; 44 of 764): width converters with a ring (no ratio between the widths) on the ECP5 (5 of 14: ABC9 maps
+
+def _calibration_script():
+    # The fit and its split live in the benchmark script, which is not a package: loaded by path.
+    spec = importlib.util.spec_from_file_location("calibrate_resources", BENCHMARKS / "calibrate_resources.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+calibrate = _calibration_script()
+HELD_OUT_KEYS = calibrate.held_out_keys(RECORDS)
+TRAINING = [record for record in RECORDS if not calibrate.is_held_out(record, HELD_OUT_KEYS)]
+HELD_OUT = [record for record in RECORDS if calibrate.is_held_out(record, HELD_OUT_KEYS)]
+
+# Training designs whose LUT or FF estimate is outside +-15 % (benchmarks/calibrate_resources.py prints the
+# table; 33 of 614): width converters with a ring (no ratio between the widths) on the ECP5 (ABC9 maps
 # their read multiplexers and handshake tables into LUT5-LUT7 for depth, unevenly: 163 LUTs for 3 bits 10 -> 4,
-# 48 for 3 bits 6 -> 4),
-# thresholds read from a ROM kept in logic, narrow residual adds that Yosys folds into a few LUTs, some small
-# MVAUs, and a few ECP5 designs where ABC's depth-first mapping varies with size (a 256-deep FIFO, a 5-output
-# fork). Strict: fixing one fails here.
+# 48 for 3 bits 6 -> 4), requantizing tables read from a ROM kept in logic, a narrow residual add that Yosys
+# folds into a few LUTs, some small MVAUs, and ECP5 designs where ABC's depth-first mapping varies with size
+# (FIFOs of 256 to 384 words, a 5-output fork). Strict: fixing one fails here. Held-out designs are not
+# listed: their misses count against HELD_OUT_BARS.
 KNOWN_OFF = {
     ('ice40-up5k', 'mvau', 64, 256, 4, 64, 'BIPOLAR', 'BIPOLAR'),
     ('ice40-up5k', 'mvau', 32, 64, 1, 4, 'INT8', 'INT8'),
     ('ice40-up5k', 'mvau', 32, 392, 8, 28, 'BIPOLAR', 'BIPOLAR'),
+    ('ice40-up5k', 'mvau', 10, 32, 5, 1, 'UINT2'),
     ('ice40-up5k', 'lut', 'INT8', 'UINT4', '2'),
     ('ice40-up5k', 'lut', 'UINT8', 'UINT4', '1', '0.05'),
-    ('ice40-up5k', 'threshold', '16', '1', 'INT8', 'UINT2'),
-    ('ice40-up5k', 'threshold', '32', '2', 'INT10', 'UINT4'),
-    ('ice40-up5k', 'threshold', '64', '1', 'INT12', 'BIPOLAR'),
-    ('ice40-up5k', 'add', 'INT8', 'INT4', '1', '3', '2'),
     ('ice40-up5k', 'add', 'INT3', 'INT4', '5', '1', '4'),
-    ('ice40-up5k', 'add', 'UINT3', 'INT2', '3', '7', '2'),
+    ('ecp5-85f', 'mvau', 16, 16, 2, 2, 'INT4', 'lut'),
     ('ecp5-85f', 'mvau', 64, 16, 1, 16, 'UINT2', 'UINT2'),
-    ('ecp5-85f', 'mvau', 16, 16, 2, 2, 'INT8', 'INT8'),
     ('ecp5-85f', 'mvau', 32, 64, 2, 16, 'BIPOLAR', 'BIPOLAR'),
-    ('ecp5-85f', 'mvau', 16, 64, 4, 16, 'BIPOLAR'),
-    ('ecp5-85f', 'mvau', 32, 48, 4, 12, 'INT8', 'UINT2'),
-    ('ecp5-85f', 'mvau', 32, 392, 8, 28, 'BIPOLAR', 'BIPOLAR'),
     ('ecp5-85f', 'mvau', 384, 768, 1, 8, 'BIPOLAR', 'BIPOLAR', 'block', 'block'),
     ('ecp5-85f', 'mvau', 10, 256, 2, 32, 'BIPOLAR', 'block'),
     ('ecp5-85f', 'lut', 'UINT8', 'UINT8', '1', '0.37', '3'),
@@ -50,24 +69,25 @@ KNOWN_OFF = {
     ('ecp5-85f', 'lut', 'UINT8', 'UINT8', '1', '2.0', '-224'),
     ('ecp5-85f', 'lut', 'UINT8', 'UINT8', '1', '1.8', '-200'),
     ('ecp5-85f', 'lut', 'INT8', 'INT8', '1', '0.8', '-2', 'distributed'),
-    ('ecp5-85f', 'window', '[8, 8, 4]', '[3, 3]', '[1, 1]', '[0, 0, 0, 0]', 'UINT2', '1'),
     ('ecp5-85f', 'window', '[11, 9, 6]', '[3, 3]', '[2, 2]', '[0, 0, 0, 0]', 'UINT8', '1'),
-    ('ecp5-85f', 'mvau', 64, 576, 8, 64, 'UINT2', 'UINT2', 'block', 'block'),
     ('ecp5-85f', 'pool', '12', '2', '8', 'UINT2', '12'),
     ('ecp5-85f', 'pool', '48', '9', '9', 'BIPOLAR', '1'),
     ('ecp5-85f', 'fifo', '1', '4'),
+    ('ecp5-85f', 'fifo', '1', '384'),
     ('ecp5-85f', 'fifo', '8', '256'),
-    ('ecp5-85f', 'fifo', '2', '128'),
-    ('ecp5-85f', 'fifo', '6', '160'),
-    ('ecp5-85f', 'threshold', '16', '1', 'INT8', 'UINT2'),
-    ('ecp5-85f', 'threshold', '16', '4', 'INT5', 'UINT2', 'True'),
+    ('ecp5-85f', 'fifo', '2', '300'),
     ('ecp5-85f', 'convert', '4', '4', '3'),
     ('ecp5-85f', 'convert', '4', '3', '4'),
     ('ecp5-85f', 'convert', '8', '3', '2'),
-    ('ecp5-85f', 'convert', '4', '6', '9'),
     ('ecp5-85f', 'convert', '3', '10', '4'),
+    ('ecp5-85f', 'threshold', '16', '4', 'INT5', 'UINT2', 'True'),
     ('ecp5-85f', 'fork', '2', '2', '5'),
 }
+
+# The least share of the held-out designs (both devices) within +-15 %, per resource and for LUT and FF
+# together. Measured with the shipped coefficients: LUT 132 of 150 (88.0 %), FF 149 of 150 (99.3 %), both 131
+# of 150 (87.3 %); the bars sit just below, so a refit or model change that loses accuracy out of sample fails.
+HELD_OUT_BARS = {"lut": 0.87, "ff": 0.99, "both": 0.87}
 
 
 def _key(record):
@@ -91,6 +111,7 @@ BLOCKS_KNOWN_OFF = {
 }
 
 
+# Block RAMs, DSPs and LUT RAM are counted, not fitted: every design, held out or not.
 @pytest.mark.parametrize("record", [pytest.param(r, marks=pytest.mark.xfail(strict=True, reason="known off"))
                                     if _key(r) in BLOCKS_KNOWN_OFF else r for r in RECORDS],
                          ids=[str(_key(r)) for r in RECORDS])
@@ -101,12 +122,53 @@ def test_block_ram_dsp_and_lut_ram_are_exact(record):
 
 
 @pytest.mark.parametrize("record", [pytest.param(r, marks=pytest.mark.xfail(strict=True, reason="known off"))
-                                    if _key(r) in KNOWN_OFF else r for r in RECORDS],
-                         ids=[str(_key(r)) for r in RECORDS])
-def test_lut_and_ff_within_15_percent(record):
+                                    if _key(r) in KNOWN_OFF else r for r in TRAINING],
+                         ids=[str(_key(r)) for r in TRAINING])
+def test_training_designs_lut_and_ff_within_15_percent(record):
     estimate = _estimate(record)
     assert estimate.lut == pytest.approx(record["lut"], rel=0.15, abs=2)
     assert estimate.ff == pytest.approx(record["ff"], rel=0.15, abs=2)
+
+
+def test_known_off_lists_only_training_designs():
+    assert KNOWN_OFF <= {_key(record) for record in TRAINING}
+
+
+def test_held_out_designs_within_15_percent_at_the_bar():
+    ok = {what: [calibrate.within(getattr(_estimate(r), what), r[what]) for r in HELD_OUT] for what in ("lut", "ff")}
+    ok["both"] = [lut and ff for lut, ff in zip(ok["lut"], ok["ff"])]
+    shares = {what: sum(hits) / len(HELD_OUT) for what, hits in ok.items()}
+    assert all(shares[what] >= bar for what, bar in HELD_OUT_BARS.items()), shares
+
+
+def test_held_out_designs_follow_the_rule():
+    by_kind: dict[str, set[str]] = {}
+    for record in RECORDS:
+        by_kind.setdefault(record["kernel"], set()).add(calibrate.key_of(record["kernel"], record["params"]))
+    for kind, keys in by_kind.items():
+        ordered = sorted(keys, key=lambda key: hashlib.sha1(key.encode()).hexdigest())
+        count = max(1, round(0.2 * len(keys)))
+        assert set(ordered[:count]) == HELD_OUT_KEYS & keys, kind
+    # Every kind has held-out designs on every device, about a fifth of them.
+    for device in CALIBRATED_DEVICES:
+        for kind in by_kind:
+            of_kind = [r for r in RECORDS_BY_DEVICE[device] if r["kernel"] == kind]
+            held = [r for r in of_kind if calibrate.is_held_out(r, HELD_OUT_KEYS)]
+            assert 1 <= len(held) and len(held) / len(of_kind) <= 0.25, (device, kind)
+
+
+def _flat(coefficients: dict) -> dict:
+    return {(family, kernel, what, name): value for family, kernels in coefficients.items()
+            for kernel, whats in kernels.items() for what, values in whats.items() for name, value in values.items()}
+
+
+def test_shipped_coefficients_are_the_fit_of_the_training_designs_alone():
+    shipped = _flat(resources.COEFFICIENTS)
+    assert _flat(calibrate.fit(list(CALIBRATED_DEVICES), RECORDS_BY_DEVICE)) == pytest.approx(shipped, abs=2e-4)
+    # Held-out designs whose counts were three times what Yosys gave do not move the fit: it never sees them.
+    skewed = {device: [dict(r, lut=3 * r["lut"], ff=3 * r["ff"]) if calibrate.is_held_out(r, HELD_OUT_KEYS) else r
+                       for r in records] for device, records in RECORDS_BY_DEVICE.items()}
+    assert _flat(calibrate.fit(list(CALIBRATED_DEVICES), skewed)) == pytest.approx(shipped, abs=2e-4)
 
 
 @pytest.mark.parametrize("width, depth, rom, family, expected", [
