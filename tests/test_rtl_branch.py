@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from itertools import product
 
 import numpy as np
@@ -15,13 +14,12 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from rtl_helpers import StreamRun, pack, unpack
+from rtl_helpers import assert_verilator_lint, pack, StreamRun, unpack
 from streamc.datatypes import BINARY, BIPOLAR, INT, TERNARY, UINT, DataType
 from streamc.errors import FoldingError
 from streamc.rtl.branch import ChannelConcat, ElementwiseAdd, StreamFork
 from streamc.rtl.lut import LookupTable
 from streamc.rtl.stream import StreamFIFO
-from test_rtl_top import VERILATOR_LINT_FLAGS, verilator_command
 
 
 def run_ports(dut, sources: list, sinks: list, *, in_gap: float = 0.0,
@@ -409,8 +407,4 @@ def test_verilog_passes_verilator_lint(tmp_path):
             return m
 
     (tmp_path / "branch.v").write_text(verilog.convert(Design(), name="branch", emit_src=False))
-    command, env = verilator_command()
-    result = subprocess.run([*command, "--lint-only", *VERILATOR_LINT_FLAGS,
-                             "--top-module", "branch", "branch.v"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
+    assert_verilator_lint(tmp_path, "branch.v", top="branch")

@@ -4,16 +4,14 @@
 
 from __future__ import annotations
 
-import subprocess
 
 import numpy as np
 import pytest
 
-from rtl_helpers import pack, run_stream, unpack
+from rtl_helpers import assert_verilator_lint, pack, run_stream, unpack
 from streamc.datatypes import BIPOLAR, INT, TERNARY, UINT, DataType
 from streamc.rtl.lut import LookupTable
 from streamc.rtl.top import StreamAccelerator, to_verilog
-from test_rtl_top import VERILATOR_LINT_FLAGS, verilator_command
 
 FRAME_ELEMS = 12
 
@@ -132,11 +130,7 @@ def test_elems_must_divide_the_frame():
 def test_verilog_passes_verilator_lint(tmp_path, case, elems):
     dut, _, _ = build(case, elems)
     (tmp_path / "streamc_top.v").write_text(to_verilog(StreamAccelerator(stages=[dut])))
-    command, env = verilator_command()
-    result = subprocess.run([*command, "--lint-only", *VERILATOR_LINT_FLAGS,
-                             "--top-module", "streamc_top", "streamc_top.v"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
+    assert_verilator_lint(tmp_path, "streamc_top.v", top="streamc_top")
 
 
 @pytest.mark.parametrize("style,attribute", [("auto", None), ("distributed", "logic"), ("block", "block")])

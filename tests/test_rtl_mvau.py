@@ -5,14 +5,13 @@
 from __future__ import annotations
 
 import math
-import subprocess
 from fractions import Fraction
 
 import numpy as np
 import pytest
 from amaranth.hdl import signed, unsigned
 
-from rtl_helpers import pack, run_stream, unpack
+from rtl_helpers import assert_verilator_lint, pack, run_stream, unpack
 from streamc.datatypes import BIPOLAR, INT, UINT, DataType
 from streamc.errors import FoldingError
 from streamc.rtl.mvau import MatrixVectorUnit
@@ -20,7 +19,6 @@ from streamc.rtl.requant import ROUNDING_MODES, Requant, requantize
 from streamc.resources import MVAUSpec
 from streamc.rtl.top import StreamAccelerator, to_verilog
 from streamc.synth import synthesize
-from test_rtl_top import VERILATOR_LINT_FLAGS, verilator_command
 
 MH, MW = 8, 12
 
@@ -471,8 +469,4 @@ def test_requant_verilog_passes_verilator_lint(tmp_path, pe):
     # pe = MH: one neuron fold, so the constant ROMs have one row and zero-width addresses.
     dut, *_ = build_requant("int4_x_int3_to_int8", pe, 3, "HALF_EVEN", ties=False)
     (tmp_path / "streamc_top.v").write_text(to_verilog(StreamAccelerator(stages=[dut])))
-    command, env = verilator_command()
-    result = subprocess.run([*command, "--lint-only", *VERILATOR_LINT_FLAGS,
-                             "--top-module", "streamc_top", "streamc_top.v"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
+    assert_verilator_lint(tmp_path, "streamc_top.v", top="streamc_top")

@@ -4,18 +4,16 @@
 
 from __future__ import annotations
 
-import subprocess
 
 import numpy as np
 import pytest
 from amaranth.hdl import signed, unsigned
 
-from rtl_helpers import pack, run_stream, unpack
+from rtl_helpers import assert_verilator_lint, pack, run_stream, unpack
 from streamc.datatypes import BINARY, BIPOLAR, INT, UINT, DataType
 from streamc.errors import FoldingError
 from streamc.rtl.threshold import ThresholdUnit, threshold_reference
 from streamc.rtl.top import StreamAccelerator, to_verilog
-from test_rtl_top import VERILATOR_LINT_FLAGS, verilator_command
 from test_rtl_window import random_values
 
 # name: (channels, thresholds per channel L, shared (1, L), in_dtype, out_dtype, out_bias, elems)
@@ -134,8 +132,4 @@ def test_verilog_passes_verilator_lint(tmp_path, case):
     text = to_verilog(StreamAccelerator(stages=[dut]))
     assert ("threshold_rom" in text) == (case == "per_channel_int8_to_uint2")
     (tmp_path / "streamc_top.v").write_text(text)
-    command, env = verilator_command()
-    result = subprocess.run([*command, "--lint-only", *VERILATOR_LINT_FLAGS,
-                             "--top-module", "streamc_top", "streamc_top.v"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
+    assert_verilator_lint(tmp_path, "streamc_top.v", top="streamc_top")

