@@ -157,8 +157,11 @@ def sim_reporting(mismatches: int, expected_mismatches: int | None = None):
     def sim(state):
         state.rtlsim = dict(frames=8, mismatches=mismatches, measured_cycles_per_frame=64,
                             predicted_cycles_per_frame=64, latency_cycles=200, end_to_end_max_abs_diff=0.0)
+        state.rtlsim.update(end_to_end_differing_frames=[], end_to_end_rtol=2.0 ** -12)
         if expected_mismatches is not None:
             state.rtlsim["expected_mismatches"] = expected_mismatches
+            state.rtlsim["expected_differing_frames"] = [dict(frame=2 * k, max_abs_diff=0.5, steps_apart=k + 1)
+                                                         for k in range(expected_mismatches)]
     return sim
 
 
@@ -166,9 +169,10 @@ def sim_reporting(mismatches: int, expected_mismatches: int | None = None):
     (0, None, 0, ""),
     (0, 0, 0, ""),
     (5, None, 1, "verification failed: 5 hardware outputs differ from the reference over 8 frames"),
-    (0, 2, 1, "verification failed: 2 of 8 frames differ from verify.expected"),
+    (0, 2, 1, "verification failed: 2 of 8 frames differ from verify.expected (frame: how far apart, 0: 1 steps, "
+              "2: 2 steps)"),
     (3, 1, 1, "verification failed: 3 hardware outputs differ from the reference over 8 frames; 1 of 8 frames "
-              "differ from verify.expected"),
+              "differ from verify.expected (frame: how far apart, 0: 1 steps)"),
 ])
 def test_verification_mismatch_exits_1(mismatches, expected_mismatches, code, message, tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(steps.STEP_FUNCTIONS, "rtl", lambda state: None)

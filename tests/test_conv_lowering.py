@@ -129,6 +129,7 @@ def test_cnn_is_bit_exact_in_verilator(tmp_path, name, target_fps, verify):
     report = run_build(config).rtlsim
     assert report["mismatches"] == 0
     assert report.get("expected_mismatches", 0) == 0
+    assert report["end_to_end_differing_frames"] == []
     assert report.get("accuracy_hw") == report.get("accuracy_reference")
     assert report["measured_cycles_per_frame"] == report["predicted_cycles_per_frame"]
 

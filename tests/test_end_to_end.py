@@ -10,6 +10,8 @@ from streamc.build.config import load_config
 from streamc.build.folder import BuildFolder
 from streamc.build.runner import run_build
 from streamc.build.steps import STEP_FUNCTIONS, BuildState
+from streamc.cli import main
+from streamc.ir import Node
 from streamc.execute import execute
 
 MODELS = Path(__file__).parent / "models"
@@ -49,6 +51,7 @@ def test_tfc_is_bit_exact_in_verilator(tmp_path, case):
     assert report["mismatches"] == 0
     assert report["measured_cycles_per_frame"] == report["predicted_cycles_per_frame"]
     assert report["expected_mismatches"] == 0
+    assert report["end_to_end_differing_frames"] == []
     # Powers-of-two scales: the host tail reproduces qonnx's float outputs exactly.
     outputs = np.load(tmp_path / "out" / "reports" / "rtlsim_outputs.npy")
     expected = np.load(expected_outputs(model))[:100]
@@ -73,3 +76,30 @@ def test_a_wrong_threshold_is_caught(tmp_path):
     STEP_FUNCTIONS["rtl"](state)
     STEP_FUNCTIONS["sim"](state)
     assert state.rtlsim["mismatches"] > 0
+
+
+def test_a_wrong_host_tail_fails_the_build(tmp_path, monkeypatch, capsys):
+    """The hardware equals streamc's executor, but the host tail scales the logits by 1 + 2^-6: the
+    build's end-to-end check against the original model must fail it (exit 1) and say where."""
+    lower = STEP_FUNCTIONS["to_hw"]
+
+    def lower_with_a_wrong_tail(state):
+        lower(state)
+        tail = state.dataflow.tail
+        out = tail.outputs[0].name
+        tail.constants["wrong_gain"] = np.float32(1 + 2 ** -6)
+        tail.nodes[-1].outputs = [f"{out}_before_gain"]
+        tail.nodes.append(Node("Mul", "wrong_gain", [f"{out}_before_gain", "wrong_gain"], [out]))
+
+    monkeypatch.setitem(STEP_FUNCTIONS, "to_hw", lower_with_a_wrong_tail)
+    config = tmp_path / "build.yaml"
+    config.write_text(yaml.safe_dump({
+        "model": str(DIGITS / "digits_mlp.onnx"), "output_dir": str(tmp_path / "out"), "target_fps": 1_000_000,
+        "steps": STEPS_TO_SIM, "verify": {"inputs": str(DIGITS / "digits_frames.npy"), "frames": 40}}))
+    assert main(["build", str(config)]) == 1
+    report = yaml.safe_load((tmp_path / "out" / "reports" / "rtlsim.json").read_text())
+    assert report["mismatches"] == 0
+    assert len(report["end_to_end_differing_frames"]) == 40
+    err = " ".join(capsys.readouterr().err.split())
+    assert "the hardware equals streamc's executor, but after the host tail 40 of 40 frames differ from the " \
+           "original model" in err

@@ -26,6 +26,8 @@ from ..transforms.streamline import streamline
 from ..transforms.tidy import tidy
 from .config import BuildConfig
 from .folder import BuildFolder
+from .verdict import (END_TO_END_RTOL, end_to_end_differing_frames, expected_differences, onnxruntime_note,
+                      output_steps)
 
 TOP = "streamc_top"
 RANDOM_FRAMES = 32
@@ -362,9 +364,14 @@ def sim_step(state: BuildState) -> None:
                   fifo_depths=state.fifo_depths, host_tail_ops=[n.op_type for n in dataflow.tail.nodes],
                   end_to_end_max_abs_diff=float(np.abs(outputs - reference).max()),
                   input_gap_prob=verify.input_gap_prob, output_stall_prob=verify.output_stall_prob)
+    report["end_to_end_differing_frames"] = end_to_end_differing_frames(outputs, reference)
+    report["end_to_end_rtol"] = END_TO_END_RTOL
     if state.expected is not None:
-        matches = np.isclose(outputs.reshape(n, -1), state.expected, rtol=1e-4, atol=1e-4)
-        report["expected_mismatches"] = int(np.sum(~np.all(matches, axis=1)))
+        differing = expected_differences(outputs, state.expected, output_steps(dataflow, hw))
+        report["expected_mismatches"] = len(differing)
+        report["expected_differing_frames"] = differing
+        if differing and (note := onnxruntime_note(original)):
+            report["expected_note"] = note
     if state.labels is not None:
         report["accuracy_hw"] = float(np.mean(np.argmax(outputs.reshape(n, -1), axis=1) == state.labels))
         report["accuracy_reference"] = float(np.mean(np.argmax(reference.reshape(n, -1), axis=1) == state.labels))

@@ -62,12 +62,16 @@ def print_summary(state: BuildState, timings: dict[str, float], console: Console
         console.print(f"RTL simulation (Verilator): {sim['frames']} frames, {verdict}; measured "
                       f"{sim['measured_cycles_per_frame']} cycles/frame (predicted {sim['predicted_cycles_per_frame']}), "
                       f"latency {sim['latency_cycles']} cycles; end-to-end max |diff| vs reference "
-                      f"{sim['end_to_end_max_abs_diff']:.3g}")
+                      f"{sim['end_to_end_max_abs_diff']:.3g}"
+                      + (f" ([red]{len(sim['end_to_end_differing_frames'])} frames beyond float32 rounding[/red])"
+                         if sim.get("end_to_end_differing_frames") else ""))
         if "accuracy_hw" in sim:
             console.print(f"Accuracy: hardware {sim['accuracy_hw']:.2%}, reference model {sim['accuracy_reference']:.2%} "
                           f"over {sim['frames']} frames")
         if "expected_mismatches" in sim:
             console.print(f"Against verify.expected: {sim['expected_mismatches']} frames differ")
+            if "expected_note" in sim:
+                console.print(f"  note: {sim['expected_note']}")
     if state.synth:
         table = Table(title="Synthesis (Yosys)", title_justify="left")
         for column in ("device", "LUT", "FF", "BRAM", "DSP"):
