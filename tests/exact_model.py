@@ -111,7 +111,8 @@ def run_frames(model: onnx.ModelProto, frames: np.ndarray) -> np.ndarray:
     """The first output of a one-input model for each frame, stacked along axis 0.
 
     Frames run as one batch where the model's input declares a batch dimension other than a fixed 1
-    (then its ops take any batch); a model made for one frame runs them one at a time.
+    (then its ops take any batch); a model made for one frame runs them one at a time, as it is
+    recorded: onnxruntime's float MatMul and Gemm may sum in another order for a batch of frames.
     """
     graph_input = next(i for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer})
     dims = graph_input.type.tensor_type.shape.dim

@@ -1,8 +1,9 @@
 """The committed convolutional test models still give their recorded outputs.
 
 The models, frames and recorded outputs are made by the scripts in ``tests/models/cnn/``
-(Brevitas exports: CNV, a trained digits CNN, depthwise, residual and 1-D blocks; onnxruntime's
-``quantize_static`` CNNs, recorded with onnxruntime). This
+(Brevitas exports: CNV, a trained digits CNN, depthwise, residual and 1-D blocks, recorded with
+qonnx's executor; onnxruntime's ``quantize_static`` CNNs, recorded with the exact reference of
+``tests/exact_model.py``: exact integer kernels, every other node in onnxruntime). This
 guards the fixtures, and the reference executor they were recorded with, against
 changes in onnx, onnxruntime or qonnx.
 """
@@ -19,6 +20,7 @@ CNN = MODELS / "cnn"
 # The reference executor lives with the test models; it needs no torch.
 sys.path.insert(0, str(MODELS))
 from qonnx_reference import execute_frames  # noqa: E402
+from exact_model import cpu_has_vnni, run_frames  # noqa: E402
 
 # qonnx runs node by node through onnxruntime: a few frames keep this test quick.
 FRAMES_CHECKED = 4
@@ -39,9 +41,13 @@ def test_every_model_file_is_listed():
     assert sorted(path.stem for path in CNN.glob("*.onnx")) == sorted(FRAMES_OF)
 
 
+def _exact_frames(path: Path, frames: np.ndarray) -> np.ndarray:
+    """The exact reference's outputs (com.microsoft's QGemm is beyond qonnx's executor)."""
+    return run_frames(onnx.load(path), frames)
+
+
 def _onnxruntime_frames(path: Path, frames: np.ndarray) -> np.ndarray:
-    """onnxruntime's outputs, graph optimizations off as the recording had them (com.microsoft's QGemm
-    is beyond qonnx's executor)."""
+    """A whole-model onnxruntime session's outputs, graph optimizations off, one frame at a time."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
@@ -55,9 +61,24 @@ def _onnxruntime_frames(path: Path, frames: np.ndarray) -> np.ndarray:
 def test_model_reproduces_expected_outputs(name):
     frames = np.load(CNN / f"{FRAMES_OF[name]}.npy")[:FRAMES_CHECKED]
     expected = np.load(CNN / f"{name.removesuffix('_legacy')}_expected.npy")[:FRAMES_CHECKED]
-    run = _onnxruntime_frames if name.startswith("ort_") else execute_frames
+    run = _exact_frames if name.startswith("ort_") else execute_frames
     outputs = run(CNN / f"{name}.onnx", frames)
     np.testing.assert_allclose(outputs, expected, rtol=1e-5, atol=1e-5)
+
+
+#: onnxruntime kernels that multiply integer codes: inexact on CPUs without VNNI (saturating int16 pairs).
+_INTEGER_KERNELS = {"MatMulInteger", "ConvInteger", "QLinearMatMul", "QLinearConv", "QGemm"}
+
+
+@pytest.mark.parametrize("name", sorted(n for n in FRAMES_OF if n.startswith("ort_")))
+def test_onnxruntime_reproduces_expected_outputs_where_it_is_exact(name):
+    # the QDQ models run float kernels only; the operator-format ones need exact integer kernels
+    model = onnx.load(CNN / f"{name}.onnx")
+    if not cpu_has_vnni() and any(node.op_type in _INTEGER_KERNELS for node in model.graph.node):
+        pytest.skip("onnxruntime's u8 x s8 kernels saturate pairs of products on CPUs without VNNI")
+    frames = np.load(CNN / f"{FRAMES_OF[name]}.npy")[:FRAMES_CHECKED]
+    expected = np.load(CNN / f"{name}_expected.npy")[:FRAMES_CHECKED]
+    np.testing.assert_allclose(_onnxruntime_frames(CNN / f"{name}.onnx", frames), expected, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("name", sorted(FRAMES_OF))

@@ -6,6 +6,10 @@ nodes and executor. Integer and operator-oriented models must agree bit for bit.
 whose output comes from a float MatMul over non-integer values (QONNX, QCDQ) differ from
 onnxruntime's float32 accumulation order by at most one ulp of the largest output: the
 reference sums in float64 and rounds once.
+
+The onnxruntime recordings are also checked against the exact reference of ``tests/exact_model.py``
+(exact integer kernels, every other node in onnxruntime): a whole-model onnxruntime session is no
+reference on CPUs without VNNI, where its u8 x s8 kernels add pairs of products in saturating int16.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import numpy as np
 import onnx
 import pytest
 
+from exact_model import run_frames
 from streamc.execute import execute
 from streamc.frontend.load import load_onnx
 
@@ -63,6 +68,19 @@ def test_reference_executor_is_within_one_ulp_of_the_largest_output(name):
     bound = np.spacing(np.abs(expected).max())
     assert np.abs(actual - expected).max() <= bound
     np.testing.assert_array_equal(actual.argmax(axis=-1), expected.argmax(axis=-1))
+
+
+@pytest.mark.parametrize("name", sorted(n for n, entry in CATALOGUE.items() if entry["executor"] == "onnxruntime"))
+def test_exact_reference_reproduces_the_onnxruntime_recordings(name):
+    # one frame at a time where the model's input takes one, as recorded: onnxruntime's float
+    # MatMul sums in another order for a batch of frames
+    expected = np.load(DIALECTS / f"{name}_expected.npy")
+    actual = run_frames(onnx.load(DIALECTS / f"{name}.onnx"), np.load(DIALECTS / CATALOGUE[name]["input"]))
+    assert actual.dtype == expected.dtype
+    if name in FLOAT_ACCUMULATING:
+        assert np.abs(actual - expected).max() <= np.spacing(np.abs(expected).max())
+    else:
+        np.testing.assert_array_equal(actual, expected, strict=True)
 
 
 @pytest.mark.parametrize("name", sorted(n for n in CATALOGUE if n.startswith(("qcdq", "qonnx_digits", "ort_", "intop_fc"))))
