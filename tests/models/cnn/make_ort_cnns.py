@@ -58,7 +58,7 @@ def record_expected(name: str) -> None:
 
 def _export(name: str, net, shape: tuple, **options) -> None:
     import torch
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     class _Frames(CalibrationDataReader):
         def __init__(self, frames: np.ndarray):
