@@ -960,7 +960,10 @@ def test_window_op_matches_onnxruntime_exactly(op_type, attrs, inputs, opset):
     ({"pads": [1, 2], "strides": [2], "dilations": [2]}, (2, 4, 12), (6, 4, 3)),
     ({"auto_pad": "SAME_UPPER", "strides": [2, 2], "group": 2}, (1, 4, 7, 6), (4, 2, 3, 3)),
     ({"pads": [0, 1, 1, 1, 0, 0]}, (1, 3, 4, 4, 3), (2, 3, 2, 3, 2)),
-], ids=["1d", "2d_same_upper_groups", "3d"])
+    # strides beyond the kernel: SAME pads the width by -1 in total, halved as onnxruntime does
+    ({"auto_pad": "SAME_LOWER", "strides": [3, 3]}, (1, 2, 7, 8), (2, 2, 1, 1)),
+    ({"auto_pad": "SAME_UPPER", "strides": [3, 3]}, (1, 2, 7, 8), (2, 2, 1, 1)),
+], ids=["1d", "2d_same_upper_groups", "3d", "2d_same_lower_negative_padding", "2d_same_upper_negative_padding"])
 def test_integer_convolutions_of_any_rank_are_exact(attrs, x_shape, w_shape, x_dtype, w_dtype, reference):
     x = RNG.integers(np.iinfo(x_dtype).min, np.iinfo(x_dtype).max + 1, x_shape).astype(x_dtype)
     w = RNG.integers(-128, 128, w_shape).astype(w_dtype)
