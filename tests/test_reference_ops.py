@@ -601,6 +601,15 @@ def test_qgemm_is_exact(reference, signed, per_column, output, alpha, trans_b):
     _check_integer_op(reference, "QGemm", attrs, inputs, weight_index=3, domain="com.microsoft")
 
 
+@pytest.mark.parametrize("reference", INTEGER_REFERENCES)
+def test_qgemm_with_transposed_a_is_exact(reference):
+    rng = np.random.default_rng(3)
+    inputs = [rng.integers(0, 256, (24, 16)).astype(np.uint8), _scalar(0.02), np.array(3, np.uint8),
+              rng.integers(-128, 128, (24, 6)).astype(np.int8), _scalar(0.004), np.array(0, np.int8),
+              rng.integers(-3000, 3000, 6).astype(np.int32), _scalar(0.25), np.array(5, np.uint8)]
+    _check_integer_op(reference, "QGemm", {"transA": 1, "alpha": 0.5}, inputs, weight_index=3, domain="com.microsoft")
+
+
 def test_qlinear_matmul_ties_round_to_even():
     a = np.array([[1, 3, 5, -1, -3, 2]], np.int8).T.copy()
     inputs = _qlinear_matmul_inputs(a, np.array([[1]], np.int8), 0.5, 1.0, 1.0, 0, 0, 0, np.int8)
