@@ -78,6 +78,7 @@ class _Quantizer:
     zero_point: np.ndarray
     dtype: DataType | None    # None: the codes are not clipped (Trunc version 1)
     storage: type = np.float32  # numpy type of the codes tensor, where the model has one
+    label: str | None = None  # what messages call codes that several quantizers made (a Concat of them)
 
     @property
     def output(self) -> str:
@@ -90,7 +91,14 @@ class _Quantizer:
 
     @property
     def name(self) -> str:
+        if self.label is not None:
+            return self.label
         return self.nodes[0].name if self.nodes else self.codes_tensor
+
+    @property
+    def per_channel(self) -> bool:
+        """Whether scale or zero point differ between channels (they are then shaped (1, C, 1, ...))."""
+        return self.scale.ndim > 0 or self.zero_point.ndim > 0
 
     def codes_from_output(self, value: np.ndarray) -> np.ndarray:
         """Codes from the value of the last coding node's output."""
@@ -102,7 +110,8 @@ class _Quantizer:
         """The value the coding nodes' output has for given codes (the model's own dtype and formula)."""
         if self.codes_tensor is not None:
             return codes.astype(self.storage)
-        return ((codes.astype(np.float32) - np.float32(self.zero_point)) * np.float32(self.scale)).astype(np.float32)
+        zero, scale = self.zero_point.astype(np.float32), self.scale.astype(np.float32)
+        return ((codes.astype(np.float32) - zero) * scale).astype(np.float32)
 
     def levels(self, reached: np.ndarray) -> np.ndarray:
         """Every code the quantizer can output; ``reached`` are codes seen at the accumulator range ends,
@@ -250,6 +259,7 @@ class _Lowering:
     def _lower_code_op(self, node: Node, codes: _Codes, floats: bool) -> None:
         """Copy a shape op or max pool onto the codes; record what hardware needs of it."""
         graph = self.graph
+        codes = _Codes(codes.tensor, codes.lo, codes.hi, codes.dtype, _through_code_op(graph, node, codes.quantizer))
         out = graph.fresh_name(f"{node.outputs[0]}_codes")
         copy = Node(node.op_type, graph.fresh_name(f"{node.name}_codes"), [codes.tensor, *node.inputs[1:]], [out],
                     dict(node.attrs))
@@ -295,12 +305,25 @@ class _Lowering:
             raise LoweringError(f"{node.describe()}: Concat on axis {axis} is not supported; on channels (axis 1) it is")
         first = parts[0][0].quantizer
         for codes, floats in parts:
-            q = codes.quantizer
-            same = (_scalar(q.scale, "scale", q) == _scalar(first.scale, "scale", first)
-                    and _scalar(q.zero_point, "zero point", q) == _scalar(first.zero_point, "zero point", first))
-            if not same or floats != parts[0][1]:
-                raise LoweringError(f"{node.describe()}: its inputs come from quantizers {first.name!r} and {q.name!r} "
-                                    "with different scales or zero points; streamc concatenates codes of one scale")
+            if floats != parts[0][1]:
+                raise LoweringError(f"{node.describe()}: it joins the dequantized values of quantizer {first.name!r} "
+                                    f"with the codes of {codes.quantizer.name!r}; streamc concatenates one or the other")
+        # Each input keeps its own scales: the concatenated codes have those of their channels, one per channel
+        # where they differ.
+        scales = np.concatenate([_channel_values(c.quantizer.scale, s[1]) for (c, _), s in zip(parts, shapes)])
+        zeros = np.concatenate([_channel_values(c.quantizer.zero_point, s[1]) for (c, _), s in zip(parts, shapes)])
+        if np.unique(scales).size > 1 or np.unique(zeros).size > 1:
+            dequantizing = [c.quantizer.name for c, _ in parts if c.quantizer.codes_tensor is not None]
+            if dequantizing:
+                # Values are read through the first input's DequantizeLinear, with its one scale.
+                raise LoweringError(f"{node.describe()}: its inputs come from quantizers with different scales or zero "
+                                    f"points, {dequantizing[0]!r} among them a QuantizeLinear; streamc concatenates "
+                                    "QuantizeLinear codes of one scale (per-channel scales from QONNX quantizers)")
+            rank = len(graph.meta["shapes"][node.outputs[0]])
+            channel_shape = (1, len(scales)) + (1,) * (rank - 2)
+            names = ", ".join(repr(c.quantizer.name) for c, _ in parts)
+            first = replace(first, scale=scales.reshape(channel_shape), zero_point=zeros.reshape(channel_shape),
+                            label=f"{names} (joined by {node.name!r})")
         lo, hi = min(c.lo for c, _ in parts), max(c.hi for c, _ in parts)
         dtype = parts[0][0].dtype if all(c.dtype == parts[0][0].dtype for c, _ in parts) else smallest_datatype(lo, hi)
         out = graph.fresh_name(f"{node.outputs[0]}_codes")
@@ -386,6 +409,33 @@ class _Lowering:
         position = last_start + len(last_quantizer.nodes)
         self.done |= {id(n) for n in body[:position]}
         self._publish(codes)
+
+def _through_code_op(graph: Graph, node: Node, quantizer: _Quantizer) -> _Quantizer:
+    """What the codes stand for after a shape op or max pool.
+
+    A max of codes is the code of the max where the scale is positive, channel by channel. A shape op keeps
+    per-channel scales where channels stay on axis 1 (a Flatten after a global pool): they are reshaped to the
+    output's rank. Elsewhere (a Flatten of an image into a dense layer) the channels mix."""
+    if node.op_type in ("MaxPool", "ReduceMax"):
+        if not np.all(quantizer.scale > 0):
+            raise LoweringError(f"{node.describe()}: quantizer {quantizer.name!r} has a scale that is not positive in "
+                                "every channel, so the max of its codes is not the code of the max; streamc takes a "
+                                "max pool of codes with positive scales")
+        return quantizer
+    if not quantizer.per_channel:
+        return quantizer
+    in_shape, out_shape = graph.meta["shapes"][node.inputs[0]], graph.meta["shapes"][node.outputs[0]]
+    moves = node.op_type == "Transpose" and list(node.attrs.get("perm", []))[:2] != [0, 1]
+    if moves or len(out_shape) < 2 or out_shape[1] != in_shape[1] or int(np.prod(out_shape[2:], dtype=int)) != int(
+            np.prod(in_shape[2:], dtype=int)):
+        raise LoweringError(
+            f"{node.describe()}: it moves the channels of codes with per-channel scales (quantizer {quantizer.name!r}) "
+            "where the next layer would mix them; per-channel activation scales are supported into depthwise "
+            "convolutions, pools, adds and concats, not into layers that mix channels")
+    shape = (1, out_shape[1]) + (1,) * (len(out_shape) - 2)
+    return replace(quantizer, scale=quantizer.scale.reshape(shape) if quantizer.scale.ndim else quantizer.scale,
+                   zero_point=quantizer.zero_point.reshape(shape) if quantizer.zero_point.ndim else quantizer.zero_point)
+
 
 def _feeding_hardware(graph: Graph) -> dict[int, bool]:
     """For each node: is it, or does it feed, a linear layer, an average or a residual Add?
@@ -487,11 +537,13 @@ def _lower_add(graph, node, reads: list[tuple[_Codes, bool]], following, quantiz
     a, b = inputs
     shape = graph.meta["shapes"][node.outputs[0]]
     channels, spatial = shape[1], len(shape) - 2
-    scales = [_scalar(c.quantizer.scale, "scale", c.quantizer) for c in inputs]
-    zeros = [_scalar(c.quantizer.zero_point, "zero point", c.quantizer) for c in inputs]
-    for ka, kb in _scale_ratios(*scales):
+    # One value per channel (the same in each where a branch is quantized per tensor): the add's integer
+    # weighting is one pair for all channels, its thresholds are per channel.
+    scales = [_channel_values(c.quantizer.scale, channels) for c in inputs]
+    zeros = [_channel_values(c.quantizer.zero_point, channels) for c in inputs]
+    for ka, kb in _scale_ratios(scales[0] / scales[1]):
         linear = _Linear(np.tile([ka, kb], (channels, 1)), datatype_of_values(np.array([ka, kb])),
-                         np.full(channels, scales[1] / kb), np.full(channels, ka * zeros[0] + kb * zeros[1]), spatial)
+                         scales[1] / kb, ka * zeros[0] + kb * zeros[1], spatial)
         lo, hi = np.full(channels, ka * a.lo + kb * b.lo), np.full(channels, ka * a.hi + kb * b.hi)
         try:
             layer = _threshold_layer(graph, node, linear, lo, hi, following, quantizer)
@@ -503,8 +555,12 @@ def _lower_add(graph, node, reads: list[tuple[_Codes, bool]], following, quantiz
         if _add_matches(graph, node, reads, (ka, kb), layer, following):
             break
     else:
-        raise LoweringError(f"{node.describe()}: no integer weighting of its inputs (scales {scales[0]:g} and "
-                            f"{scales[1]:g}) reproduces quantizer {quantizer.name!r} on every pair of input codes")
+        ratios = np.unique(scales[0] / scales[1])
+        detail = (f"scales {scales[0][0]:g} and {scales[1][0]:g}" if ratios.size == 1 else
+                  f"per-channel scale ratios from {ratios.min():g} to {ratios.max():g}; the hardware add weights its "
+                  "inputs alike in every channel")
+        raise LoweringError(f"{node.describe()}: no integer weighting of its inputs ({detail}) reproduces quantizer "
+                            f"{quantizer.name!r} on every pair of input codes in every channel")
     kept, out_dtype = layer.thresholds, layer.out_dtype
     bipolar = out_dtype == BIPOLAR
     weighted = []
@@ -533,15 +589,23 @@ def _lower_add(graph, node, reads: list[tuple[_Codes, bool]], following, quantiz
     return nodes, _Codes(mt_out, layer.out_bias, out_hi, out_dtype, quantizer)
 
 
-def _scale_ratios(scale_a: float, scale_b: float):
-    """Integer pairs ``(ka, kb)`` with ``ka / kb`` near ``scale_a / scale_b``, simplest first."""
+#: Integer weightings an add with per-channel scale ratios tries: each is checked on every pair of codes.
+MAX_ADD_WEIGHTINGS = 32
+
+
+def _scale_ratios(ratios: np.ndarray):
+    """Integer pairs ``(ka, kb)`` with ``ka / kb`` near the ratios ``scale_a / scale_b`` (one per channel),
+    simplest first; where the channels' ratios differ, the best fractions for each channel in turn."""
     seen = set()
     for limit in (2 ** k for k in range(13)):
-        ratio = Fraction(scale_a / scale_b).limit_denominator(limit)
-        pair = (ratio.numerator, ratio.denominator)
-        if pair[0] > 0 and pair not in seen:
-            seen.add(pair)
-            yield pair
+        for value in np.unique(ratios):
+            ratio = Fraction(float(value)).limit_denominator(limit)
+            pair = (ratio.numerator, ratio.denominator)
+            if pair[0] > 0 and pair not in seen:
+                seen.add(pair)
+                yield pair
+                if len(seen) >= MAX_ADD_WEIGHTINGS:
+                    return
 
 
 def _add_matches(graph, node, reads: list[tuple[_Codes, bool]], weights, layer: _Thresholded, following) -> bool:
@@ -558,8 +622,9 @@ def _add_matches(graph, node, reads: list[tuple[_Codes, bool]], weights, layer: 
     for k, (tensor, (codes, floats)) in enumerate(zip(node.inputs, reads)):
         start, front = _reading(codes.quantizer, tensor, floats)
         fronts += front
-        feeds[start] = (np.repeat(codes.quantizer.output_from_codes(pairs[:, k])[:, None], channels, axis=1)
-                        .reshape(len(pairs), channels, *[1] * spatial))
+        # Every channel gets the pair, turned into values with that channel's scale and zero point.
+        feeds[start] = codes.quantizer.output_from_codes(
+            np.repeat(pairs[:, k][:, None], channels, axis=1).reshape(len(pairs), channels, *[1] * spatial))
     coding = quantizer.nodes[:quantizer.n_coding]
     last = coding[-1].outputs[0]
     sub = Graph(nodes=[*fronts, node, *following, *coding], constants=graph.constants,
@@ -613,10 +678,14 @@ def _quantizer_at(graph: Graph, chain: list[Node], index: int) -> _Quantizer:
         scale = _constant(graph, node.inputs[1], node, "scale").astype(np.float64)
         zero = _constant(graph, node.inputs[2], node, "zero point").astype(np.float64) if node.op_type == "Quant" else 0.0
         bits = _constant(graph, node.inputs[3], node, "bit width") if node.op_type == "Quant" else None
-        quantizer = _Quantizer([node], 1, None, np.asarray(scale), np.asarray(zero), quant_datatype(node, bits))
+        quantizer = _Quantizer([node], 1, None, _channelwise(graph, node, scale, "scale"),
+                               _channelwise(graph, node, zero, "zero point"), quant_datatype(node, bits))
         return quantizer if node.op_type == "BipolarQuant" else _with_relu(chain, index, quantizer)
     if node.op_type == "Trunc":
-        return _with_relu(chain, index, _trunc_quantizer(graph, node))
+        quantizer = _trunc_quantizer(graph, node)
+        quantizer = replace(quantizer, scale=_channelwise(graph, node, quantizer.scale, "scale"),
+                            zero_point=_channelwise(graph, node, quantizer.zero_point, "zero point"))
+        return _with_relu(chain, index, quantizer)
     # QuantizeLinear [Clip] [DequantizeLinear]
     scale = _constant(graph, node.inputs[1], node, "scale")
     zero = _constant(graph, node.inputs[2] if len(node.inputs) > 2 else "", node, "zero point")
@@ -650,8 +719,11 @@ def _quantizer_at(graph: Graph, chain: list[Node], index: int) -> _Quantizer:
         if np.array_equal(dq_zero if dq_zero is not None else 0, zero):
             nodes.append(after)
             scale = dq_scale
-    return _Quantizer(nodes, n_coding, nodes[n_coding - 1].outputs[0], np.asarray(scale, np.float64),
-                      np.asarray(zero, np.float64), _clipped_datatype(lo, hi), storage)
+    # Per-axis parameters lie along the node's axis (1 by default), not where numpy would broadcast them.
+    axis = nodes[-1].attrs.get("axis", 1)
+    return _Quantizer(nodes, n_coding, nodes[n_coding - 1].outputs[0],
+                      _channelwise(graph, node, scale, "scale", axis), _channelwise(graph, node, zero, "zero point", axis),
+                      _clipped_datatype(lo, hi), storage)
 
 
 def _with_relu(chain: list[Node], index: int, quantizer: _Quantizer) -> _Quantizer:
@@ -694,6 +766,36 @@ def _clipped_datatype(lo: int, hi: int) -> DataType:
     return dtype if (dtype.min, dtype.max) == (lo, hi) else DataType(dtype.name, lo, hi)
 
 
+def _channelwise(graph: Graph, node: Node, value, what: str, axis: int | None = None) -> np.ndarray:
+    """A quantizer's scale or zero point as one value (0-d), or one per channel shaped ``(1, C, 1, ...)`` like the
+    tensor it quantizes, so that it broadcasts over codes laid out as the model's tensor. ``axis``: where a
+    QuantizeLinear's 1-D per-axis parameter lies (ONNX does not broadcast it the numpy way)."""
+    value = np.asarray(value, np.float64)
+    unique = np.unique(value)
+    if unique.size == 1:
+        return np.asarray(unique[0])
+    shape = tuple(graph.meta["shapes"][node.outputs[0]])
+    rank = len(shape)
+    if axis is not None and value.ndim == 1 and rank >= 2:
+        value = value.reshape([-1 if k == axis % rank else 1 for k in range(rank)])
+    try:
+        full = np.broadcast_to(value, shape) if rank >= 2 else None
+    except ValueError:
+        full = None
+    rows = None if full is None else np.moveaxis(full, 1, 0).reshape(shape[1], -1)
+    if rows is None or not np.all(rows == rows[:, :1]):
+        raise LoweringError(f"quantizer {node.name!r}: its {what} (shape {value.shape}) differs within a channel of its "
+                            f"{shape} output; streamc supports one {what} per tensor or one per channel (axis 1)")
+    return rows[:, 0].reshape((1, shape[1]) + (1,) * (rank - 2))
+
+
+def _channel_values(value: np.ndarray, channels: int) -> np.ndarray:
+    """A scale or zero point (0-d, or shaped (1, C, 1, ...)) as one value per channel, shape (C,)."""
+    if value.ndim == 0:
+        return np.full(channels, float(value))
+    return value.reshape(-1).astype(np.float64)
+
+
 def _scalar(value: np.ndarray, what: str, quantizer: _Quantizer) -> float:
     unique = np.unique(value)
     if unique.size != 1:
@@ -706,16 +808,16 @@ def _head_codes(graph: Graph, quantizer: _Quantizer) -> tuple[_Codes, list[Node]
     """Nodes turning the first quantizer's output into float32 codes, the hardware's input."""
     nodes = []
     if quantizer.codes_tensor is None:
-        scale = _scalar(quantizer.scale, "scale", quantizer)
-        zero = _scalar(quantizer.zero_point, "zero point", quantizer)
+        # One value, or one per channel shaped (1, C, 1, ...): either broadcasts over the quantizer's output.
+        scale, zero = quantizer.scale.astype(np.float32), quantizer.zero_point.astype(np.float32)
         y = quantizer.output
         scaled = graph.fresh_name(f"{y}_scaled")
         nodes.append(Node("Div", graph.fresh_name(f"{quantizer.name}_codes_div"),
-                          [y, graph.add_constant(f"{quantizer.name}_scale", np.float32(scale))], [scaled]))
-        if zero:
+                          [y, graph.add_constant(f"{quantizer.name}_scale", scale)], [scaled]))
+        if np.any(zero):
             shifted = graph.fresh_name(f"{y}_shifted")
             nodes.append(Node("Add", graph.fresh_name(f"{quantizer.name}_codes_zp"),
-                              [scaled, graph.add_constant(f"{quantizer.name}_zero_point", np.float32(zero))], [shifted]))
+                              [scaled, graph.add_constant(f"{quantizer.name}_zero_point", zero)], [shifted]))
             scaled = shifted
         codes = graph.fresh_name(f"{y}_codes")
         nodes.append(Node("Round", graph.fresh_name(f"{quantizer.name}_codes_round"), [scaled], [codes]))
@@ -816,8 +918,10 @@ def _conv_linear(graph: Graph, node: Node, codes: _Codes) -> _Linear:
             raise LoweringError(f"{node.describe()}: weight scales must be per tensor or per output channel")
         channel_scale = scale[:, 0]
         pad = _pad_code(node, codes, padded)
-        in_zero = _scalar(codes.quantizer.zero_point, "zero point", codes.quantizer)
-        in_scale = _scalar(codes.quantizer.scale, "scale", codes.quantizer)
+        # Each output channel sums the codes of its group's input channels, with their one scale and zero point.
+        group, in_channels = node.attrs.get("group", 1), q.codes.shape[1] * node.attrs.get("group", 1)
+        in_zero = _per_output(codes.quantizer, "zero_point", in_channels, group, channels, node)
+        in_scale = _per_output(codes.quantizer, "scale", in_channels, group, channels, node)
         bias = _constant(graph, node.inputs[2], node, "bias") if len(node.inputs) > 2 and node.inputs[2] else None
         bias = None if bias is None else bias.astype(np.float64).reshape(channels)
         integer = q.codes.astype(np.float64) - q.zero_point
@@ -884,11 +988,41 @@ def _kernel_shape(graph: Graph, node: Node) -> tuple[int, ...]:
     return graph.quantized[weight].codes.shape if node.op_type == "Conv" else graph.constants[weight].shape
 
 
+def _per_output(quantizer: _Quantizer, what: str, in_channels: int, groups: int, out_channels: int,
+                node: Node) -> np.ndarray:
+    """The input scale or zero point each output channel's accumulator sums codes of, shape (OC,).
+
+    Output channel ``o`` of a layer in ``groups`` groups reads the input channels of group ``o // (OC / groups)``
+    (a dense layer: one group; depthwise and averages: one channel per group). That is exact where those channels
+    share one value: the value then multiplies the channel's weight scale. A layer summing codes of different
+    scales has no integer form."""
+    value = getattr(quantizer, what)
+    per_channel = _channel_values(value, in_channels)
+    if per_channel.size != in_channels or in_channels % groups or out_channels % groups:
+        raise LoweringError(f"{node.describe()}: quantizer {quantizer.name!r} has {per_channel.size} {what}s for "
+                            f"{in_channels} input channels; streamc cannot tell which channel each belongs to")
+    rows = per_channel.reshape(groups, -1)
+    if not np.all(rows == rows[:, :1]):
+        within = "" if groups == 1 else f" within each of its {groups} groups"
+        raise LoweringError(
+            f"quantizer {quantizer.name!r}: its {what.replace('_', ' ')} must be one value per tensor here "
+            f"({node.describe()} mixes its input channels{within}, so its accumulator would sum codes of different "
+            f"scales); it has {np.unique(per_channel).size} values; per-channel activation scales are supported into "
+            "depthwise convolutions, pools, adds and concats (and grouped convolutions whose groups each have one "
+            "scale), not into layers that mix channels")
+    return np.repeat(rows[:, 0], out_channels // groups)
+
+
 def _pad_code(node: Node, codes: _Codes, padded: bool) -> int | None:
     """The code a padded window fills in, the one for 0.0: the input's zero point; None without padding."""
     if not padded:
         return None
-    zero = _scalar(codes.quantizer.zero_point, "zero point", codes.quantizer)
+    zeros = np.unique(codes.quantizer.zero_point)
+    if zeros.size != 1:
+        raise LoweringError(f"{node.describe()}: it pads inputs whose zero points differ per channel (quantizer "
+                            f"{codes.quantizer.name!r}), so 0.0 has a different code in each channel; streamc's "
+                            "window pads every channel with one code (per-channel scales with one zero point work)")
+    zero = float(zeros[0])
     if zero != round(zero):
         raise LoweringError(f"{node.describe()}: it pads inputs whose zero point ({zero:g}) is not an integer, so no "
                             "code stands for 0.0")
@@ -929,10 +1063,11 @@ def _average_linear(graph: Graph, node: Node, codes: _Codes) -> _Linear:
     channels = graph.meta["shapes"][node.inputs[0]][1]
     taps = int(np.prod(_pool_window(graph, node)["kernel"]))
     weights = np.ones((channels, taps), np.int64)
-    in_scale = _scalar(codes.quantizer.scale, "scale", codes.quantizer)
-    in_zero = _scalar(codes.quantizer.zero_point, "zero point", codes.quantizer)
+    # Each channel's sum times its own scale: exact with a scale per channel.
+    in_scale = _per_output(codes.quantizer, "scale", channels, channels, channels, node)
+    in_zero = _per_output(codes.quantizer, "zero_point", channels, channels, channels, node)
     pad = _pad_code(node, codes, any(_pool_window(graph, node)["pads"]))
-    return _Linear(weights, datatype_of_values(weights), np.full(channels, in_scale), np.full(channels, in_zero * taps),
+    return _Linear(weights, datatype_of_values(weights), in_scale, in_zero * taps,
                    spatial=len(graph.meta["shapes"][node.outputs[0]]) - 2, depthwise=True, divisor=taps, pad=pad)
 
 
@@ -957,8 +1092,8 @@ def _linear(graph: Graph, node: Node, codes: _Codes) -> _Linear:
         if codes_w.ndim != 2 or not np.all(q.scale == q.scale[:1]):
             raise LoweringError(f"{node.describe()}: weight scales must be per tensor or per output channel")
         w_scale = q.scale[0]
-        in_scale = _scalar(codes.quantizer.scale, "scale", codes.quantizer)
-        in_zero = _scalar(codes.quantizer.zero_point, "zero point", codes.quantizer)
+        in_scale = _per_output(codes.quantizer, "scale", codes_w.shape[0], 1, codes_w.shape[1], node)
+        in_zero = _per_output(codes.quantizer, "zero_point", codes_w.shape[0], 1, codes_w.shape[1], node)
     else:
         codes_w = _constant(graph, weight, node, "weight (B)")
         zero_w = _constant(graph, node.inputs[3] if len(node.inputs) > 3 else "", node, "B zero point")
@@ -1177,8 +1312,9 @@ def _table(graph, codes: _Codes, between: list[Node], quantizer: _Quantizer, sha
     sub = Graph(nodes=[*front, *passed, *coding], constants=graph.constants,
                 inputs=[TensorInfo(start, pixel)], outputs=[TensorInfo(last, pixel)],
                 opset=graph.opset, qonnx_opset=graph.qonnx_opset)
-    values = source.output_from_codes(_code_values(codes))
-    grid = np.repeat(values[:, None], channels, axis=1).reshape((len(values),) + pixel[1:])
+    values = _code_values(codes)
+    # Codes to values channel by channel: a per-channel scale broadcasts over the (N, C, 1, ...) grid.
+    grid = source.output_from_codes(np.repeat(values[:, None], channels, axis=1).reshape((len(values),) + pixel[1:]))
     output = execute(sub, {start: grid})[last]
     if output.size != grid.size:
         return None
@@ -1287,17 +1423,18 @@ def _dequantize_tail(graph: Graph, codes: _Codes, rest: list[Node]) -> list[Node
     nodes = []
     if quantizer.codes_tensor is None:
         value = codes.tensor
-        zero = _scalar(quantizer.zero_point, "zero point", quantizer)
-        if zero:
+        # One value, or one per channel shaped (1, C, 1, ...) like the quantizer's output.
+        zero = quantizer.zero_point.astype(np.float32)
+        if np.any(zero):
             centered = graph.fresh_name(f"{value}_centered")
             nodes.append(Node("Sub", graph.fresh_name(f"{quantizer.name}_zero_point"),
-                              [value, graph.add_constant(f"{quantizer.name}_zp", np.float32(zero))], [centered]))
+                              [value, graph.add_constant(f"{quantizer.name}_zp", zero)], [centered]))
             value = centered
         nodes.append(Node("Mul", graph.fresh_name(f"{quantizer.name}_dequant"),
-                          [value, graph.add_constant(f"{quantizer.name}_out_scale",
-                                                     np.float32(_scalar(quantizer.scale, "scale", quantizer)))],
+                          [value, graph.add_constant(f"{quantizer.name}_out_scale", quantizer.scale.astype(np.float32))],
                           [quantizer.output]))
-        graph.meta["boundary"] = dict(tensor=quantizer.output, scale=quantizer.scale, offset=quantizer.zero_point)
+        graph.meta["boundary"] = dict(tensor=quantizer.output, scale=quantizer.scale.reshape(-1),
+                                      offset=quantizer.zero_point.reshape(-1))
     else:
         to = {np.int8: TensorProto.INT8, np.uint8: TensorProto.UINT8}[quantizer.storage]
         nodes.append(Node("Cast", graph.fresh_name(f"{quantizer.name}_to_storage"), [codes.tensor],
