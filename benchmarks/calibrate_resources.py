@@ -5,10 +5,12 @@ Run: python benchmarks/calibrate_resources.py [--synthesize] [--respec] [--devic
 With ``--synthesize`` every design of the sweep not yet in ``benchmarks/calibration/<device>.json``
 is generated (one kernel in a :class:`StreamAccelerator`, or a FIFO alone), synthesized with
 :func:`streamc.synth.synthesize` in ``--workdir`` (default ``out/calibration``, outside /tmp:
-YoWASP cannot see /tmp), and its cell counts stored with the kernel's parameters. Without it
-only the stored results are used. Then the LUT and FF coefficients of :mod:`streamc.resources`
+YoWASP cannot see /tmp), and its cell counts stored with the kernel's parameters. The whole sweep
+takes about 50 minutes on two cores (CNV-w2a2's last convolution, a 1.2 Mbit ROM, alone 16–18
+minutes per family); small widths first. Without it only the stored results are used. Then the LUT and FF coefficients of :mod:`streamc.resources`
 are fitted (least squares on relative error) on the training designs and written to
-``benchmarks/calibration/fit.json`` and ``streamc/resource_coefficients.py`` (what streamc ships), and
+``benchmarks/calibration/fit.json`` and (when both devices are fitted) ``streamc/resource_coefficients.py``
+(what streamc ships), and
 a table compares the model with every stored design, ending with the share within +-15 % on the
 training and on the held-out designs apart.
 
@@ -18,8 +20,6 @@ out-of-sample figure: in each kernel kind, the designs are ordered by the SHA-1 
 first ``max(1, round(0.2 * n))`` of the kind's ``n`` designs are held out: every kind has some, about
 20 % of each. Adding designs to a kind can move its boundary, so the fit is rerun after a sweep (and
 ``tests/test_resources.py`` checks that the shipped coefficients are the fit of the training part).
-The whole sweep takes about 50 minutes on two cores (CNV-w2a2's last convolution, a 1.2 Mbit ROM, alone
-16–18 minutes per family); small widths first.
 """
 
 from __future__ import annotations
