@@ -1,14 +1,18 @@
 """Differential fuzzing, the quick profile: random networks from :mod:`fuzz_networks`.
 
-- streamc's reference executor against qonnx's, on many random networks (qonnx runs a frame at a
-  time: a few frames each);
-- the emulated hardware (:meth:`Dataflow.emulate`) against the reference, bit for bit at the
-  hardware boundary, on many;
-- two networks compiled and simulated in Verilator, bit for bit.
+- streamc's reference executor against the network's independent reference (qonnx's executor, or
+  exact_model for the onnxruntime dialects), on many random networks, a few frames each (qonnx's
+  executor runs a frame at a time);
+- the emulated hardware (:meth:`Dataflow.emulate`) against streamc's executor, bit for bit at the
+  hardware boundary, and with the host tail against the independent reference, on many;
+- three networks compiled and simulated in Verilator, checked the same way, and their measured
+  cycles per frame against the prediction.
 
 A network streamc refuses with a one-line StreamcError is not a failure; hypothesis records the
 reason as an event (``pytest --hypothesis-show-statistics``) and a fixed set of benchmark seeds
-checks that refusals stay rare. ``benchmarks/bench_fuzz.py`` is the long profile.
+checks that refusals stay rare. A StreamcError that reports an internal inconsistency ("a streamc
+bug") is a failure (:func:`fuzz_networks.refusal_reason`). ``benchmarks/bench_fuzz.py`` is the
+long profile.
 """
 
 from __future__ import annotations
@@ -28,20 +32,19 @@ def quick(examples: int) -> settings:
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-#: Benchmark seeds simulated here: a 2-D CNN with two convolutions and a max pool (through the build's
-#: sim step), then a dialect model and a three-layer MLP sharing one Verilator build.
+#: Benchmark seeds simulated here: a 2-D CNN (through the build's sim step), then a float16 Tanh model
+#: (checked against exact_model) and a two-layer MLP (against qonnx) sharing one Verilator build.
 VERILATOR_SEED = 103
 VERILATOR_BATCH_SEEDS = (100, 101)
 
 
 @quick(25)
 @given(fuzz.network_specs())
-def test_reference_matches_qonnx(spec):
-    network = fuzz.build_network(spec)
-    if not network.qonnx_reference:
-        event("reference: onnxruntime dialect, checked in test_dialects_random")
-        return
-    fuzz.check_reference_against_qonnx(network)
+def test_reference_matches_the_independent_reference(spec):
+    # Also the networks streamc refuses to compile: its executor runs them all.
+    network = fuzz.build_network(spec, frames=fuzz.QONNX_FRAMES)
+    event(f"reference: {network.reference}")
+    fuzz.check_reference(network)
 
 
 @quick(60)
@@ -58,7 +61,8 @@ def test_emulated_hardware_matches_reference(spec):
 
 
 def test_benchmark_seeds_compile_and_rarely_refuse():
-    """The first benchmark seeds: every one emulates exactly, or is refused clearly; few are refused."""
+    """The first benchmark seeds: every one emulates as its reference computes, or is refused clearly;
+    few are refused."""
     refusals = collections.Counter()
     for seed in range(30):
         try:
@@ -75,7 +79,6 @@ def test_verilator_matches_reference(tmp_path):
     network = fuzz.build_network(fuzz.spec_from_seed(VERILATOR_SEED))
     report = fuzz.check_verilator(network, tmp_path, seed=VERILATOR_SEED)
     assert report["mismatches"] == 0 and report["frames"] == fuzz.SIM_FRAMES
-    assert report["measured_cycles_per_frame"] == report["predicted_cycles_per_frame"]
 
 
 def test_networks_sharing_a_verilator_build_match_reference(tmp_path):
@@ -84,7 +87,6 @@ def test_networks_sharing_a_verilator_build_match_reference(tmp_path):
     assert [type(report) for report in reports] == [dict, dict], reports
     for report, network in zip(reports, networks):
         assert report["mismatches"] == 0 and report["frames"] == len(network.frames)
-        assert report["measured_cycles_per_frame"] == report["predicted_cycles_per_frame"]
 
 
 def test_specs_are_reproducible_from_their_seed():
