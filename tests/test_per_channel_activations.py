@@ -99,6 +99,17 @@ def depthwise_model(seed=0, multiplier=1):
     return b.model(out, [1, C * multiplier, SIDE, SIDE])
 
 
+def input_depthwise_model(seed=9):
+    """The input quantizer itself per channel (Relu, 4-bit unsigned) -> depthwise 3x3 -> BN -> 4-bit quantizer:
+    the host divides each channel by its own scale."""
+    b = _Builder(seed)
+    b.channels = {}
+    act = b.per_channel_act("input", "act", C)
+    dw = b.conv(act, "dw", C, 1, 3, group=C, pads=1)
+    out = b.quant(b.batchnorm(dw, "dw_bn", C), "output", 4, 0.25)
+    return b.model(out, [1, C, SIDE, SIDE])
+
+
 def maxpool_model(seed=1):
     """(b) per-channel activation -> 2x2 max pool -> depthwise 3x3 -> BN -> 4-bit signed quantizer."""
     b = _Builder(seed)
@@ -109,12 +120,14 @@ def maxpool_model(seed=1):
     return b.model(out, [1, C, SIDE // 2, SIDE // 2])
 
 
-def global_pool_model(seed=2):
-    """(c) per-channel activation -> global average pool -> 4-bit quantizer (per tensor)."""
+def global_pool_model(seed=2, per_channel_out=False):
+    """(c) per-channel activation -> global average pool -> 4-bit quantizer (per tensor, or per channel: then
+    the host tail dequantizes each channel with its own scale)."""
     b = _Builder(seed)
     act = b.block(b.start(), "act", C)
     pool = b.node("GlobalAveragePool", [act], "gap")
-    out = b.quant(pool, "output", 4, 0.1, signed=False)
+    scale = np.linspace(0.05, 0.12, C).reshape(1, C, 1, 1) if per_channel_out else 0.1
+    out = b.quant(pool, "output", 4, scale, signed=False)
     return b.model(out, [1, C, 1, 1])
 
 
@@ -233,12 +246,17 @@ def test_a_depthwise_convolution_with_a_channel_multiplier_reads_per_channel_sca
     assert any(isinstance(s, MVAULayer) and s.mh == 2 * C for s in dataflow.stages)
 
 
+def test_an_input_quantized_per_channel():
+    _check_against_qonnx(input_depthwise_model())
+
+
 def test_a_max_pool_then_a_depthwise_convolution():
     _check_against_qonnx(maxpool_model())
 
 
-def test_a_global_average_pool_scales_each_channel_by_its_own_scale():
-    dataflow = _check_against_qonnx(global_pool_model())
+@pytest.mark.parametrize("per_channel_out", [False, True])
+def test_a_global_average_pool_scales_each_channel_by_its_own_scale(per_channel_out):
+    dataflow = _check_against_qonnx(global_pool_model(per_channel_out=per_channel_out))
     assert isinstance(dataflow.stages[-1], VVAULayer)
 
 
