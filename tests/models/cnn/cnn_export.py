@@ -97,12 +97,12 @@ def calibrate_activations(model, frames):
     model.eval()
 
 
-def export_qonnx_models(model, stem, example_shape, with_legacy):
+def export_qonnx_models(model, stem, example_shape, with_legacy, folder=HERE):
     """Export with the dynamo exporter (and the TorchScript one); save and return the protos.
 
     The exporters write into a scratch folder because torch's dynamo exporter leaves a
     stale ``.onnx.data`` file beside its output even though Brevitas re-saves the model
-    with its weights inline.
+    with its weights inline. The files go to ``folder`` (this script's folder unless told).
 
     Returns
     -------
@@ -119,12 +119,12 @@ def export_qonnx_models(model, stem, example_shape, with_legacy):
             exported[f"{stem}_legacy"] = export_qonnx(
                 model, args=example, export_path=f"{scratch}/legacy.onnx", dynamo=False, **names)
     for name, proto in exported.items():
-        onnx.save(proto, HERE / f"{name}.onnx")
-        (HERE / f"{name}.onnx.txt").write_text(describe(proto))
+        onnx.save(proto, folder / f"{name}.onnx")
+        (folder / f"{name}.onnx.txt").write_text(describe(proto))
     return exported
 
 
-def record_expected(model, stem, frames, expected_count, with_legacy=True):
+def record_expected(model, stem, frames, expected_count, with_legacy=True, folder=HERE):
     """Export ``model``, record qonnx's outputs for the first frames, check them.
 
     The dynamo export's outputs are saved as ``<stem>_expected.npy``; torch's own
@@ -142,6 +142,8 @@ def record_expected(model, stem, frames, expected_count, with_legacy=True):
         How many frames to record outputs for.
     with_legacy : bool
         Also export with the TorchScript exporter as ``<stem>_legacy.onnx``.
+    folder : pathlib.Path
+        Where the files go (default: beside this script).
 
     Returns
     -------
@@ -153,9 +155,9 @@ def record_expected(model, stem, frames, expected_count, with_legacy=True):
     with torch.no_grad():
         torch_out = model(torch.from_numpy(checked))
     torch_out = (torch_out.value if hasattr(torch_out, "value") else torch_out).numpy()
-    exported = export_qonnx_models(model, stem, (1,) + frames.shape[1:], with_legacy)
+    exported = export_qonnx_models(model, stem, (1,) + frames.shape[1:], with_legacy, folder)
     expected = execute_frames(exported[stem], checked).astype(np.float32)
-    np.save(HERE / f"{stem}_expected.npy", expected)
+    np.save(folder / f"{stem}_expected.npy", expected)
     torch_gap = np.abs(expected - torch_out).max()
     report = f"{stem}: out {expected.shape}, |qonnx-torch| max {torch_gap:.3g}"
     if torch_gap > TORCH_AGREEMENT_ATOL * max(1.0, np.abs(expected).max()):
@@ -166,6 +168,6 @@ def record_expected(model, stem, frames, expected_count, with_legacy=True):
         report += f", |legacy-dynamo| max {legacy_gap:.3g}"
         if not np.allclose(legacy_out, expected, rtol=1e-5, atol=1e-4):
             sys.exit(f"{report}: legacy and dynamo exports disagree")
-    sizes = ", ".join(f"{name}.onnx {(HERE / f'{name}.onnx').stat().st_size / 1e6:.2f} MB" for name in exported)
+    sizes = ", ".join(f"{name}.onnx {(folder / f'{name}.onnx').stat().st_size / 1e6:.2f} MB" for name in exported)
     print(f"{report}; {sizes}")
     return expected
