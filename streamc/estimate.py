@@ -41,7 +41,39 @@ class EstimateRow:
 def stage_spec(stage: Stage) -> Spec:
     """The resource-model spec of a folded stage: of the kernels the rtl step builds for it
     (:func:`~streamc.build.steps.stage_components`), a :class:`~streamc.resources.ChainSpec` of several."""
-    return _spec_of_kernels(_unused(stage_components(stage)))
+    return stage_spec_and_ports(stage)[0]
+
+
+Port = tuple[int, int]
+
+
+def stage_spec_and_ports(stage: Stage) -> tuple[Spec, list[Port], Port]:
+    """:func:`stage_spec`, with the (elements per beat, bits per element) of each input port of the stage's
+    kernels and of its output, as the rtl step links them (:func:`link_specs`)."""
+    from .rtl.top import input_ports
+
+    kernels = _unused(stage_components(stage))
+    ports = [(elems, width) for _, elems, width in input_ports(kernels[0])]
+    return _spec_of_kernels(kernels), ports, (kernels[-1].out_elems, kernels[-1].out_width)
+
+
+def link_specs(producer: Port, port: Port, depth: int) -> list[Spec]:
+    """The width converter and FIFO :class:`~streamc.rtl.top.StreamAccelerator` puts on a link from an
+    output ``producer`` to an input ``port``, with a FIFO of ``depth`` beats (0: none)."""
+    from .rtl.top import StreamAccelerator
+
+    (elems, width), (port_elems, _) = producer, port
+    return [spec_of_unit(unit) for unit in
+            _unused([unit for _, unit in StreamAccelerator._link_parts("link", elems, port_elems, width, depth)])]
+
+
+def fork_spec(producer: Port, readers: int) -> Spec:
+    """The fork :class:`~streamc.rtl.top.StreamAccelerator` puts on an output ``producer`` that ``readers``
+    (two or more) input ports read."""
+    from .rtl.branch import StreamFork
+
+    elems, width = producer
+    return spec_of_unit(_unused([StreamFork(elem_width=width, elems=elems, outputs=readers)])[0])
 
 
 def _spec_of_kernels(kernels: list) -> Spec:

@@ -78,26 +78,35 @@ def _port_count(stage: Stage, port: int) -> int:
     return stage.pixels * stage.channels[port] if isinstance(stage, ConcatStage) else stage.in_count
 
 
-def fifo_depths(dataflow: Dataflow, minimum: int) -> list[list[int]]:
+def fifo_depths(dataflow: Dataflow, minimum: int, held: dict[tuple[int, int], int] | None = None) -> list[list[int]]:
     """Per stage and input port, the FIFO depth in beats: ``minimum`` between stages (none at the input), one
     input vector before an MVAU (it takes its vector in a burst during its first neuron fold), and at
-    the head of every branch of a fork what its join needs (see the module's docstring)."""
+    the head of every branch of a fork what its join needs (see the module's docstring).
+
+    ``held``: :func:`branch_holds` of these stages, if already known (it does not depend on the folding)."""
     stages = dataflow.stages
     depths = [[0 if source == INPUT else minimum for source in stage.sources] for stage in stages]
     for k, stage in enumerate(stages):
         if isinstance(stage, MVAULayer) and stage.sources[0] != INPUT:
             depths[k][0] = max(depths[k][0], stage.mw // stage.simd)
+    for (k, j), elements in (branch_holds(stages) if held is None else held).items():
+        depths[k][j] = max(depths[k][j], math.ceil(elements / stages[k].in_elems) + SLACK)
+    return depths
+
+
+def branch_holds(stages: list[Stage]) -> dict[tuple[int, int], int]:
+    """Elements the FIFO at the head of each branch of a fork must hold, by (stage, input port): counted
+    in elements, so the same for every folding."""
     readers: dict[int, list[tuple[int, int]]] = {}
     for k, stage in enumerate(stages):
         for j, source in enumerate(stage.sources):
             readers.setdefault(source, []).append((k, j))
-    for fork, heads in readers.items():
+    held: dict[tuple[int, int], int] = {}
+    for heads in readers.values():
         if len(heads) > 1:
             for head, elements in _branch_needs(stages, readers, heads).items():
-                k, j = head
-                beats = math.ceil(elements / stages[k].in_elems) + SLACK
-                depths[k][j] = max(depths[k][j], beats)
-    return depths
+                held[head] = max(held.get(head, 0), elements)
+    return held
 
 
 def _branch_needs(stages: list[Stage], readers, heads) -> dict[tuple[int, int], int]:

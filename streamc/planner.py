@@ -15,9 +15,11 @@ the one before (``pe``) and the input side of the one after (``simd``). So the c
 is a shortest path over the chain (dynamic programming, exact for the LUT count), and every cost
 comes from the same code the estimate and the build use. Block RAM and DSP limits couple the
 layers; they are met by pricing the resource that overflows and solving again. A design that
-branches (a residual add reads two producers) is priced whole for each folding tried and improved
-one stage at a time from each stage's own cheapest folding. Once the folding is chosen, lookup
-tables move into the block RAM it leaves free where that saves LUTs (:meth:`_Chain.placed_design`).
+branches (a residual add reads two producers) is still a sum of the stages' costs and of terms
+that each depend on the lanes of a few stages' sides (a stage without knobs, a link's converter and
+FIFO, a fork); its cheapest folding is found exactly by eliminating one stage at a time
+(:meth:`_Chain._eliminate`). Once the folding is chosen, lookup tables move into the block RAM it
+leaves free where that saves LUTs (:meth:`_Chain.placed_design`).
 
 :func:`greedy_for_cycles` is FINN's ``SetFolding`` (divisors in ascending order, SIMD before PE,
 stop at the first that meets the target), and :func:`exhaustive_for_cycles` tries every folding:
@@ -35,6 +37,7 @@ import numpy as np
 
 from .devices import Device, get_device
 from .errors import FoldingError
+from .fifo_sizing import INPUT, branch_holds, fifo_depths
 from .folding import divisors, target_cycles
 from .hw import Dataflow, MVAULayer, Stage, VVAULayer
 from .resources import ResourceEstimate, estimate_kernel, family_of, with_placement
@@ -45,11 +48,9 @@ _FF_WEIGHT = 1e-6
 #: The first price, in LUTs, of a block RAM, SPRAM, DSP or flip-flop over its limit; how many times it
 #: doubles before giving up; how many halvings then look for the least price that still fits.
 _START_PRICE, _PRICE_ROUNDS, _BISECTIONS = 8.0, 16, 6
-#: Rounds of one-stage-at-a-time improvement for a branching design.
-_DESCENT_ROUNDS = 4
 #: Largest number of foldings :func:`exhaustive_for_cycles` will try: on a chain (branch and bound
-#: visits few of them), and on a branching design (each one priced whole, a tenth of a second).
-EXHAUSTIVE_LIMIT, EXHAUSTIVE_LIMIT_BRANCHING = 100_000_000, 1_000
+#: visits few of them), and on a branching design (each one priced, from cached terms, in about 0.1 ms).
+EXHAUSTIVE_LIMIT, EXHAUSTIVE_LIMIT_BRANCHING = 100_000_000, 100_000
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,7 @@ def _caches_of(dataflow: Dataflow, fifo_depth: int) -> tuple[dict, ...]:
     if key not in _CACHES or _CACHES[key][0] is not dataflow:
         while len(_CACHES) >= _CACHES_KEPT:
             del _CACHES[next(iter(_CACHES))]
-        _CACHES[key] = (dataflow, tuple({} for _ in range(7)))
+        _CACHES[key] = (dataflow, tuple({} for _ in range(9)))
     return _CACHES[key][1]
 
 
@@ -177,14 +178,18 @@ class _Chain:
 
     When every stage reads the one before it (``chain``), the cost is a sum of per-stage and
     per-segment terms and the search is exact. A design that branches (residual adds, concats) is
-    priced whole for every folding tried, and searched one stage at a time (:meth:`_descend`).
+    a sum of per-stage terms and of terms over the sides that set the lanes of each stage without
+    knobs, link and fork (:meth:`_group_terms`), searched exactly by :meth:`_eliminate`.
     """
 
     def __init__(self, dataflow: Dataflow, device: Device, fifo_depth: int, placement: bool = True):
         from .build.steps import _fold_streaming_stages
-        from .estimate import kernel_rows, stage_spec   # streamc.estimate imports the build steps
+        from . import estimate     # streamc.estimate imports the build steps
 
-        self._kernel_rows, self._stage_spec, self._fold_followers = kernel_rows, stage_spec, _fold_streaming_stages
+        self._kernel_rows, self._stage_spec, self._fold_followers = (estimate.kernel_rows, estimate.stage_spec,
+                                                                      _fold_streaming_stages)
+        self._spec_and_ports, self._link_specs, self._fork_spec = (estimate.stage_spec_and_ports,
+                                                                   estimate.link_specs, estimate.fork_spec)
         self.dataflow, self.stages, self.device, self.fifo_depth = dataflow, dataflow.stages, device, fifo_depth
         self.chain = _is_chain(dataflow)
         self.placement = placement
@@ -196,9 +201,20 @@ class _Chain:
         bounds = [-1, *self.foldable, len(self.stages)]
         self.segments = [list(range(bounds[k] + 1, bounds[k + 1])) for k in range(len(bounds) - 1)]
         (self._node_specs, self._edge_specs, self._node_cycles, self._edge_cycles, self._node_cache,
-         self._edge_cache, self._whole_cache) = _caches_of(dataflow, fifo_depth)
+         self._edge_cache, self._term_tables, self._follower_specs, self._priced_kernels) = _caches_of(dataflow,
+                                                                                                       fifo_depth)
         self._priced_as = (self._family, self._dsp)
-        self._node_vectors: dict[int, list[tuple[Choice, Choice, tuple[int, ...]]]] = {}
+        self._node_vectors: dict[tuple[int, Choice], tuple[int, ...]] = {}
+        self._k_of = {index: k for k, index in enumerate(self.foldable)}
+        self._domains = {(k, side): sorted({key(k, c) for c in self.options[k]})
+                         for k in range(len(self.foldable)) for side, key in (("in", self.in_key), ("out", self.out_key))}
+        self._positions = {entry: {key: at for at, key in enumerate(keys)} for entry, keys in self._domains.items()}
+        if not self.chain:
+            self._readers: dict[int, list[tuple[int, int]]] = {}
+            for index, stage in enumerate(self.stages):
+                for port, source in enumerate(stage.sources):
+                    self._readers.setdefault(source, []).append((index, port))
+            self._groups = self._group_terms()
 
     def folded(self, k: int, choice: Choice) -> Choice:
         """The lanes of ``choice``, without where its ROMs go."""
@@ -234,16 +250,26 @@ class _Chain:
         return self._node_cycles[key]
 
     def node(self, k: int, choice: Choice) -> ResourceEstimate:
-        # A placement changes the spec's styles only: one spec per folding serves them all.
-        key = (k, self.folded(k, choice))
-        if key not in self._node_specs:
-            self._set(k, choice)
-            self._node_specs[key] = self._stage_spec(self.stages[self.foldable[k]])
         priced = (k, choice, self._priced_as)
         if priced not in self._node_cache:
-            spec = with_placement(self._node_specs[key], **self.placed(k, choice))
+            self._set(k, choice)
+            # A placement changes the spec's styles only: one spec per folding serves them all.
+            spec = with_placement(self._built(self.foldable[k])[0], **self.placed(k, choice))
             self._node_cache[priced] = estimate_kernel(spec, self._family, dsp=self._dsp)
         return self._node_cache[priced]
+
+    def _built(self, index: int):
+        """Spec and ports (:func:`streamc.estimate.stage_spec_and_ports`) of stage ``index`` as it is
+        folded now: per folding of a foldable stage, per lanes of any other."""
+        stage = self.stages[index]
+        if index in self._k_of:
+            k = self._k_of[index]
+            key, cache = (k, tuple(getattr(stage, knob.name) for knob in self.knobs[k] if knob.folds)), self._node_specs
+        else:
+            key, cache = (index, stage.in_elems, stage.out_elems), self._follower_specs
+        if key not in cache:
+            cache[key] = self._spec_and_ports(stage)
+        return cache[key]
 
     def _segment(self, s: int, out_key: Choice, in_key: Choice) -> list[Stage]:
         """Segment ``s`` with its neighbours set to the given sides and its own lanes derived."""
@@ -292,31 +318,178 @@ class _Chain:
     # -- whole designs -----------------------------------------------------------------------------------
     def evaluate(self, assignment: list[Choice]) -> tuple[ResourceEstimate, int]:
         """Resources and cycles per frame of the design folded as ``assignment``."""
-        if not self.chain:
-            return self._whole(assignment)
         total, cycles = ResourceEstimate(), 0
         for k, choice in enumerate(assignment):
             total += self.node(k, choice)
             cycles = max(cycles, self.node_cycles(k, choice))
+        if not self.chain:
+            vector, reached = self._terms_at(assignment)
+            return total + ResourceEstimate(**dict(zip(_FIELDS, map(int, vector[0])))), max(cycles, int(reached[0]))
         for s in range(len(self.segments)):
             total += self.edge(s, *self.sides(s, assignment))
             cycles = max(cycles, self.edge_cycles(s, *self.sides(s, assignment)))
         return total, cycles
 
-    def _whole(self, assignment: list[Choice]) -> tuple[ResourceEstimate, int]:
-        # Everything but the foldable stages depends on their lanes only: priced once per folding,
-        # whatever the placements; the stages themselves come from the per-stage cache.
-        key = (tuple(self.folded(k, c) for k, c in enumerate(assignment)), self._priced_as)
-        if key not in self._whole_cache:
-            self.apply(assignment)
-            foldable = {self.stages[index].name for index in self.foldable}
-            links = ResourceEstimate()
-            for row, spec in self._kernel_rows(self.stages, self.fifo_depth):
-                if row.name not in foldable:
-                    links += estimate_kernel(spec, self._family, dsp=self._dsp)
-            self._whole_cache[key] = (links, max(stage.cycles() for stage in self.stages))
-        links, cycles = self._whole_cache[key]
-        return sum((self.node(k, c) for k, c in enumerate(assignment)), links), cycles
+    # -- a branching design ------------------------------------------------------------------------------
+    def _group_terms(self) -> dict[tuple[tuple[int, str], ...], list[tuple]]:
+        """Every kernel outside the foldable stages, grouped by the sides of foldable stages that set
+        its lanes: ``{((k, "in"), (k2, "out")): [("stage", index) | ("link", index, port) | ("fork", source)]}``.
+
+        A stage without knobs takes its lanes from its first producer and its first consumer
+        (:func:`~streamc.build.steps._fold_streaming_stages`), so from the sides those reach; a link's
+        converter and FIFO depend on the lanes at both its ends, a fork on its producer's; the
+        accelerator's input comes in as its first reader takes it.
+        """
+        lanes: dict[int, frozenset] = {}
+
+        def taken(index: int) -> frozenset:
+            return frozenset({(self._k_of[index], "in")}) if index in self._k_of else lanes[index]
+
+        def given(index: int) -> frozenset:
+            if index == INPUT:
+                return taken(self._readers[INPUT][0][0])
+            return frozenset({(self._k_of[index], "out")}) if index in self._k_of else lanes[index]
+
+        for index, stage in enumerate(self.stages):
+            if index not in self._k_of:
+                first = self._readers.get(index, [(None, 0)])[0][0]
+                lanes[index] = ((given(stage.sources[0]) if stage.sources[0] != INPUT else frozenset())
+                                | (frozenset({(self._k_of[first], "in")}) if first in self._k_of else frozenset()))
+        groups: dict[tuple[tuple[int, str], ...], list[tuple]] = {}
+        for index, stage in enumerate(self.stages):
+            if index not in self._k_of:
+                groups.setdefault(tuple(sorted(lanes[index])), []).append(("stage", index))
+            for port, source in enumerate(stage.sources):
+                groups.setdefault(tuple(sorted(given(source) | taken(index))), []).append(("link", index, port))
+        for source, readers in self._readers.items():
+            if len(readers) > 1:
+                groups.setdefault(tuple(sorted(given(source))), []).append(("fork", source))
+        return groups
+
+    def _out_port(self, source: int):
+        if source == INPUT:
+            index, port = self._readers[INPUT][0]
+            return self._built(index)[1][port]
+        return self._built(source)[2]
+
+    def _priced(self, key: tuple, specs) -> tuple[int, ...]:
+        """The resources of the kernels ``specs()`` gives, as a vector, once per ``key`` and device family."""
+        key = (*key, self._priced_as)
+        if key not in self._priced_kernels:
+            self._priced_kernels[key] = _vector(sum((estimate_kernel(spec, self._family, dsp=self._dsp)
+                                                     for spec in specs()), ResourceEstimate()))
+        return self._priced_kernels[key]
+
+    def _price_group(self, members: list[tuple], depths: list[list[int]]) -> tuple[np.ndarray, int]:
+        """Resources (a vector) and cycles of a group's kernels, the dataflow folded as it is now."""
+        total, cycles = np.zeros(len(_FIELDS), dtype=np.int64), 0
+        for member in members:
+            if member[0] == "stage":
+                index = member[1]
+                stage = self.stages[index]
+                total += self._priced(("stage", index, stage.in_elems, stage.out_elems),
+                                      lambda: [self._built(index)[0]])
+                cycles = max(cycles, stage.cycles())
+            elif member[0] == "link":
+                _, index, port = member
+                ends = (self._out_port(self.stages[index].sources[port]), self._built(index)[1][port], depths[index][port])
+                total += self._priced(("link", *ends), lambda: self._link_specs(*ends))
+            else:
+                ends = (self._out_port(member[1]), len(self._readers[member[1]]))
+                total += self._priced(("fork", *ends), lambda: [self._fork_spec(*ends)])
+        return total, cycles
+
+    def _terms(self) -> dict[tuple, tuple[np.ndarray, np.ndarray]]:
+        """Per group of :meth:`_group_terms`, its resources (vectors) and cycles for every combination of
+        its sides' keys, indexed as ``_domains`` orders them."""
+        if self._priced_as not in self._term_tables:
+            held = branch_holds(self.stages)
+            tables = {}
+            for scope, members in self._groups.items():
+                dims = [len(self._domains[entry]) for entry in scope]
+                resources, cycles = np.zeros((*dims, len(_FIELDS)), dtype=np.int64), np.zeros(dims, dtype=np.int64)
+                for position in np.ndindex(*dims):
+                    for (k, side), at in zip(scope, position):
+                        self._set_side(k, self._domains[(k, side)][at], side)
+                    self._follow()
+                    resources[position], cycles[position] = self._price_group(
+                        members, fifo_depths(self.dataflow, self.fifo_depth, held))
+                tables[scope] = (resources, cycles)
+            self._term_tables[self._priced_as] = tables
+        return self._term_tables[self._priced_as]
+
+    def _position(self, entry: tuple[int, str], choice: Choice) -> int:
+        k, side = entry
+        return self._positions[entry][(self.in_key if side == "in" else self.out_key)(k, choice)]
+
+    def _terms_at(self, assignment: list[Choice], stage: int | None = None,
+                  choices: list[Choice] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Resources (vectors) and cycles of the terms of a branching design folded as ``assignment``;
+        with ``stage``, of those that depend on it, for each of its ``choices`` (a row each)."""
+        count = 1 if choices is None else len(choices)
+        total, cycles = np.zeros((count, len(_FIELDS)), dtype=np.int64), np.zeros(count, dtype=np.int64)
+        for scope, (resources, reached) in self._terms().items():
+            if stage is None or any(k == stage for k, _ in scope):
+                position = tuple(np.array([self._position(entry, c) for c in choices]) if entry[0] == stage
+                                 else self._position(entry, assignment[entry[0]]) for entry in scope)
+                total += resources[position]
+                cycles = np.maximum(cycles, reached[position])
+        return total, cycles
+
+    def _eliminate(self, cycles: int, prices: dict[str, float]) -> list[Choice] | None:
+        """The folding of least priced cost within ``cycles`` of a branching design, exactly: the cost
+        is a sum of terms over few stages each, so stages are eliminated one at a time, each replaced
+        by the least cost it can add for every combination of the sides its terms share with stages
+        still there (the one leaving the smallest table first), then chosen back in reverse order."""
+        weights = np.array([prices.get(name, 0.0) for name in _FIELDS])
+        count = len(self.foldable)
+        choices = [self._placed_cheapest(k, list(weights), cycles) for k in range(count)]
+        if not all(choices):
+            return None
+        # A factor: the (stage, side) entries it depends on and its priced cost per combination of
+        # their keys; ("choice") indexes a stage's own choices.
+        factors = [([(k, "choice")], np.array([float(np.dot(weights, _vector(self.node(k, c)))) for c in opts]))
+                   for k, opts in enumerate(choices)]
+        for scope, (resources, reached) in self._terms().items():
+            factors.append((list(scope), np.where(reached > cycles, np.inf, resources @ weights)))
+        size = {entry: len(self._domains[entry]) for entry in self._domains}
+        positions = {(k, side): np.array([self._position((k, side), c) for c in opts])
+                     for k, opts in enumerate(choices) for side in ("in", "out")}
+        positions.update({(k, "choice"): np.arange(len(opts)) for k, opts in enumerate(choices)})
+
+        def shared(k: int) -> list[tuple[int, str]]:
+            return sorted({entry for scope, _ in factors if any(v == k for v, _ in scope)
+                           for entry in scope if entry[0] != k})
+
+        remaining, trace = set(range(count)), []
+        while remaining:
+            k = min(remaining, key=lambda k: (math.prod(size[entry] for entry in shared(k)), k))
+            remaining.remove(k)
+            kept = shared(k)
+            total = np.zeros((len(choices[k]), *(size[entry] for entry in kept)))
+            rest = []
+            for scope, table in factors:
+                if not any(v == k for v, _ in scope):
+                    rest.append((scope, table))
+                    continue
+                index = []
+                for v, side in scope:
+                    shape = [1] * (1 + len(kept))
+                    if v == k:
+                        shape[0] = -1
+                        index.append(positions[(v, side)].reshape(shape))
+                    else:
+                        shape[1 + kept.index((v, side))] = -1
+                        index.append(np.arange(size[(v, side)]).reshape(shape))
+                total = total + table[tuple(index)]
+            factors = rest + [(kept, total.min(axis=0))]
+            trace.append((k, kept, total.argmin(axis=0)))
+        if not np.isfinite(sum(float(table) for _, table in factors)):
+            return None
+        chosen: dict[int, int] = {}
+        for k, kept, best in reversed(trace):
+            chosen[k] = int(best[tuple(self._position(entry, choices[entry[0]][chosen[entry[0]]]) for entry in kept)])
+        return [choices[k][chosen[k]] for k in range(count)]
 
     def apply(self, assignment: list[Choice]) -> None:
         """Fold the dataflow's stages as ``assignment`` says, followers included."""
@@ -376,9 +549,8 @@ class _Chain:
             for s in range(len(self.segments)):
                 values |= {self.edge_cycles(s, o, i) for o, i in self._side_pairs(s)}
         else:
-            for assignment in (self.fastest_assignment(), [options[0] for options in self.options]):
-                self.apply(assignment)
-                values |= {stage.cycles() for stage in self.stages}
+            for _, reached in self._terms().values():
+                values |= set(reached.flat)
         return sorted(v for v in values if v > 0) or [1]
 
     def _side_pairs(self, s: int) -> list[tuple[Choice, Choice]]:
@@ -413,7 +585,7 @@ class _Chain:
             return sum(prices.get(f.name, 0.0) * getattr(resources, f.name) for f in fields(resources))
 
         if not self.chain:
-            return self._descend(cycles, price)
+            return self._eliminate(cycles, prices)
         inf = float("inf")
         count = len(self.foldable)
         if count == 0:
@@ -433,9 +605,7 @@ class _Chain:
             # Cheapest predecessors first: a segment costs at least nothing, so once the cost so far
             # reaches the best found, no later predecessor can win (and its segment is never priced).
             ordered = sorted(reachable.items(), key=lambda item: item[1][0])
-            for choice in self._placed_cheapest(k, [prices.get(name, 0.0) for name in _FIELDS]):
-                if self.node_cycles(k, choice) > cycles:
-                    continue
+            for choice in self._placed_cheapest(k, [prices.get(name, 0.0) for name in _FIELDS], cycles):
                 in_key, entry = self.in_key(k, choice), (inf, None)
                 for out_key, (cost, previous) in ordered:
                     if cost >= entry[0]:
@@ -464,62 +634,38 @@ class _Chain:
             assignment.append(best[k][assignment[-1]][1])
         return assignment[::-1]
 
-    def _placed_cheapest(self, k: int, weights: list[float]) -> list[Choice]:
-        """Stage ``k``'s choices, of those that fold it alike the one whose placement costs least at
-        ``weights`` (a price per resource): placement changes the stage alone, so the others can never
-        be part of the cheapest design."""
+    def _placed_cheapest(self, k: int, weights: list[float], cycles: int) -> list[Choice]:
+        """Stage ``k``'s choices within ``cycles``, of those that fold it alike the one whose placement
+        costs least at ``weights`` (a price per resource): placement changes the stage alone, so the
+        others can never be part of the cheapest design."""
         best: dict[Choice, tuple[float, Choice]] = {}
-        for folded, choice, vector in self._vectors(k):
+        for folded, choice, vector in self._vectors(k, cycles):
             cost = sum(w * v for w, v in zip(weights, vector))
             if folded not in best or cost < best[folded][0]:
                 best[folded] = (cost, choice)
         return [choice for _, choice in best.values()]
 
-    def _vectors(self, k: int) -> list[tuple[Choice, Choice, tuple[int, ...]]]:
-        """Each choice of stage ``k`` with its lanes and its resources as a vector."""
-        if k not in self._node_vectors:
-            self._node_vectors[k] = [(self.folded(k, c), c, _vector(self.node(k, c))) for c in self.options[k]]
-        return self._node_vectors[k]
+    def _vectors(self, k: int, cycles: int) -> list[tuple[Choice, Choice, tuple[int, ...]]]:
+        """Each choice of stage ``k`` within ``cycles`` with its lanes and its resources as a vector
+        (only those are priced: a stage's spec is built per folding, which takes milliseconds)."""
+        found = []
+        for choice in self.options[k]:
+            if self.node_cycles(k, choice) <= cycles:
+                if (k, choice) not in self._node_vectors:
+                    self._node_vectors[(k, choice)] = _vector(self.node(k, choice))
+                found.append((self.folded(k, choice), choice, self._node_vectors[(k, choice)]))
+        return found
 
     def _fits_nowhere(self, cycles: int, limits: dict[str, int]) -> bool:
         """Whether the least each stage can take of some resource within ``cycles``, summed, is already
         over ``limits`` (a bound: the links between stages take something too)."""
         least = [0] * len(_FIELDS)
         for k in range(len(self.options)):
-            vectors = [vector for _, c, vector in self._vectors(k) if self.node_cycles(k, c) <= cycles]
+            vectors = [vector for _, _, vector in self._vectors(k, cycles)]
             if not vectors:
                 return False
             least = [total + min(v[i] for v in vectors) for i, total in enumerate(least)]
         return any(least[_FIELDS.index(key)] > limit for key, limit in limits.items())
-
-    def _descend(self, cycles: int, price) -> list[Choice] | None:
-        """A branching design: start from each stage's own cheapest folding within ``cycles`` (or the
-        fastest, if that leaves a follower too slow) and change one stage at a time while the whole
-        design gets cheaper."""
-        options = [[c for c in opts if self.node_cycles(k, c) <= cycles] for k, opts in enumerate(self.options)]
-        if not all(options):
-            return None
-
-        def cost(assignment: list[Choice]) -> float:
-            resources, reached = self.evaluate(assignment)
-            return price(resources) if reached <= cycles else float("inf")
-
-        assignment = [min(opts, key=lambda c: price(self.node(k, c))) for k, opts in enumerate(options)]
-        if cost(assignment) == float("inf"):
-            assignment = self.fastest_assignment()
-        best = cost(assignment)
-        if best == float("inf"):
-            return None
-        for _ in range(_DESCENT_ROUNDS):
-            improved = False
-            for k, opts in enumerate(options):
-                for choice in opts:
-                    trial = assignment[:k] + [choice] + assignment[k + 1:]
-                    if cost(trial) < best:
-                        assignment, best, improved = trial, cost(trial), True
-            if not improved:
-                break
-        return assignment
 
     def cheapest_within(self, cycles: int, limits: dict[str, int]) -> list[Choice] | None:
         """The fewest LUTs within ``cycles`` whose block RAM, SPRAM, DSP and flip-flop counts fit ``limits``.
@@ -564,7 +710,7 @@ class _Chain:
             prices[key] = high
         if not tried:
             return None
-        if self.chain and len(tried) > 1:
+        if len(tried) > 1:
             repaired = self._repair(tried[0][1], cycles, limits)
             if repaired is not None:
                 tried.append((self.evaluate(repaired)[0], repaired))
@@ -581,14 +727,23 @@ class _Chain:
         return tuple(map(sum, zip(*(_vector(part) for part in parts)))), cycles
 
     def _moves(self, assignment: list[Choice], cycles: int):
-        """Each folding of a chain one stage's choice away from ``assignment`` (which is within
-        ``cycles``) that stays within ``cycles``, with its resources as a vector."""
+        """Each folding one stage's choice away from ``assignment`` (which is within ``cycles``) that
+        stays within ``cycles``, with its resources as a vector."""
         total = _vector(self.evaluate(assignment)[0])
-        for k, options in enumerate(self.options):
+        for k in range(len(self.options)):
+            others = [(c, v) for _, c, v in self._vectors(k, cycles) if c != assignment[k]]
+            if not self.chain:
+                # What changes with stage k's choice: the stage and the terms that depend on it.
+                here = [assignment[k]] + [c for c, _ in others]
+                vectors, reached = self._terms_at(assignment, stage=k, choices=here)
+                vectors = vectors + np.array([_vector(self.node(k, assignment[k]))] + [v for _, v in others])
+                for (choice, _), after, within in zip(others, vectors[1:], reached[1:]):
+                    if within <= cycles:
+                        yield (assignment[:k] + [choice] + assignment[k + 1:],
+                               tuple(int(t - b + a) for t, b, a in zip(total, vectors[0], after)))
+                continue
             before, _ = self._around(k, assignment)
-            for choice in options:
-                if choice == assignment[k] or self.node_cycles(k, choice) > cycles:
-                    continue
+            for choice, _ in others:
                 trial = assignment[:k] + [choice] + assignment[k + 1:]
                 after, reached = self._around(k, trial)
                 if reached <= cycles:
