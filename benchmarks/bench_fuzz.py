@@ -3,10 +3,17 @@
 Case ``seed`` is the network :func:`fuzz_networks.spec_from_seed` makes from it (an MLP, a CNN or
 a dialect model, with a random folding and random frames); cases ``--seed`` to ``--seed + --count - 1``
 run in batches of ``--batch`` networks that share one Verilator build (see
-:func:`fuzz_networks.check_verilator_batch`), ``--jobs`` batches at a time. Each case checks streamc's reference executor against qonnx's (QONNX
-models), the emulated hardware against the reference, and the Verilator simulation against the
-reference, bit for bit. A network streamc refuses (a StreamcError before the RTL) is counted by
-reason, not as a failure; anything else that goes wrong is a failure, printed with its seed.
+:func:`fuzz_networks.check_verilator_batch`), ``--jobs`` batches at a time. Each case checks, on
+every one of its frames, streamc's executor, the emulated hardware and the Verilator simulation
+(hardware integers through the host tail) against a reference independent of streamc: qonnx's
+executor for QONNX models, exact_model for the onnxruntime dialects; bit for bit where the network's
+outputs are exact, else within a few ulps of the largest output. The hardware's integers must also
+equal streamc's executor's, and the measured cycles per frame the predicted ones.
+
+A network streamc refuses (a one-line StreamcError before the RTL) is a refusal, listed with its seed
+and reason and counted by reason; anything else that goes wrong is a failure, printed with its seed:
+a StreamcError that reports "a streamc bug", a disagreement, measured cycles that differ from the
+prediction, a crash. The exit status is 1 if any case failed.
 
     python benchmarks/bench_fuzz.py --count 200 --seed 0 --jobs 2
     python benchmarks/bench_fuzz.py --replay 9        # one case, verbose, its build folder kept
@@ -42,9 +49,20 @@ class CaseResult:
     status: str                  # "pass", "refused" or "failed"
     reason: str = ""             # the refusal's kind, or the failure
     stages: str = ""             # the hardware stages, e.g. "WindowStage MVAULayer MVAULayer"
+    message: str = ""            # a refusal's own message (``reason`` blanks its names and numbers)
+    reference: str = ""          # the independent reference the outputs were compared with
+    exact: bool | None = None    # whether the outputs had to equal it bit for bit
     seconds: float = 0.0         # the batch's time shared equally among its cases
     sim_seconds: float = 0.0
-    cycles_match: bool | None = None   # measured cycles per frame equal to the prediction
+    measured_cycles_per_frame: float | None = None
+    predicted_cycles_per_frame: int | None = None
+
+
+def _end_with(result: CaseResult, error: Exception) -> None:
+    """A refusal or a failure, as :func:`fuzz_networks.outcome` decides."""
+    result.status, result.reason = fuzz.outcome(error)
+    if result.status == "refused":
+        result.message = str(error)
 
 
 def _front_checks(seed: int) -> tuple[CaseResult, "fuzz.FuzzNetwork | None"]:
@@ -53,25 +71,27 @@ def _front_checks(seed: int) -> tuple[CaseResult, "fuzz.FuzzNetwork | None"]:
     result = CaseResult(seed=seed, family=spec.family, status="pass")
     try:
         network = fuzz.build_network(spec)
-        if network.qonnx_reference:
-            fuzz.check_reference_against_qonnx(network)
+        result.reference, result.exact = network.reference, network.exact
+        fuzz.check_reference(network)
         result.stages = " ".join(fuzz.check_emulation(network).stage_kinds)
         return result, network
-    except StreamcError as error:
-        result.status, result.reason = "refused", fuzz.refusal_reason(error)
-    except Exception as error:  # noqa: BLE001 (every other exception is a finding to report, not to stop on)
-        result.status, result.reason = "failed", f"{type(error).__name__}: {error}"
+    except Exception as error:  # noqa: BLE001 (every exception is a finding to report, not to stop on)
+        _end_with(result, error)
     return result, None
 
 
 def _record(result: CaseResult, outcome) -> None:
-    if isinstance(outcome, StreamcError):
-        result.status, result.reason = "refused", fuzz.refusal_reason(outcome)
-    elif isinstance(outcome, Exception):
-        result.status, result.reason = "failed", f"{type(outcome).__name__}: {outcome}"
+    if isinstance(outcome, Exception):
+        _end_with(result, outcome)
     else:
         result.sim_seconds = outcome["sim_seconds"]
-        result.cycles_match = outcome["measured_cycles_per_frame"] == outcome["predicted_cycles_per_frame"]
+        result.measured_cycles_per_frame = outcome["measured_cycles_per_frame"]
+        result.predicted_cycles_per_frame = outcome["predicted_cycles_per_frame"]
+        if result.measured_cycles_per_frame != result.predicted_cycles_per_frame:
+            # check_verilator raises on this already; a report that gets here still fails the case.
+            result.status = "failed"
+            result.reason = (f"measured {result.measured_cycles_per_frame} cycles per frame, "
+                             f"predicted {result.predicted_cycles_per_frame}")
 
 
 def run_batch(seeds: list[int], work: Path, *, keep: bool = False) -> list[CaseResult]:
@@ -92,10 +112,13 @@ def run_batch(seeds: list[int], work: Path, *, keep: bool = False) -> list[CaseR
         else:
             outcomes = fuzz.check_verilator_batch([n for _, n in networks], folder, seed=seeds[0])
     except (StreamcError, fuzz.FuzzFailure) as error:
-        outcomes = [error]
+        outcomes = [error] * len(networks)
     except Exception as error:  # noqa: BLE001
         (work / f"batch_{seeds[0]}.traceback.txt").write_text(traceback.format_exc())
         outcomes = [error] * len(networks)
+    if len(outcomes) != len(networks):
+        outcomes = [RuntimeError(f"the Verilator checks gave {len(outcomes)} results for {len(networks)} networks")] \
+            * len(networks)
     for (result, _), outcome in zip(networks, outcomes):
         _record(result, outcome)
     seconds = round((time.perf_counter() - started) / len(seeds), 2)
@@ -109,15 +132,22 @@ def run_batch(seeds: list[int], work: Path, *, keep: bool = False) -> list[CaseR
 def summarize(results: list[CaseResult], wall: float, jobs: int) -> dict:
     failed = [r for r in results if r.status == "failed"]
     simulated = [r for r in results if r.status == "pass"]
-    refusals = collections.Counter(r.reason for r in results if r.status == "refused")
+    refused = [r for r in results if r.status == "refused"]
+    refusals = collections.Counter(r.reason for r in refused)
     return {
         "cases": len(results),
-        "compiled_and_simulated": len(simulated),
+        "passed": len(simulated),
         "mismatches_or_failures": len(failed),
-        "refused": sum(refusals.values()),
+        "refused": len(refused),
         "refusals_by_reason": dict(refusals.most_common()),
+        "refused_seeds_by_reason": {reason: [r.seed for r in refused if r.reason == reason]
+                                    for reason, _ in refusals.most_common()},
+        "refusals": [{"seed": r.seed, "family": r.family, "reason": r.reason, "message": r.message} for r in refused],
         "families": dict(collections.Counter(r.family for r in simulated)),
-        "cycles_differing_from_prediction": [r.seed for r in simulated if r.cycles_match is False],
+        "references": dict(collections.Counter(f"{r.reference} ({'exact' if r.exact else 'ulps'})"
+                                               for r in simulated)),
+        "cycles_differing_from_prediction": [r.seed for r in results if r.measured_cycles_per_frame is not None
+                                             and r.measured_cycles_per_frame != r.predicted_cycles_per_frame],
         "wall_seconds": round(wall, 1),
         "jobs": jobs,
         "wall_seconds_per_case": round(wall / max(len(results), 1), 2),
@@ -127,15 +157,18 @@ def summarize(results: list[CaseResult], wall: float, jobs: int) -> dict:
 
 
 def print_summary(summary: dict) -> None:
-    print(f"\ncases: {summary['cases']}  compiled and simulated: {summary['compiled_and_simulated']}  "
+    print(f"\ncases: {summary['cases']}  passed (compiled, simulated, matched): {summary['passed']}  "
           f"refused: {summary['refused']}  mismatches/failures: {summary['mismatches_or_failures']}")
-    print(f"families simulated: {summary['families']}")
+    print(f"families passed: {summary['families']}")
+    print(f"references of the passed cases: {summary['references']}")
     print(f"time: {summary['wall_seconds']} s wall with {summary['jobs']} jobs, "
           f"{summary['wall_seconds_per_case']} s per case (wall), {summary['mean_case_seconds']} s per case in its batch")
     if summary["cycles_differing_from_prediction"]:
-        print(f"measured cycles differ from the prediction in seeds {summary['cycles_differing_from_prediction']}")
+        print(f"measured cycles differ from the prediction (failures) in seeds "
+              f"{summary['cycles_differing_from_prediction']}")
     for reason, count in summary["refusals_by_reason"].items():
         print(f"  refused x{count}: {reason}")
+        print(f"    seeds: {', '.join(map(str, summary['refused_seeds_by_reason'][reason]))}")
     for failure in summary["failures"]:
         print(f"  FAILED seed {failure['seed']} ({failure['family']}): {failure['reason']}")
         print(f"    replay: python benchmarks/bench_fuzz.py --replay {failure['seed']}")
@@ -163,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, help="folder for the builds (default: a new temporary folder)")
     parser.add_argument("--json", type=Path, help="also write the summary and every case's result here")
     args = parser.parse_args(argv)
+    if not __debug__:
+        parser.error("run without python -O: the comparisons with the references are assert statements")
     # The simulations are short: the C++ Verilator writes, compiled without optimization, builds in about
     # half the CPU time (37 s against 66 s for five networks here). simulate() keeps MAKEFLAGS it finds.
     os.environ["MAKEFLAGS"] = " ".join(filter(None, [os.environ.get("MAKEFLAGS"), UNOPTIMIZED_BUILD]))

@@ -25,7 +25,7 @@ Every spec also picks a folding (a divisor of each layer's MH for PE and of MW f
 seed of its input frames.
 
 Every network has a reference independent of streamc (:meth:`FuzzNetwork.reference_outputs`):
-qonnx's executor for QONNX models, :func:`exact_model.run_model` for the onnxruntime dialects. The
+qonnx's executor for QONNX models, :func:`exact_model.run_frames` for the onnxruntime dialects. The
 checks (:func:`check_reference`, :func:`check_emulation`, :func:`check_verilator`) compare every
 frame they run with it, raise :class:`FuzzFailure` when two executions disagree (or the hardware
 fails in simulation) and let a :class:`~streamc.errors.StreamcError` through when streamc refuses the
@@ -168,7 +168,7 @@ class FuzzNetwork:
     """A spec made concrete: the model, its frames, and how its outputs are checked.
 
     ``reference`` names the executor, independent of streamc, that defines the outputs: ``"qonnx"``
-    (qonnx's, for QONNX models) or ``"exact_model"`` (:func:`exact_model.run_model`, for the
+    (qonnx's, for QONNX models) or ``"exact_model"`` (:func:`exact_model.run_frames`, for the
     onnxruntime dialects). ``exact`` says whether the outputs must equal it bit for bit, or be within
     :data:`REFERENCE_ULPS` units in the last place of the largest output.
     """
@@ -456,7 +456,8 @@ def build_network(spec: NetworkSpec, *, frames: int = SIM_FRAMES) -> FuzzNetwork
     # The factory's "onnxruntime" cases hold integer operators, which onnxruntime computes inexactly on
     # CPUs without VNNI, and its "streamc" cases (float16) are ones a whole-model session computes in
     # float32 (it drops the Cast pair around its float32 kernels): exact_model runs the integer operators
-    # exactly and every other node alone in onnxruntime, so a float16 node's output is a float16 tensor.
+    # exactly and every other node alone in onnxruntime, so a float16 node's output is a float16 tensor
+    # (a lone float16 Tanh or Sigmoid node gives the float16 nearest the exact value).
     reference = "qonnx" if case.reference == "qonnx" else "exact_model"
     return FuzzNetwork(spec, case.model, case.frames[np.sort(pick)], reference=reference, exact=case.exact)
 

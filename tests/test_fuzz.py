@@ -21,11 +21,12 @@ import collections
 import dataclasses
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 
 import fuzz_networks as fuzz
 from fuzz_networks import ConvLayer, CnnSpec, DenseLayer, NetworkSpec, Quantizer, Weights
-from streamc.errors import StreamcError
+from streamc.errors import BuildError, LoweringError, StreamcError
 
 def quick(examples: int) -> settings:
     return settings(max_examples=examples, deadline=None,
@@ -87,6 +88,38 @@ def test_networks_sharing_a_verilator_build_match_reference(tmp_path):
     assert [type(report) for report in reports] == [dict, dict], reports
     for report, network in zip(reports, networks):
         assert report["mismatches"] == 0 and report["frames"] == len(network.frames)
+
+
+def test_an_internal_inconsistency_is_a_failure_not_a_refusal():
+    # The message streamc.build.steps.expected_hw_outputs gives when the hardware boundary is wrong.
+    bug = BuildError("tensor 'x' of the reference is not an integer multiple of its scale; "
+                     "the hardware boundary was derived wrongly (a streamc bug)")
+    status, reason = fuzz.outcome(bug)
+    assert status == "failed" and "a streamc bug" in reason
+    with pytest.raises(fuzz.FuzzFailure):
+        fuzz.refusal_reason(bug)
+    refusal = LoweringError("node 'conv_3' (Conv): 3-D windows are not supported; 1-D and 2-D are")
+    assert fuzz.outcome(refusal) == ("refused", "LoweringError: node '…' (Conv): N-D windows are not supported; "
+                                                "N-D and N-D are")
+    assert fuzz.outcome(LoweringError("two\nlines"))[0] == "failed"
+    assert fuzz.outcome(ValueError("a crash"))[0] == "failed"
+
+
+@pytest.mark.parametrize("seed", [VERILATOR_SEED, *VERILATOR_BATCH_SEEDS])
+def test_a_wrong_output_is_caught_by_the_reference(seed):
+    """The comparison with the independent reference fails on an output off by one quantizer step, in each
+    network simulated above (both references; exact and inexact outputs)."""
+    network = fuzz.build_network(fuzz.spec_from_seed(seed))
+    _, outputs = fuzz.compile_network(network).dataflow.emulate(network.frames)
+    fuzz.check_against_reference("emulated", network, outputs)
+    wrong = outputs.copy()
+    flat = wrong.reshape(len(wrong), -1)
+    distinct = np.unique(flat[:, 0])
+    # the nearest other value the first output takes over the frames: a quantizer step or more away
+    step = np.diff(distinct).min() if len(distinct) > 1 else 1
+    flat[-1, 0] += step
+    with pytest.raises(fuzz.FuzzFailure, match=f"vs {network.reference}"):
+        fuzz.check_against_reference("emulated", network, wrong)
 
 
 def test_specs_are_reproducible_from_their_seed():
