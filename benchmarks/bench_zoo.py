@@ -66,10 +66,11 @@ def _first_line(exc: BaseException) -> str:
 
 def _estimate_child(config_path: str, device: str, results) -> None:
     """Runs in a child process, so that a planner that runs on can be stopped."""
+    start = time.perf_counter()
     try:
         from streamc.estimate import run_estimate
 
-        start = time.perf_counter()
+        start = time.perf_counter()  # the imports are not the planner's time
         report = run_estimate(Path(config_path))
         seconds = time.perf_counter() - start
         totals = report["devices"][device]
@@ -77,7 +78,9 @@ def _estimate_child(config_path: str, device: str, results) -> None:
                      **{key: totals["total"][key] for key in RESOURCES}, "fits": totals["fits"],
                      "over": totals["over_budget"]})
     except BaseException as exc:  # noqa: BLE001 - the line is the result
-        results.put({"error": _first_line(exc), "trace": traceback.format_exc()})
+        # how long the planner searched before refusing is part of the answer
+        results.put({"error": _first_line(exc), "seconds": time.perf_counter() - start,
+                     "trace": traceback.format_exc()})
 
 
 def _verilator_child(config_path: str, results) -> None:
@@ -143,7 +146,8 @@ def _cells(row: dict, verilator: bool) -> list[str]:
         cells += [f"{row['seconds']:.1f}", f"{row['cycles']:,}", *(f"{row[key]:,}" for key in RESOURCES), fits]
     else:
         failure = row.get("error") or row.get("timeout")
-        cells += [f"**{failure}**"] + [""] * 6
+        seconds = f"{row['seconds']:.1f}" if "seconds" in row else ""
+        cells += [seconds, f"**{failure}**"] + [""] * 5
     if verilator:
         if "mismatches" in row:
             cells += [f"{row['sim_seconds']:.0f}", str(row["mismatches"]), str(row["expected_mismatches"])]
