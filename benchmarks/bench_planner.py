@@ -1,6 +1,7 @@
 """The folding planner against FINN's greedy pass and an exhaustive search, on every test model.
 
     python benchmarks/bench_planner.py [--budget 0.8] [--clock-mhz 100] [--models PATTERN]
+    python benchmarks/bench_planner.py --branching [--before REV] [--timeout 120]
 
 For each model (the ONNX files in tests/models/, tests/models/cnn/ and build_configs/models/) and
 device (iCE40 UP5K, ECP5-85F), two comparisons on streamc's resource models:
@@ -17,18 +18,29 @@ planner with that left to Yosys, as greedy leaves it, to show what the choice ga
 
 Exhaustive search (exact, branch and bound) runs where the foldings to try are few enough; "-"
 where not. A model that does not lower to hardware yet is reported as such.
+
+``--branching``: the designs that branch (the residual and concat blocks, MLPerf Tiny's ResNet-8 from
+the zoo, from onnxruntime's QDQ and from tests/resnet_factory.py) planned as ``streamc estimate`` plans
+them, at ``target_fps`` (devices named: the plan must fit) and at ``budget: 0.5``, on the ECP5-85F
+and the UP5K: seconds of planning, cycles per frame and LUTs, by this planner and by the one at git
+revision ``--before``, each case in a fresh process stopped after ``--timeout`` seconds.
 """
 
 from __future__ import annotations
 
 import argparse
 import fnmatch
+import importlib.util
+import json
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from streamc.devices import get_device
 from streamc.errors import FrontendError, LoweringError, StreamcError
+from streamc.folding import target_cycles
 from streamc.frontend.load import load_onnx
 from streamc.hw import to_hw
 from streamc.planner import (device_limits, exhaustive_for_budget, exhaustive_for_cycles, greedy_for_budget,
@@ -99,13 +111,102 @@ def compare(flow, device, budget: float) -> dict:
     return row
 
 
+#: Branching designs and the frame rate asked of each (at 100 MHz): one the blocks' slowest folding misses.
+BRANCHING = {"tests/models/cnn/residual_block.onnx": 25_000, "tests/models/cnn/concat_block.onnx": 25_000,
+             "tests/models/zoo/resnet8.onnx": 100, "tests/models/zoo/resnet8_ort_qdq.onnx": 100,
+             "tests/resnet_factory.py": 100}
+
+
+def _planner(revision: str | None):
+    """streamc's planner, or the one at git ``revision`` (loaded beside the current package)."""
+    if revision is None:
+        import streamc.planner
+        return streamc.planner
+    source = subprocess.run(["git", "show", f"{revision}:streamc/planner.py"], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout
+    spec = importlib.util.spec_from_loader("streamc.planner_before", loader=None)
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = "streamc"
+    sys.modules[spec.name] = module
+    exec(compile(source, f"{revision}:streamc/planner.py", "exec"), module.__dict__)
+    return module
+
+
+def plan_once(model: str, device_name: str, ask: str, revision: str | None) -> dict:
+    """One planning as ``streamc estimate`` does it, timed (the lowering is not)."""
+    planner = _planner(revision)
+    flow, device = lower(Path(model)), get_device(device_name)
+    started = time.perf_counter()
+    try:
+        if ask == "budget":
+            plan = planner.plan_for_budget(flow, device=device, budget=0.5)
+        else:
+            plan = planner.plan_for_cycles(flow, cycles=target_cycles(target_fps=float(ask), clock_mhz=100.0),
+                                           device=device, limits=planner.device_limits(device))
+    except StreamcError as exc:
+        return {"seconds": time.perf_counter() - started, "error": str(exc)}
+    return {"seconds": time.perf_counter() - started, "cycles": plan.cycles, "lut": plan.resources.lut,
+            "bram": plan.resources.bram, "dsp": plan.resources.dsp}
+
+
+def _run(model: str, device: str, ask: str, revision: str | None, timeout: float) -> dict:
+    command = [sys.executable, __file__, "--one", model, device, ask] + (["--before", revision] if revision else [])
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"timeout": timeout}
+    if done.returncode:
+        return {"error": done.stderr.strip().splitlines()[-1]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _result(found: dict) -> str:
+    if "timeout" in found:
+        return f"> {found['timeout']:g} | | |"
+    if "cycles" not in found:
+        fits = "no fit" if "does not fit" in found["error"] else found["error"][:60]
+        return f"{found.get('seconds', 0):.1f} | {fits} | |"
+    return f"{found['seconds']:.1f} | {found['cycles']} | {found['lut']} | {found['bram']} / {found['dsp']}"
+
+
+def branching(before: str, timeout: float) -> None:
+    sys.path.insert(0, str(ROOT / "tests"))
+    import onnx
+    from resnet_factory import make_resnet8
+
+    with tempfile.TemporaryDirectory() as folder:
+        factory = Path(folder) / "resnet8_factory.onnx"
+        onnx.save(make_resnet8(), factory)
+        print(f"Planning branching designs, ECP5-85F and UP5K, 100 MHz; before: {before}, after: this tree; "
+              f"each case in a fresh process, at most {timeout:g} s")
+        print("| model | device | asked | before s | cycles | LUT | BRAM / DSP | after s | cycles | LUT | BRAM / DSP |")
+        print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for model, fps in BRANCHING.items():
+            path = str(factory) if model.endswith(".py") else str(ROOT / model)
+            for device in DEVICES[::-1]:
+                for ask in (str(fps), "budget"):
+                    asked = "budget 0.5" if ask == "budget" else f"{fps} fps"
+                    print(f"| {model} | {device} | {asked} | {_result(_run(path, device, ask, before, timeout))} "
+                          f"| {_result(_run(path, device, ask, None, timeout))} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--budget", type=float, default=0.8, help="fraction of the device's LUTs (default 0.8)")
     parser.add_argument("--clock-mhz", type=float, default=100.0)
     parser.add_argument("--models", default="*", help="file name pattern, e.g. 'tfc*'")
+    parser.add_argument("--branching", action="store_true", help="time the branching designs, before and after")
+    parser.add_argument("--before", help="with --branching, the git revision to compare with (default HEAD~1)")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per planning (default 120)")
+    parser.add_argument("--one", nargs=3, metavar=("MODEL", "DEVICE", "ASK"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)     # rows as they come: the CNV rows take a while
+    if args.one:
+        print(json.dumps(plan_once(*args.one, args.before)))
+        return
+    if args.branching:
+        branching(args.before or "HEAD~1", args.timeout)
+        return
 
     print(f"LUTs at equal throughput (cycles/frame T), and cycles/frame within {args.budget:.0%} of the device's "
           f"LUTs (frames/s at {args.clock_mhz:g} MHz); planner / greedy / exhaustive")

@@ -49,8 +49,8 @@ _FF_WEIGHT = 1e-6
 #: doubles before giving up; how many halvings then look for the least price that still fits.
 _START_PRICE, _PRICE_ROUNDS, _BISECTIONS = 8.0, 16, 6
 #: Largest number of foldings :func:`exhaustive_for_cycles` will try: on a chain (branch and bound
-#: visits few of them), and on a branching design (each one priced, from cached terms, in about 0.1 ms).
-EXHAUSTIVE_LIMIT, EXHAUSTIVE_LIMIT_BRANCHING = 100_000_000, 100_000
+#: visits few of them), and on a branching design (all priced at once, ten numbers each in memory).
+EXHAUSTIVE_LIMIT, EXHAUSTIVE_LIMIT_BRANCHING = 100_000_000, 500_000
 
 
 @dataclass(frozen=True)
@@ -204,12 +204,13 @@ class _Chain:
          self._edge_cache, self._term_tables, self._follower_specs, self._priced_kernels) = _caches_of(dataflow,
                                                                                                        fifo_depth)
         self._priced_as = (self._family, self._dsp)
-        self._node_vectors: dict[tuple[int, Choice], tuple[int, ...]] = {}
+        self._node_vectors: dict[tuple[int, int], list[tuple[Choice, Choice, tuple[int, ...]]]] = {}
         self._k_of = {index: k for k, index in enumerate(self.foldable)}
         self._domains = {(k, side): sorted({key(k, c) for c in self.options[k]})
                          for k in range(len(self.foldable)) for side, key in (("in", self.in_key), ("out", self.out_key))}
-        self._positions = {entry: {key: at for at, key in enumerate(keys)} for entry, keys in self._domains.items()}
+        self._positions: dict[tuple, int] = {}
         if not self.chain:
+            self._widths: dict[int, tuple[list[int], int]] = {}
             self._readers: dict[int, list[tuple[int, int]]] = {}
             for index, stage in enumerate(self.stages):
                 for port, source in enumerate(stage.sources):
@@ -366,11 +367,20 @@ class _Chain:
                 groups.setdefault(tuple(sorted(given(source))), []).append(("fork", source))
         return groups
 
-    def _out_port(self, source: int):
+    def _ports(self, index: int) -> tuple[list[tuple[int, int]], tuple[int, int]]:
+        """(elements per beat, bits per element) of stage ``index``'s input ports and output as it is
+        folded now: the bits read once off its kernels, the elements off the stage."""
+        if index not in self._widths:
+            _, ins, out = self._built(index)
+            self._widths[index] = ([width for _, width in ins], out[1])
+        stage, (ins, out) = self.stages[index], self._widths[index]
+        return [(stage.in_elems, width) for width in ins], (stage.out_elems, out)
+
+    def _out_port(self, source: int) -> tuple[int, int]:
         if source == INPUT:
             index, port = self._readers[INPUT][0]
-            return self._built(index)[1][port]
-        return self._built(source)[2]
+            return self._ports(index)[0][port]
+        return self._ports(source)[1]
 
     def _priced(self, key: tuple, specs) -> tuple[int, ...]:
         """The resources of the kernels ``specs()`` gives, as a vector, once per ``key`` and device family."""
@@ -392,7 +402,7 @@ class _Chain:
                 cycles = max(cycles, stage.cycles())
             elif member[0] == "link":
                 _, index, port = member
-                ends = (self._out_port(self.stages[index].sources[port]), self._built(index)[1][port], depths[index][port])
+                ends = (self._out_port(self.stages[index].sources[port]), self._ports(index)[0][port], depths[index][port])
                 total += self._priced(("link", *ends), lambda: self._link_specs(*ends))
             else:
                 ends = (self._out_port(member[1]), len(self._readers[member[1]]))
@@ -419,8 +429,12 @@ class _Chain:
         return self._term_tables[self._priced_as]
 
     def _position(self, entry: tuple[int, str], choice: Choice) -> int:
-        k, side = entry
-        return self._positions[entry][(self.in_key if side == "in" else self.out_key)(k, choice)]
+        """Where ``choice`` of stage ``entry[0]`` puts its side ``entry[1]`` in ``_domains``."""
+        if (entry, choice) not in self._positions:
+            k, side = entry
+            self._positions[(entry, choice)] = self._domains[entry].index(
+                (self.in_key if side == "in" else self.out_key)(k, choice))
+        return self._positions[(entry, choice)]
 
     def _terms_at(self, assignment: list[Choice], stage: int | None = None,
                   choices: list[Choice] | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -647,14 +661,11 @@ class _Chain:
 
     def _vectors(self, k: int, cycles: int) -> list[tuple[Choice, Choice, tuple[int, ...]]]:
         """Each choice of stage ``k`` within ``cycles`` with its lanes and its resources as a vector
-        (only those are priced: a stage's spec is built per folding, which takes milliseconds)."""
-        found = []
-        for choice in self.options[k]:
-            if self.node_cycles(k, choice) <= cycles:
-                if (k, choice) not in self._node_vectors:
-                    self._node_vectors[(k, choice)] = _vector(self.node(k, choice))
-                found.append((self.folded(k, choice), choice, self._node_vectors[(k, choice)]))
-        return found
+        (only those are priced: a stage's spec is built per folding, in milliseconds)."""
+        if (k, cycles) not in self._node_vectors:
+            self._node_vectors[(k, cycles)] = [(self.folded(k, c), c, _vector(self.node(k, c)))
+                                               for c in self.options[k] if self.node_cycles(k, c) <= cycles]
+        return self._node_vectors[(k, cycles)]
 
     def _fits_nowhere(self, cycles: int, limits: dict[str, int]) -> bool:
         """Whether the least each stage can take of some resource within ``cycles``, summed, is already
@@ -726,28 +737,31 @@ class _Chain:
                      self.edge_cycles(k + 1, *self.sides(k + 1, assignment)))
         return tuple(map(sum, zip(*(_vector(part) for part in parts)))), cycles
 
-    def _moves(self, assignment: list[Choice], cycles: int):
+    def _moves(self, assignment: list[Choice], cycles: int) -> tuple[list[list[Choice]], np.ndarray]:
         """Each folding one stage's choice away from ``assignment`` (which is within ``cycles``) that
-        stays within ``cycles``, with its resources as a vector."""
-        total = _vector(self.evaluate(assignment)[0])
+        stays within ``cycles``, and their resources (a row each)."""
+        total = np.array(_vector(self.evaluate(assignment)[0]))
+        trials, rows = [], [np.zeros((0, len(_FIELDS)), dtype=np.int64)]
         for k in range(len(self.options)):
             others = [(c, v) for _, c, v in self._vectors(k, cycles) if c != assignment[k]]
-            if not self.chain:
-                # What changes with stage k's choice: the stage and the terms that depend on it.
-                here = [assignment[k]] + [c for c, _ in others]
-                vectors, reached = self._terms_at(assignment, stage=k, choices=here)
-                vectors = vectors + np.array([_vector(self.node(k, assignment[k]))] + [v for _, v in others])
-                for (choice, _), after, within in zip(others, vectors[1:], reached[1:]):
-                    if within <= cycles:
-                        yield (assignment[:k] + [choice] + assignment[k + 1:],
-                               tuple(int(t - b + a) for t, b, a in zip(total, vectors[0], after)))
+            if not others:
                 continue
-            before, _ = self._around(k, assignment)
-            for choice, _ in others:
-                trial = assignment[:k] + [choice] + assignment[k + 1:]
-                after, reached = self._around(k, trial)
-                if reached <= cycles:
-                    yield trial, tuple(t - b + a for t, b, a in zip(total, before, after))
+            if self.chain:
+                before, _ = self._around(k, assignment)
+                for choice, _ in others:
+                    trial = assignment[:k] + [choice] + assignment[k + 1:]
+                    after, reached = self._around(k, trial)
+                    if reached <= cycles:
+                        trials.append(trial)
+                        rows.append((total - np.array(before) + np.array(after))[None])
+                continue
+            # What changes with stage k's choice: the stage and the terms that depend on it.
+            vectors, reached = self._terms_at(assignment, stage=k, choices=[assignment[k]] + [c for c, _ in others])
+            vectors = vectors + np.array([_vector(self.node(k, assignment[k]))] + [v for _, v in others])
+            within = reached[1:] <= cycles
+            rows.append(total - vectors[0] + vectors[1:][within])
+            trials += [assignment[:k] + [choice] + assignment[k + 1:] for (choice, _), ok in zip(others, within) if ok]
+        return trials, np.concatenate(rows)
 
     def _repair(self, assignment: list[Choice], cycles: int, limits: dict[str, int]) -> list[Choice] | None:
         """From a folding over ``limits`` (other than LUTs), change one stage at a time, each time the
@@ -757,22 +771,31 @@ class _Chain:
         kept = [(_FIELDS.index(key), limits[key]) for key in LIMITED if key != "lut"]
         lut, ff = _FIELDS.index("lut"), _FIELDS.index("ff")
 
-        def overflow(vector: tuple[int, ...]) -> float:
-            return sum(max(0, vector[i] - limit) / max(limit, 1) for i, limit in kept)
+        def overflow(rows: np.ndarray) -> np.ndarray:
+            total = np.zeros(len(rows))
+            for i, limit in kept:
+                total = total + np.maximum(0, rows[:, i] - limit) / max(limit, 1)
+            return total
 
-        resources = _vector(self.evaluate(assignment)[0])
-        while overflow(resources) > 0:
-            scored = [((r[lut] - resources[lut]) / (overflow(resources) - overflow(r)), r[ff], trial, r)
-                      for trial, r in self._moves(assignment, cycles) if overflow(r) < overflow(resources)]
-            if not scored:
+        resources = np.array(_vector(self.evaluate(assignment)[0]))
+        while (over := overflow(resources[None])[0]) > 0:
+            trials, rows = self._moves(assignment, cycles)
+            left = overflow(rows)
+            useful = np.flatnonzero(left < over)
+            if not len(useful):
                 return None
-            _, _, assignment, resources = min(scored, key=lambda item: item[:2])
+            # The first of the least (LUTs given up per overflow removed, flip-flops).
+            ratio = (rows[useful, lut] - resources[lut]) / (over - left[useful])
+            best = useful[np.lexsort((rows[useful, ff], ratio))[0]]
+            assignment, resources = trials[best], rows[best]
         while True:
-            better = [(r[lut], r[ff], trial, r) for trial, r in self._moves(assignment, cycles)
-                      if overflow(r) == 0 and (r[lut], r[ff]) < (resources[lut], resources[ff])]
-            if not better:
+            trials, rows = self._moves(assignment, cycles)
+            better = np.flatnonzero((overflow(rows) == 0) & ((rows[:, lut] < resources[lut]) | (
+                (rows[:, lut] == resources[lut]) & (rows[:, ff] < resources[ff]))))
+            if not len(better):
                 return assignment
-            _, _, assignment, resources = min(better, key=lambda item: item[:2])
+            best = better[np.lexsort((rows[better, ff], rows[better, lut]))[0]]
+            assignment, resources = trials[best], rows[best]
 
 
 _FIELDS = [f.name for f in fields(ResourceEstimate)]
@@ -961,10 +984,7 @@ def _exhaustive(chain: _Chain, cycles: int, limits: dict[str, int] | None) -> li
     if not all(options):
         return None
     if not chain.chain:
-        every = [(chain.evaluate(list(a)), list(a)) for a in itertools.product(*options)]
-        fitting = [((r.lut, r.ff), a) for (r, reached), a in every
-                   if reached <= cycles and not (limits and _over(r, limits))]
-        return min(fitting)[1] if fitting else None
+        return _exhaustive_branching(chain, options, cycles, limits)
 
     def vector(resources: ResourceEstimate) -> tuple[int, ...]:
         return tuple(getattr(resources, name) for name in names)
@@ -1015,6 +1035,36 @@ def _exhaustive(chain: _Chain, cycles: int, limits: dict[str, int] | None) -> li
 
     visit(0, [], (0,) * len(names))
     return best[1]
+
+
+def _exhaustive_branching(chain: _Chain, options: list[list[Choice]], cycles: int,
+                          limits: dict[str, int] | None) -> list[Choice] | None:
+    """Every folding of a branching design in ``options``, priced at once: an array with an axis per
+    stage, to which each stage's and each term's costs are added along the axes of the stages they
+    depend on. The first (in the order of ``itertools.product``) of the fewest LUTs, then flip-flops."""
+    shape = [len(opts) for opts in options]
+
+    def along(k: int, values: list) -> np.ndarray:
+        """``values`` (one per choice of stage ``k``) on the axis of stage ``k``."""
+        array = np.array(values)
+        return array.reshape(*[-1 if axis == k else 1 for axis in range(len(shape))], *array.shape[1:])
+
+    total, reached = np.zeros((*shape, len(_FIELDS)), dtype=np.int64), np.zeros(shape, dtype=np.int64)
+    for k, opts in enumerate(options):
+        total = total + along(k, [_vector(chain.node(k, c)) for c in opts])
+        reached = np.maximum(reached, along(k, [chain.node_cycles(k, c) for c in opts]))
+    for scope, (resources, term_cycles) in chain._terms().items():
+        index = tuple(along(k, [chain._position((k, side), c) for c in options[k]]) for k, side in scope)
+        total, reached = total + resources[index], np.maximum(reached, term_cycles[index])
+    fits = reached <= cycles
+    for key, limit in (limits or {}).items():
+        fits &= total[..., _FIELDS.index(key)] <= limit
+    flat = np.flatnonzero(fits)
+    if not len(flat):
+        return None
+    lut, ff = (total[..., _FIELDS.index(key)].reshape(-1)[flat] for key in ("lut", "ff"))
+    best = np.unravel_index(flat[np.lexsort((ff, lut))[0]], shape)
+    return [options[k][int(at)] for k, at in enumerate(best)]
 
 
 def _check_size(dataflow: Dataflow, cycles: int | None, placement: bool) -> None:

@@ -6,21 +6,25 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import onnx
 import pytest
 
 from streamc import estimate
 from streamc.datatypes import BIPOLAR, INT, DataType
 from streamc.devices import get_device
 from streamc.errors import FoldingError
-from streamc.folding import divisors
+from streamc.folding import divisors, target_cycles
 from streamc.estimate import estimate_design
 from streamc.frontend.load import load_onnx
 from streamc.hw import Dataflow, MVAULayer, to_hw
-from streamc.planner import (PLACEMENTS, RES_TYPES, Knob, device_limits, exhaustive_for_budget, exhaustive_for_cycles, fold_knobs,
-                             greedy_for_budget, greedy_for_cycles, plan_folding, plan_for_budget, plan_for_cycles)
+from streamc.planner import (PLACEMENTS, RES_TYPES, Knob, _Chain, device_limits, exhaustive_for_budget, exhaustive_for_cycles,
+                             fold_knobs, greedy_for_budget, greedy_for_cycles, plan_folding, plan_for_budget,
+                             plan_for_cycles)
 from streamc.resources import LUTSpec, ResourceEstimate
 from streamc.transforms.streamline import streamline
 from streamc.transforms.tidy import tidy
+
+from resnet_factory import ResNetSpec, make_resnet8
 
 ROOT = Path(__file__).parent.parent
 DIGITS = ROOT / "build_configs" / "models" / "digits_mlp.onnx"
@@ -256,18 +260,90 @@ def stage_only_pricing(monkeypatch):
     monkeypatch.setattr(estimate, "kernel_rows", rows)
 
 
-@pytest.mark.usefixtures("stage_only_pricing")
-def test_a_branching_design_is_priced_whole_and_searched_stage_by_stage():
-    # fc1 feeds both fc2 and the two-input stage after it: not a chain.
-    flow = Dataflow(head=None, tail=None, hw_input="x", hw_output="y",
-                    stages=[layer("fc1", 8, 16), layer("fc2", 8, 8), Fixed(count=8, fixed_cycles=4)])
-    flow.stages[0].sources, flow.stages[1].sources, flow.stages[2].sources = [-1], [0], [1, 0]
-    for device, cycles in ((UP5K, 64), (ECP5, 4)):
-        plan = plan_for_cycles(flow, cycles=cycles, device=device, placement=False)
-        assert plan.resources == total(flow, device) and plan.cycles <= cycles
-        best = exhaustive_for_cycles(flow, cycles=cycles, device=device, placement=False)
-        greedy = greedy_for_cycles(flow, cycles=cycles, device=device)
-        assert best.resources.lut <= plan.resources.lut <= min(1.05 * best.resources.lut, greedy.resources.lut)
+@pytest.fixture(scope="module")
+def residual():
+    return dataflow(ROOT / "tests" / "models" / "cnn" / "residual_block.onnx")
+
+
+@pytest.fixture(scope="module")
+def concat():
+    return dataflow(ROOT / "tests" / "models" / "cnn" / "concat_block.onnx")
+
+
+def resnet8(tmp_path_factory, **spec) -> Dataflow:
+    path = tmp_path_factory.mktemp("resnet8") / "resnet8.onnx"
+    onnx.save(make_resnet8(ResNetSpec(**spec)), path)
+    return dataflow(path)
+
+
+@pytest.fixture(scope="module")
+def resnet(tmp_path_factory):
+    return resnet8(tmp_path_factory)
+
+
+@pytest.mark.parametrize("name", ["residual", "concat", "resnet"])
+def test_a_branching_design_costs_what_the_estimate_says_for_any_folding(name, request):
+    # The planner prices a branching design as a sum of per-stage and per-link terms: for any
+    # folding, that sum is the estimate's whole-design total.
+    flow = request.getfixturevalue(name)
+    rng = np.random.default_rng(7)
+    for device in (UP5K, ECP5):
+        chain = _Chain(flow, device, 2)
+        assert not chain.chain
+        for _ in range(4):
+            assignment = [options[rng.integers(len(options))] for options in chain.options]
+            resources, cycles = chain.evaluate(assignment)
+            chain.apply(assignment)
+            assert resources == total(flow, device) and cycles == flow.cycles_per_frame()
+
+
+@pytest.mark.parametrize("device", [UP5K, ECP5], ids=lambda d: d.name)
+@pytest.mark.parametrize(("name", "cycles"), [("residual", 36864), ("residual", 4608), ("concat", 4608)])
+def test_a_branching_design_is_folded_as_well_as_trying_every_folding(name, cycles, device, request):
+    # Lanes are not dearer the more there are: the residual block's fewest LUTs at 36864 cycles take
+    # 6 and 8 SIMD lanes where 2 and 4 would do, which a search near the target alone misses.
+    flow = request.getfixturevalue(name)
+    limits = device_limits(device)
+    best = exhaustive_for_cycles(flow, cycles=cycles, device=device, limits=limits, placement=False)
+    plan = plan_for_cycles(flow, cycles=cycles, device=device, limits=limits, placement=False)
+    assert plan.resources == total(flow, device) and plan.cycles <= cycles
+    assert (plan.resources.lut, plan.resources.ff) == (best.resources.lut, best.resources.ff)
+    placed = plan_for_cycles(flow, cycles=cycles, device=device, limits=limits)
+    greedy = greedy_for_cycles(flow, cycles=cycles, device=device)
+    assert placed.resources.lut <= plan.resources.lut <= greedy.resources.lut
+
+
+@pytest.mark.parametrize("device", [UP5K, ECP5], ids=lambda d: d.name)
+def test_a_branching_design_within_a_budget_is_as_fast_as_trying_every_folding(residual, device):
+    plan = plan_for_budget(residual, device=device, budget=0.5, placement=False)
+    best = exhaustive_for_budget(residual, device=device, budget=0.5, placement=False)
+    assert plan.cycles == best.cycles and plan.fits and plan.resources == total(residual, device)
+
+
+def test_resnet8_is_planned_at_a_target_and_within_a_budget_on_the_ecp5(resnet):
+    cycles = target_cycles(target_fps=100, clock_mhz=100)
+    plan = plan_for_cycles(resnet, cycles=cycles, device=ECP5, limits=device_limits(ECP5))
+    assert plan.fits and plan.cycles <= cycles and plan.resources == total(resnet, ECP5)
+    greedy = greedy_for_cycles(resnet, cycles=cycles, device=ECP5)
+    assert plan.resources.lut < greedy.resources.lut
+    fast = plan_for_budget(resnet, device=ECP5, budget=0.5)
+    limits = device_limits(ECP5, budget=0.5)
+    assert fast.fits and not [key for key in limits if getattr(fast.resources, key) > limits[key]]
+    assert fast.cycles < plan.cycles and fast.resources == total(resnet, ECP5)
+
+
+def test_resnet8_names_what_the_up5k_lacks(resnet, tmp_path_factory):
+    # Its weights alone need more block RAM than the UP5K has; a narrower ResNet-8 on 16x16 images fits
+    # (its windows, adds and FIFOs alone take some 4400 LUTs: not within half the device).
+    with pytest.raises(FoldingError, match=r"does not fit the ice40-up5k \(iCE40UP5K\) within budget=0.5, .* block RAMs "
+                                           r"where 30 are available"):
+        plan_for_budget(resnet, device=UP5K, budget=0.5)
+    small = resnet8(tmp_path_factory, widths=(4, 4, 8, 8), image=16, weight_bits=2)
+    cycles = target_cycles(target_fps=100, clock_mhz=100)
+    plan = plan_for_cycles(small, cycles=cycles, device=UP5K, limits=device_limits(UP5K))
+    assert plan.fits and plan.cycles <= cycles and plan.resources == total(small, UP5K)
+    fast = plan_for_budget(small, device=UP5K, budget=0.9)
+    assert fast.fits and fast.cycles < plan.cycles and fast.resources.lut <= 0.9 * UP5K.lut
 
 
 @pytest.mark.usefixtures("stage_only_pricing")
