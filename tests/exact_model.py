@@ -1,7 +1,8 @@
 """Run an ONNX model node by node with exact integer kernels: the reference streamc's tests compare with.
 
 The quantized ops of :mod:`exact_ops` (QuantizeLinear, DequantizeLinear, MatMulInteger, ConvInteger,
-QLinearMatMul, QLinearConv, com.microsoft QGemm) run there, in exact integer arithmetic. Every other
+QLinearMatMul, QLinearConv, com.microsoft QGemm) run there, in exact integer arithmetic, and so do
+average pools (summed exactly, rounded once: onnxruntime's float32 sum breaks ties either way). Every other
 node runs alone in onnxruntime with graph optimizations off, as qonnx's executor runs nodes: its float
 kernels give the same bits on every x86 CPU, while its u8 x s8 integer kernels saturate pairs of
 products on CPUs without VNNI (so a whole-model onnxruntime session is not an exact reference there).

@@ -1,4 +1,5 @@
-"""Exact integer implementations of ONNX's quantized ops, the oracle the tests compare streamc with.
+"""Exact integer implementations of ONNX's quantized ops (and exactly summed averages of dequantized
+values), the oracle the tests compare streamc with.
 
 Written from the ONNX operator definitions (and com.microsoft's QGemm), independently of streamc:
 every integer product and sum is exact in numpy int64. onnxruntime is not an exact oracle here: on
@@ -140,7 +141,8 @@ def _pad_spatial(x: np.ndarray, begins, ends) -> np.ndarray:
 
 def _conv_accumulator(x: np.ndarray, w: np.ndarray, *, auto_pad="NOTSET", pads=None, strides=None,
                       dilations=None, group: int = 1, kernel_shape=None) -> np.ndarray:
-    """Convolution (cross-correlation) of int64 ``x`` (N, C, *spatial) with ``w`` (M, C/group, *kernel)."""
+    """Convolution (cross-correlation) of ``x`` (N, C, *spatial) with ``w`` (M, C/group, *kernel), in
+    their dtype (int64: exact)."""
     if isinstance(auto_pad, bytes):
         auto_pad = auto_pad.decode()
     rank = x.ndim - 2
@@ -151,7 +153,7 @@ def _conv_accumulator(x: np.ndarray, w: np.ndarray, *, auto_pad="NOTSET", pads=N
     out_shape = [(n - (k - 1) * d - 1) // s + 1 for n, k, d, s in zip(x.shape[2:], kernel, dilations, strides)]
     batch, channels, out_channels = x.shape[0], x.shape[1], w.shape[0]
     group_in, group_out = channels // group, out_channels // group
-    y = np.zeros((batch, out_channels, *out_shape), np.int64)
+    y = np.zeros((batch, out_channels, *out_shape), np.result_type(x, w))
     # one kernel tap at a time: the input positions it sees for every output position form a strided slice
     for tap in np.ndindex(*kernel):
         window = x[(slice(None), slice(None)) + tuple(slice(t * d, t * d + (o - 1) * s + 1, s)
@@ -173,6 +175,36 @@ def _conv_operands(x, w, x_zero_point, w_zero_point) -> tuple[np.ndarray, np.nda
 def conv_integer(x, w, x_zero_point=None, w_zero_point=None, **attrs) -> np.ndarray:
     """ConvInteger: any rank, pads/auto_pad, strides, dilations, group; w's zero point may be per output channel."""
     return _conv_accumulator(*_conv_operands(x, w, x_zero_point, w_zero_point), **attrs).astype(np.int32)
+
+
+# ------------------------------------------------------------------------------------------------
+# Averages of dequantized values
+# ------------------------------------------------------------------------------------------------
+# A QDQ average pool sums codes of one scale and divides by the window's size: exact ties (a mean of
+# k + 0.5 codes) are common, and onnxruntime's float32 running sum lands them a rounding either side,
+# so its AveragePool is no oracle there. These sum in float64, exact for values of one scale (their
+# exponents span far fewer than float64's 29 spare bits), and round the mean once.
+
+def average_pool(x, *, kernel_shape, auto_pad="NOTSET", pads=None, strides=None, dilations=None,
+                 ceil_mode: int = 0, count_include_pad: int = 0) -> np.ndarray:
+    """AveragePool of a float tensor; ``ceil_mode`` is not implemented (the zoo and test models use none)."""
+    if ceil_mode:
+        raise NotImplementedError("AveragePool with ceil_mode=1")
+    x = np.asarray(x)
+    channels, rank = x.shape[1], x.ndim - 2
+    geometry = dict(auto_pad=auto_pad, pads=pads, strides=strides, dilations=dilations, kernel_shape=kernel_shape)
+    window = np.ones((channels, 1, *kernel_shape))
+    total = _conv_accumulator(x.astype(np.float64), window, group=channels, **geometry)
+    if count_include_pad:
+        count = math.prod(kernel_shape)
+    else:
+        count = _conv_accumulator(np.ones((1, 1, *x.shape[2:])), np.ones((1, 1, *kernel_shape)), **geometry)
+    return (total / np.maximum(count, 1)).astype(x.dtype)
+
+
+def global_average_pool(x) -> np.ndarray:
+    x = np.asarray(x)
+    return np.mean(x.astype(np.float64), axis=tuple(range(2, x.ndim)), keepdims=True).astype(x.dtype)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -239,4 +271,6 @@ OPS = {
     ("", "QLinearMatMul"): qlinear_matmul,
     ("", "QLinearConv"): qlinear_conv,
     ("com.microsoft", "QGemm"): qgemm,
+    ("", "AveragePool"): average_pool,
+    ("", "GlobalAveragePool"): global_average_pool,
 }

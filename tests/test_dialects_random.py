@@ -164,8 +164,10 @@ def test_per_channel_activation_scale_is_rejected():
     values = np.linspace(1, 2, fan_in).astype(np.float32) * onnx.numpy_helper.to_array(scale)
     scale.CopyFrom(onnx.numpy_helper.from_array(values, scale.name))
     with pytest.raises(LoweringError, match=rf"^quantizer '{quant.name}': its scale must be one value per tensor "
-                                            rf"here \(per-tensor quantization of activations feeding a linear layer\); "
-                                            rf"it has {fan_in} values$"):
+                                            rf"here \(node '{second.name}' \(MatMul\) mixes its input channels, so its "
+                                            rf"accumulator would sum codes of different scales\); it has {fan_in} values; "
+                                            rf"per-channel activation scales are supported into depthwise convolutions, "
+                                            rf"pools, adds and concats .*, not into layers that mix channels$"):
         _compile(model)
 
 
