@@ -483,6 +483,22 @@ def test_supported_ops_cover_the_qonnx_ops():
     assert issubclass(UnsupportedOpError, FrontendError)
 
 
+def test_every_family_module_registers_its_ops():
+    # The ops are registered when streamc.reference imports each family module; a module it
+    # stopped importing would drop its ops silently. This is the set before the package split.
+    assert SUPPORTED_OPS == {
+        "Abs", "Add", "ArgMax", "AveragePool", "BatchNormalization", "BipolarQuant", "Cast", "Ceil",
+        "Clip", "Concat", "Constant", "ConstantOfShape", "Conv", "ConvInteger", "DequantizeLinear",
+        "Div", "Dropout", "Equal", "Erf", "Exp", "Expand", "Flatten", "Floor", "Gather", "Gemm",
+        "GlobalAveragePool", "GlobalMaxPool", "Greater", "HardSigmoid", "HardSwish", "Identity",
+        "LeakyRelu", "Less", "Log", "MatMul", "MatMulInteger", "Max", "MaxPool", "Mean", "Min", "Mul",
+        "MultiThreshold", "Neg", "Not", "Pad", "Pow", "QGemm", "QLinearConv", "QLinearMatMul", "Quant",
+        "QuantizeLinear", "Reciprocal", "ReduceMax", "ReduceMean", "ReduceSum", "Relu", "Reshape",
+        "Round", "Shape", "Sigmoid", "Sign", "Slice", "Softmax", "Softplus", "Sqrt", "Squeeze", "Sub",
+        "Sum", "Tanh", "Transpose", "Trunc", "Unsqueeze", "Where",
+    }
+
+
 def test_blocked_quantization_is_rejected():
     message = "QuantizeLinear block_size=4 (blocked quantization) is not supported; only per-tensor and per-axis"
     with pytest.raises(FrontendError, match=f"^{re.escape(message)}$"):
