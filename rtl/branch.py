@@ -200,6 +200,26 @@ class ElementwiseAdd(wiring.Component):
             "o": Out(stream.Signature(unsigned(self.out_elems * self.out_width))),
         })
 
+    @property
+    def a_dtype(self) -> DataType:
+        """Type of the elements on input ``a``."""
+        return self._a_dtype
+
+    @property
+    def b_dtype(self) -> DataType:
+        """Type of the elements on input ``b``."""
+        return self._b_dtype
+
+    @property
+    def a_weight(self) -> int:
+        """The constant each ``a`` element is multiplied by before the sum."""
+        return self._a_weight
+
+    @property
+    def b_weight(self) -> int:
+        """The constant each ``b`` element is multiplied by before the sum."""
+        return self._b_weight
+
     def elaborate(self, platform):
         m = Module()
         aw, bw, ow = self.a_width, self.b_width, self.out_width

@@ -113,8 +113,9 @@ class LookupTable(wiring.Component):
             "o": Out(stream.Signature(unsigned(elems * self.out_width))),
         })
 
-    def _rom_words(self, lane: int = 0) -> list[int]:
-        """Lane ``lane``'s ROM: at word ``fold << in_width | bits`` the output bit pattern for the
+    @property
+    def rom_words(self) -> list[list[int]]:
+        """Each lane's ROM words: at word ``fold << in_width | bits`` the output bit pattern for the
         input stored as ``bits`` in the ``fold``-th beat of a pixel (one fold with one table).
 
         Patterns outside the input type (e.g. TERNARY's -2) never arrive; their words are 0.
@@ -123,12 +124,15 @@ class LookupTable(wiring.Component):
         values = in_dt.from_hw(np.arange(1 << self.in_width))
         inside = (values >= in_dt.min) & (values <= in_dt.max)
         index = (values - in_dt.min) // 2 if in_dt.bipolar else values - in_dt.min
-        words = []
-        for fold in range(self.folds):
-            table = self._table[(fold * self.in_elems + lane) % len(self._table)]
-            outputs = np.where(inside, table[np.where(inside, index, 0)], 0)
-            words += [int(w) for w in self._out_dtype.to_hw(outputs)]
-        return words
+        lanes = []
+        for lane in range(self.in_elems):
+            words = []
+            for fold in range(self.folds):
+                table = self._table[(fold * self.in_elems + lane) % len(self._table)]
+                outputs = np.where(inside, table[np.where(inside, index, 0)], 0)
+                words += [int(w) for w in self._out_dtype.to_hw(outputs)]
+            lanes.append(words)
+        return lanes
 
     def elaborate(self, platform):
         m = Module()
@@ -146,8 +150,7 @@ class LookupTable(wiring.Component):
             with m.If(self.i.valid & advance):
                 m.d.sync += fold.eq(Mux(fold == self.folds - 1, 0, fold + 1))
         lanes = []
-        for j in range(self.in_elems):
-            words = self._rom_words(j)
+        for j, words in enumerate(self.rom_words):
             rom = Memory(shape=unsigned(ow), depth=len(words), init=words, attrs=self._attrs)
             m.submodules[f"rom_{j}"] = rom
             read = rom.read_port(domain="sync")

@@ -106,10 +106,11 @@ class MatrixVectorUnit(wiring.Component):
         thresholds, 6 with requantization.
     acc_shape : amaranth.hdl.Shape
         Accumulator and comparator shape.
-    multiplier_shape, product_shape, sum_shape : amaranth.hdl.Shape or None
-        With ``requant``: the narrowest shapes holding every multiplier, every product of
-        a complete accumulator with its channel's multiplier, and every such product plus
-        its channel's offset (and rounding constant). ``None`` without ``requant``.
+    multiplier_shape, offset_shape, product_shape, sum_shape : amaranth.hdl.Shape or None
+        With ``requant``: the narrowest shapes holding every multiplier, every offset (with the
+        rounding constant), every product of a complete accumulator with its channel's
+        multiplier, and every such product plus its channel's offset. ``None`` without
+        ``requant``.
     """
 
     def __init__(self, *, weights: np.ndarray, in_dtype: DataType, weight_dtype: DataType,
@@ -144,10 +145,10 @@ class MatrixVectorUnit(wiring.Component):
 
         self._bounds = self._row_bounds()
         acc_lo, acc_hi = self._accumulator_range()
-        full_lo, full_hi = self._output_sum_range()
+        full_lo, full_hi = self.output_sum_range
         self._thresholds = None
         self._requant = None
-        self.multiplier_shape = self.product_shape = self.sum_shape = None
+        self.multiplier_shape = self.offset_shape = self.product_shape = self.sum_shape = None
         if requant is not None:
             self._check_requant(requant, thresholds, out_dtype)
             self._requant = requant
@@ -199,6 +200,31 @@ class MatrixVectorUnit(wiring.Component):
             "o": Out(stream.Signature(unsigned(pe * self.out_width))),
         })
 
+    @property
+    def weights(self) -> np.ndarray:
+        """The ``(MH, MW)`` weight matrix the weight ROM holds, as integers."""
+        return self._weights
+
+    @property
+    def in_dtype(self) -> DataType:
+        """Type of the input elements, one lane operand each."""
+        return self._in_dtype
+
+    @property
+    def weight_dtype(self) -> DataType:
+        """Type of the weights, the other lane operand."""
+        return self._weight_dtype
+
+    @property
+    def thresholds(self) -> np.ndarray | None:
+        """The ``(MH, L)`` thresholds the compares read, in the accumulator's domain; or ``None``."""
+        return self._thresholds
+
+    @property
+    def requant(self) -> Requant | None:
+        """The requantization of the output stage, or ``None``."""
+        return self._requant
+
     def _check_requant(self, requant, thresholds, out_dtype: DataType) -> None:
         name, mh = self.name, self._weights.shape[0]
         if thresholds is not None:
@@ -239,7 +265,7 @@ class MatrixVectorUnit(wiring.Component):
         p_hi = np.maximum(sum_lo * m, sum_hi * m)
         total_lo, total_hi = int((p_lo + o).min()), int((p_hi + o).max())
         self.multiplier_shape = _shape_of_range(int(m.min()), int(m.max()))
-        self._offset_shape = _shape_of_range(int(o.min()), int(o.max()))
+        self.offset_shape = _shape_of_range(int(o.min()), int(o.max()))
         self.product_shape = _shape_of_range(int(p_lo.min()), int(p_hi.max()))
         self.sum_shape = _shape_of_range(total_lo, total_hi)
         self._quotient_range = (total_lo >> rq.shift, total_hi >> rq.shift)
@@ -299,18 +325,25 @@ class MatrixVectorUnit(wiring.Component):
         _, _, partial_lo, partial_hi = self._bounds
         return int(partial_lo.min()), int(partial_hi.max())
 
-    def _output_sum_range(self) -> tuple[int, int]:
+    @property
+    def output_sum_range(self) -> tuple[int, int]:
         """Bounds of a complete dot product (in the popcount domain for XNOR), over all channels."""
         sum_lo, sum_hi, _, _ = self._bounds
         return int(sum_lo.min()), int(sum_hi.max())
 
-    def _weight_rom_rows(self) -> list[int]:
-        """ROM row ``nf * SF + sf``: weights of rows ``nf*pe + j``, columns ``sf*simd + k``,
-        element ``(j, k)`` at bit ``(j*simd + k) * weight bits``."""
+    @property
+    def weight_rom_rows(self) -> list[int]:
+        """The weight ROM's words: row ``nf * SF + sf`` holds weights of rows ``nf*pe + j``, columns
+        ``sf*simd + k``, element ``(j, k)`` at bit ``(j*simd + k) * weight bits``."""
         pe, simd = self._pe, self._simd
         bits = self._weight_dtype.to_hw(self._weights)
         blocks = bits.reshape(self._nf, pe, self._sf, simd).transpose(0, 2, 1, 3)
         return _packed_rows(blocks.reshape(self._nf * self._sf, pe * simd), self._weight_dtype.bitwidth)
+
+    @property
+    def threshold_rom_rows(self) -> list[int]:
+        """The threshold ROM's words as one ROM of all ``pe`` lanes (wider ones are split by lanes)."""
+        return self._threshold_rom_rows(0, self._pe)
 
     def _threshold_rom_rows(self, first: int, lanes: int) -> list[int]:
         """ROM row ``nf`` of lanes ``first`` to ``first + lanes``: thresholds ``l`` of channel
@@ -319,13 +352,15 @@ class MatrixVectorUnit(wiring.Component):
         fields = (self._thresholds & ((1 << width) - 1)).reshape(self._nf, self._pe, -1)
         return _packed_rows(fields[:, first:first + lanes].reshape(self._nf, -1), width)
 
-    def _multiplier_rom_rows(self) -> list[int]:
-        """ROM row ``nf``: the requantization multipliers of channels ``nf*pe + j``."""
+    @property
+    def multiplier_rom_rows(self) -> list[int]:
+        """The requantization multipliers' ROM words: row ``nf`` holds those of channels ``nf*pe + j``."""
         return _channel_rom_rows(self._requant_multiplier, self._pe, self.multiplier_shape)
 
-    def _offset_rom_rows(self) -> list[int]:
-        """ROM row ``nf``: the requantization offsets of channels ``nf*pe + j``."""
-        return _channel_rom_rows(self._requant_offset, self._pe, self._offset_shape)
+    @property
+    def offset_rom_rows(self) -> list[int]:
+        """The requantization offsets' ROM words: row ``nf`` holds those of channels ``nf*pe + j``."""
+        return _channel_rom_rows(self._requant_offset, self._pe, self.offset_shape)
 
     def _product(self, x_bits, w_bits):
         """One lane's term of the sum ``a`` (:meth:`_accumulator_domain`), from stored bits."""
@@ -349,8 +384,9 @@ class MatrixVectorUnit(wiring.Component):
             return None
         return _shape_of_range(int(self._offsets.min()), int(self._offsets.max()))
 
-    def _start_rom_rows(self) -> list[int]:
-        """ROM row ``nf``: the starting offsets of channels ``nf*pe + j``."""
+    @property
+    def start_rom_rows(self) -> list[int]:
+        """The accumulators' starting offsets' ROM words: row ``nf`` holds those of channels ``nf*pe + j``."""
         return _channel_rom_rows(self._offsets, self._pe, self.start_rom_shape())
 
     def _accumulator_start(self, m, advance, nf1) -> list:
@@ -362,7 +398,7 @@ class MatrixVectorUnit(wiring.Component):
         if shape is None:
             return [int(offset) for offset in self._offsets[:self._pe]]
         m.submodules.start_rom = rom = Memory(shape=unsigned(self._pe * shape.width), depth=self._nf,
-                                              init=self._start_rom_rows())
+                                              init=self.start_rom_rows)
         read = rom.read_port(domain="sync")
         m.d.comb += [read.addr.eq(nf1), read.en.eq(advance)]
         return _channel_fields(read.data, self._pe, shape)
@@ -405,7 +441,7 @@ class MatrixVectorUnit(wiring.Component):
         pe, rq = self._pe, self._requant
         m.submodules.multiplier_rom = multiplier_rom = Memory(
             shape=unsigned(pe * self.multiplier_shape.width), depth=self._nf,
-            init=self._multiplier_rom_rows())
+            init=self.multiplier_rom_rows)
         multiplier_read = multiplier_rom.read_port(domain="sync")
         # Read alongside the accumulator's last step, so the factors arrive with the sum.
         m.d.comb += [multiplier_read.addr.eq(nf2), multiplier_read.en.eq(advance)]
@@ -421,8 +457,8 @@ class MatrixVectorUnit(wiring.Component):
                          for product, acc, factor in zip(product4, acc3, factors)]
 
         m.submodules.offset_rom = offset_rom = Memory(
-            shape=unsigned(pe * self._offset_shape.width), depth=self._nf,
-            init=self._offset_rom_rows())
+            shape=unsigned(pe * self.offset_shape.width), depth=self._nf,
+            init=self.offset_rom_rows)
         offset_read = offset_rom.read_port(domain="sync")
         # One stage later than the factors: the offsets arrive with the products.
         m.d.comb += [offset_read.addr.eq(nf3), offset_read.en.eq(advance)]
@@ -430,7 +466,7 @@ class MatrixVectorUnit(wiring.Component):
         # Stage 5: product plus offset (which carries the rounding constant).
         valid5 = Signal()
         sum5 = [Signal(self.sum_shape, name=f"sum_{j}") for j in range(pe)]
-        offsets = _channel_fields(offset_read.data, pe, self._offset_shape)
+        offsets = _channel_fields(offset_read.data, pe, self.offset_shape)
         with m.If(advance):
             m.d.sync += valid5.eq(valid4)
             m.d.sync += [total.eq(product + offset)
@@ -481,7 +517,7 @@ class MatrixVectorUnit(wiring.Component):
                 m.d.sync += nf.eq(Mux(nf == nf_count - 1, 0, nf + 1))
 
         m.submodules.weight_rom = weight_rom = Memory(
-            shape=unsigned(pe * simd * wb), depth=nf_count * sf_count, init=self._weight_rom_rows(),
+            shape=unsigned(pe * simd * wb), depth=nf_count * sf_count, init=self.weight_rom_rows,
             attrs=self._weight_attrs)
         weight_read = weight_rom.read_port(domain="sync")
         m.d.comb += [weight_read.addr.eq(waddr), weight_read.en.eq(advance)]

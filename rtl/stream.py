@@ -55,7 +55,13 @@ class StreamFIFO(wiring.Component):
         })
 
     @property
+    def width(self) -> int:
+        """Bits of one queued beat."""
+        return self._width
+
+    @property
     def depth(self) -> int:
+        """Beats the queue holds."""
         return self._depth
 
     def elaborate(self, platform):

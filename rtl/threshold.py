@@ -125,8 +125,19 @@ class ThresholdUnit(wiring.Component):
             "o": Out(stream.Signature(unsigned(elems * self.out_width))),
         })
 
-    def _rom_rows(self) -> list[int]:
-        """Row ``g``: thresholds ``l`` of channels ``g*elems + j`` at bit ``(j*L + l) * width``."""
+    @property
+    def thresholds(self) -> np.ndarray:
+        """The ``(C, L)`` thresholds the compares read, clamped to the input type's range (and one past)."""
+        return self._thresholds
+
+    @property
+    def in_dtype(self) -> DataType:
+        """Type of the compared input elements."""
+        return self._in_dtype
+
+    @property
+    def rom_rows(self) -> list[int]:
+        """The threshold ROM's words: row ``g``: thresholds ``l`` of channels ``g*elems + j`` at bit ``(j*L + l) * width``."""
         width = self.compare_shape.width
         mask = (1 << width) - 1
         rows = []
@@ -155,7 +166,7 @@ class ThresholdUnit(wiring.Component):
             take.eq(self.i.valid & advance),
         ]
 
-        rows = self._rom_rows()
+        rows = self.rom_rows
         if len(set(rows)) == 1:
             thresholds1 = Const(rows[0], unsigned(elems * n_thr * cw))
         else:

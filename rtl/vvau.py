@@ -151,8 +151,24 @@ class VectorVectorUnit(wiring.Component):
             "o": Out(stream.Signature(unsigned(simd * self.out_width))),
         })
 
-    def _weight_rom_rows(self) -> list[int]:
-        """ROM row ``k * CF + g``: weights ``[g*simd + j, k]`` at bit ``j * weight bits``."""
+    @property
+    def weights(self) -> np.ndarray:
+        """The ``(C, K)`` weights, channel by tap, as integers."""
+        return self._weights
+
+    @property
+    def in_dtype(self) -> DataType:
+        """Type of the input elements, one lane operand each."""
+        return self._in_dtype
+
+    @property
+    def weight_dtype(self) -> DataType:
+        """Type of the weights, the other lane operand."""
+        return self._weight_dtype
+
+    @property
+    def weight_rom_rows(self) -> list[int]:
+        """The weight ROM's words: row ``k * CF + g``: weights ``[g*simd + j, k]`` at bit ``j * weight bits``."""
         simd, wb = self._simd, self._weight_dtype.bitwidth
         bits = self._weight_dtype.to_hw(self._weights).astype(object)
         return [sum(int(bits[g * simd + j, k]) << (j * wb) for j in range(simd))
@@ -195,7 +211,7 @@ class VectorVectorUnit(wiring.Component):
             with m.Else():
                 m.d.sync += group.eq(group + 1)
 
-        rows = self._weight_rom_rows()
+        rows = self.weight_rom_rows
         if len(set(rows)) == 1:
             w1 = Const(rows[0], unsigned(simd * wb))
         else:

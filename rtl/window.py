@@ -8,7 +8,7 @@ by the weight matrix. A max or sum pool reduces the same patches with :class:`Wi
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -199,6 +199,31 @@ class SlidingWindow(wiring.Component):
             "i": In(stream.Signature(unsigned(simd * self.in_width))),
             "o": Out(stream.Signature(unsigned(simd * self.out_width))),
         })
+
+    @property
+    def in_shape(self) -> tuple[int, int, int]:
+        """``(H, W, C)``: the image the ring buffers rows of."""
+        return self._h, self._w, self._c
+
+    @property
+    def kernel(self) -> tuple[int, int]:
+        """``(KH, KW)``: the patch's rows and columns of pixels."""
+        return self._kh, self._kw
+
+    @property
+    def stride(self) -> tuple[int, int]:
+        """``(SH, SW)``: the pixels a patch moves by along each axis."""
+        return self._sh, self._sw
+
+    @property
+    def dilation(self) -> tuple[int, int]:
+        """``(DH, DW)``: the pixels between taps of a patch along each axis."""
+        return self._dh, self._dw
+
+    @property
+    def padding_before(self) -> tuple[int, int]:
+        """``(top, left)``: the padding rows and columns before the image, where patches start."""
+        return self._top, self._left
 
     def elaborate(self, platform):
         m = Module()
@@ -428,6 +453,26 @@ class WindowReduce(wiring.Component):
             "i": In(stream.Signature(unsigned(simd * self.in_width))),
             "o": Out(stream.Signature(unsigned(simd * self.out_width))),
         })
+
+    @property
+    def channels(self) -> int:
+        """Channels of a window, each with a running value in registers."""
+        return self._channels
+
+    @property
+    def window(self) -> int:
+        """Groups of ``channels`` elements a running value takes in before its result leaves."""
+        return self._window
+
+    @property
+    def vectors(self) -> int:
+        """Windows per frame."""
+        return self._vectors
+
+    @property
+    def value_shape(self) -> Shape:
+        """Shape of one running value's register."""
+        return self._value_shape
 
     def _value(self, bits):
         """One stored input element as the running values hold it: its code for a max, its true

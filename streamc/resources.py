@@ -191,7 +191,9 @@ class MVAUSpec(_Spec):
     @classmethod
     def of_unit(cls, unit) -> "MVAUSpec":
         """The spec of a constructed :class:`~streamc.rtl.mvau.MatrixVectorUnit` (not elaborated)."""
-        in_dt, w_dt = unit._in_dtype, unit._weight_dtype
+        in_dt, w_dt = unit.in_dtype, unit.weight_dtype
+        weights, pe, simd = unit.weights, unit.out_elems, unit.in_elems
+        lanes, nf = pe * simd, weights.shape[0] // pe
         xnor = in_dt.bipolar and w_dt.bipolar
         if xnor or in_dt.bipolar or w_dt.bipolar:
             # XNOR: a bit; a masked weight: the weight; a complemented input: the input.
@@ -202,46 +204,44 @@ class MVAUSpec(_Spec):
             mul_a = in_dt.bitwidth + (1 if w_dt.signed and not in_dt.signed else 0)
             mul_b = w_dt.bitwidth + (1 if in_dt.signed and not w_dt.signed else 0)
             product_bits = in_dt.bitwidth + w_dt.bitwidth + (1 if in_dt.signed != w_dt.signed else 0)
-        thresholds = 0 if unit._thresholds is None else unit._thresholds.shape[1]
+        thresholds = 0 if unit.thresholds is None else unit.thresholds.shape[1]
         rq = {}
-        if unit._requant is not None:
+        if unit.requant is not None:
             acc, mult = unit.acc_shape, unit.multiplier_shape
             mixed = acc.signed != mult.signed
-            nf = unit._weights.shape[0] // unit._pe
             rq = dict(rq_acc_bits=acc.width + (1 if mixed and not acc.signed else 0),
                       rq_multiplier_bits=mult.width + (1 if mixed and not mult.signed else 0),
-                      rq_product_bits=unit.product_shape.width, rq_offset_bits=unit._offset_shape.width,
+                      rq_product_bits=unit.product_shape.width, rq_offset_bits=unit.offset_shape.width,
                       rq_sum_bits=unit.sum_shape.width,
                       # Rounding without a tie fix-up reads no sum bit below the shift.
-                      rq_sum_live=(unit.sum_shape.width if unit._requant.rounding in ("HALF_EVEN", "HALF_ODD")
-                                   else max(unit.sum_shape.width - unit._requant.shift, 1)),
-                      rq_multiplier_live=_live_bits_of(unit._multiplier_rom_rows, unit._pe * mult.width, nf),
-                      rq_offset_live=_live_bits_of(unit._offset_rom_rows, unit._pe * unit._offset_shape.width, nf))
-        lanes, nf = unit._pe * unit._simd, unit._weights.shape[0] // unit._pe
-        live = dict(weight_rom_live=_live_bits_of(unit._weight_rom_rows, lanes * w_dt.bitwidth,
-                                                  nf * unit._weights.shape[1] // unit._simd))
+                      rq_sum_live=(unit.sum_shape.width if unit.requant.rounding in ("HALF_EVEN", "HALF_ODD")
+                                   else max(unit.sum_shape.width - unit.requant.shift, 1)),
+                      rq_multiplier_live=_live_bits_of(lambda: unit.multiplier_rom_rows, pe * mult.width, nf),
+                      rq_offset_live=_live_bits_of(lambda: unit.offset_rom_rows, pe * unit.offset_shape.width, nf))
+        live = dict(weight_rom_live=_live_bits_of(lambda: unit.weight_rom_rows, lanes * w_dt.bitwidth,
+                                                  nf * weights.shape[1] // simd))
         if thresholds:
-            live["threshold_rom_live"] = _live_bits_of(lambda: unit._threshold_rom_rows(0, unit._pe),
-                                                       unit._pe * thresholds * unit.acc_shape.width, nf)
+            live["threshold_rom_live"] = _live_bits_of(lambda: unit.threshold_rom_rows,
+                                                       pe * thresholds * unit.acc_shape.width, nf)
             width = unit.acc_shape.width
-            fields = (unit._thresholds & ((1 << width) - 1)).reshape(nf, -1)
+            fields = (unit.thresholds & ((1 << width) - 1)).reshape(nf, -1)
             live["threshold_rom_varying"] = varying_bits(fields, width)
-            full_lo, full_hi = unit._output_sum_range()
+            full_lo, full_hi = unit.output_sum_range
             live["live_compares"], _, _ = _threshold_structure(
-                unit._thresholds, unit._pe, full_lo, full_hi + 1, width, shared=False)
+                unit.thresholds, pe, full_lo, full_hi + 1, width, shared=False)
             live["block_compares"], _, live["compare_full_adders"] = _threshold_structure(
-                unit._thresholds, unit._pe, full_lo, full_hi + 1, width, shared=False, merge_equal=False)
+                unit.thresholds, pe, full_lo, full_hi + 1, width, shared=False, merge_equal=False)
         start = unit.start_rom_shape()
         if start is not None:
             live.update(start_rom_bits=start.width,
-                        start_rom_live=_live_bits_of(unit._start_rom_rows, unit._pe * start.width, nf))
-        sf = unit._weights.shape[1] // unit._simd
+                        start_rom_live=_live_bits_of(lambda: unit.start_rom_rows, pe * start.width, nf))
+        sf = weights.shape[1] // simd
         # Lanes of equal weights matter where the ROM is logic, which past the size limit it is not.
-        live.update(_lanes_of(unit._weights.reshape(nf, unit._pe, sf, unit._simd),
+        live.update(_lanes_of(weights.reshape(nf, pe, sf, simd),
                               distinct=lanes * nf * sf * w_dt.bitwidth <= _LIVE_BITS_LIMIT))
-        live["weight_rom_varying"] = varying_bits(w_dt.to_hw(unit._weights).reshape(nf, unit._pe, sf, unit._simd),
+        live["weight_rom_varying"] = varying_bits(w_dt.to_hw(weights).reshape(nf, pe, sf, simd),
                                                   w_dt.bitwidth, word_axes=(0, 2))
-        return cls(mh=unit._weights.shape[0], mw=unit._weights.shape[1], pe=unit._pe, simd=unit._simd,
+        return cls(mh=weights.shape[0], mw=weights.shape[1], pe=pe, simd=simd,
                    in_bits=in_dt.bitwidth, weight_bits=w_dt.bitwidth, out_bits=unit.out_width,
                    acc_bits=unit.acc_shape.width, product_bits=product_bits, mul_a=mul_a, mul_b=mul_b,
                    xnor=xnor, thresholds=thresholds,
@@ -314,10 +314,11 @@ class WindowSpec(_Spec):
 
     @classmethod
     def of_unit(cls, unit) -> "WindowSpec":
-        return cls(height=unit._h, width=unit._w, channels=unit._c, kernel_h=unit._kh, kernel_w=unit._kw,
-                   out_h=unit._oh, out_w=unit._ow, bits=unit.in_width, simd=unit.in_elems,
-                   buffer_rows=unit.buffer_rows, pad_top=unit._top, pad_left=unit._left, stride_h=unit._sh,
-                   stride_w=unit._sw, dilation_h=unit._dh, dilation_w=unit._dw)
+        (h, w, c), (kh, kw), (oh, ow, _) = unit.in_shape, unit.kernel, unit.out_shape
+        (sh, sw), (dh, dw), (top, left) = unit.stride, unit.dilation, unit.padding_before
+        return cls(height=h, width=w, channels=c, kernel_h=kh, kernel_w=kw, out_h=oh, out_w=ow, bits=unit.in_width,
+                   simd=unit.in_elems, buffer_rows=unit.buffer_rows, pad_top=top, pad_left=left, stride_h=sh,
+                   stride_w=sw, dilation_h=dh, dilation_w=dw)
 
     @classmethod
     def of_stage(cls, stage) -> "WindowSpec":
@@ -402,22 +403,22 @@ class VVAUSpec(_Spec):
     @classmethod
     def of_unit(cls, unit) -> "VVAUSpec":
         """The spec of a constructed :class:`~streamc.rtl.vvau.VectorVectorUnit` (not elaborated)."""
-        in_dt, w_dt = unit._in_dtype, unit._weight_dtype
+        in_dt, w_dt, weights, simd = unit.in_dtype, unit.weight_dtype, unit.weights, unit.in_elems
         mul_a, mul_b, product_bits, xnor = _lane_multiply(in_dt, w_dt)
-        rows = unit._weight_rom_rows()
+        rows = unit.weight_rom_rows
         constant = len(set(rows)) == 1
         if constant and mul_a:
             # Yosys folds a product by a constant power of two (or zero) into wiring.
-            lanes = {abs(int(w)) for w in unit._weights[:, 0]}
+            lanes = {abs(int(w)) for w in weights[:, 0]}
             if all(w & (w - 1) == 0 for w in lanes):
                 mul_a = mul_b = 0
-        channels, taps = unit._weights.shape
-        return cls(channels=channels, taps=taps, simd=unit._simd, in_bits=in_dt.bitwidth,
+        channels, taps = weights.shape
+        return cls(channels=channels, taps=taps, simd=simd, in_bits=in_dt.bitwidth,
                    weight_bits=w_dt.bitwidth, out_bits=unit.out_width, acc_bits=unit.acc_shape.width,
                    product_bits=product_bits, mul_a=mul_a, mul_b=mul_b, xnor=xnor, constant_weights=constant,
-                   weight_rom_live=_live_bits_of(lambda: rows, unit._simd * w_dt.bitwidth, len(rows)),
+                   weight_rom_live=_live_bits_of(lambda: rows, simd * w_dt.bitwidth, len(rows)),
                    weight_rom_varying=varying_bits(
-                       w_dt.to_hw(unit._weights).reshape(channels // unit._simd, unit._simd, taps), w_dt.bitwidth,
+                       w_dt.to_hw(weights).reshape(channels // simd, simd, taps), w_dt.bitwidth,
                        word_axes=(0, 2)),
                    ram_style=unit.ram_style, res_type=unit.res_type)
 
@@ -449,16 +450,15 @@ class ThresholdSpec(_Spec):
 
     @classmethod
     def of_unit(cls, unit) -> "ThresholdSpec":
-        rows = unit._rom_rows()
-        thresholds = unit._thresholds.shape[1]
+        rows, elems = unit.rom_rows, unit.in_elems
+        channels, thresholds = unit.thresholds.shape
         shared = len(set(rows)) == 1
         live, live_bits, full_adders = _threshold_structure(
-            unit._thresholds, unit._elems, unit._in_dtype.min, unit._in_dtype.max + 1, unit.compare_shape.width,
-            shared)
-        return cls(channels=unit._thresholds.shape[0], elems=unit._elems, thresholds=thresholds,
+            unit.thresholds, elems, unit.in_dtype.min, unit.in_dtype.max + 1, unit.compare_shape.width, shared)
+        return cls(channels=channels, elems=elems, thresholds=thresholds,
                    in_bits=unit.in_width, compare_bits=unit.compare_shape.width, out_bits=unit.out_width,
                    shared=shared, signed=unit.compare_shape.signed,
-                   rom_live=_live_bits_of(lambda: rows, unit._elems * thresholds * unit.compare_shape.width,
+                   rom_live=_live_bits_of(lambda: rows, elems * thresholds * unit.compare_shape.width,
                                           len(rows)),
                    live_compares=live, live_compare_bits=live_bits, count_full_adders=full_adders)
 
@@ -535,9 +535,9 @@ class AddSpec(_Spec):
 
     @classmethod
     def of_unit(cls, unit) -> "AddSpec":
-        a_dt, b_dt = unit._a_dtype, unit._b_dtype
+        a_dt, b_dt = unit.a_dtype, unit.b_dtype
         return cls(elems=unit.in_elems, a_bits=unit.a_width + a_dt.bipolar, b_bits=unit.b_width + b_dt.bipolar,
-                   out_bits=unit.out_width, a_weight=unit._a_weight, b_weight=unit._b_weight,
+                   out_bits=unit.out_width, a_weight=unit.a_weight, b_weight=unit.b_weight,
                    a_signed=a_dt.signed or a_dt.bipolar, b_signed=b_dt.signed or b_dt.bipolar)
 
 
@@ -633,15 +633,15 @@ def spec_of_unit(unit) -> Spec:
     from .rtl.window import SlidingWindow, WindowReduce
 
     if isinstance(unit, LookupTable):
-        pieces = [table_pieces(unit._rom_words(lane), unit.out_width) for lane in range(unit.in_elems)]
+        pieces = [table_pieces(words, unit.out_width) for words in unit.rom_words]
         return LUTSpec(in_bits=unit.in_width, out_bits=unit.out_width, elems=unit.in_elems,
                        rom_leaves=sum(p[0] for p in pieces), rom_selects=sum(p[1] for p in pieces),
                        ram_style=unit.ram_style, folds=unit.folds)
     if isinstance(unit, WindowReduce):
-        return PoolSpec(channels=unit._channels, window=unit._window, vectors=unit._vectors, bits=unit.in_width,
-                        simd=unit.in_elems, value_bits=unit._value_shape.width)
+        return PoolSpec(channels=unit.channels, window=unit.window, vectors=unit.vectors, bits=unit.in_width,
+                        simd=unit.in_elems, value_bits=unit.value_shape.width)
     if isinstance(unit, StreamFIFO):
-        return FIFOSpec(width=unit._width, depth=unit._depth)
+        return FIFOSpec(width=unit.width, depth=unit.depth)
     if isinstance(unit, WidthConverter):
         return ConverterSpec(bits=unit.elem_width, in_elems=unit.in_elems, out_elems=unit.out_elems)
     of_unit = {MatrixVectorUnit: MVAUSpec, SlidingWindow: WindowSpec, VectorVectorUnit: VVAUSpec,
