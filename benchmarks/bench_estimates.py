@@ -15,7 +15,7 @@ streamc refuses, is listed with the reason), and synthesized with the build's fl
 - each kernel instance on its own, as the calibration synthesizes its kind
   (``calibrate_resources.kernel_verilog``: a stage's kernel in a one-stage accelerator, a FIFO or
   branch kernel as its own top module): these are the "synthesized" column, one row per kernel of
-  :func:`streamc.estimate.estimate_design` (a stage with several kernels sums them). The build
+  :func:`streamc.kernels.estimate_design` (a stage with several kernels sums them). The build
   flattens the design, but one Yosys run per kernel keeps the cell counts apart, runs in parallel,
   and stays small: a whole CNV is 17 MB of Verilog, which YoWASP Yosys does not always get through;
 - the whole design (unless ``--no-flat``): optimisation across kernels changes the totals a little,
@@ -52,13 +52,12 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from streamc.build.steps import stage_components
 from streamc.devices import get_device
 from streamc.errors import FoldingError, StreamcError
-from streamc.estimate import kernel_rows
 from streamc.fifo_sizing import fifo_depths
 from streamc.frontend.load import load_onnx
 from streamc.hw import to_hw
+from streamc.kernels import kernel_rows, stage_components
 from streamc.planner import plan_for_budget
 from streamc.resources import ChainSpec, estimate_kernel, kernel_name
 from streamc.rtl.top import StreamAccelerator, to_verilog

@@ -23,8 +23,8 @@ from streamc.boards import get_board
 from streamc.build.config import load_config
 from streamc.build.folder import BuildFolder
 from streamc.build.steps import STEP_FUNCTIONS, BuildState
-from streamc.host import FrameFormat
 from streamc.pnr import build_board
+from streamc.protocol import FrameFormat
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_MHZ = {"icebreaker": 36.0, "ulx3s-85f": 100.0, "ulx3s-45f": 100.0, "ulx3s-25f": 100.0}

@@ -15,7 +15,7 @@ import argparse
 from pathlib import Path
 
 from streamc.boards import shell_beat_bits, shell_fifo_spec
-from streamc.host import FrameFormat
+from streamc.protocol import FrameFormat
 from streamc.resources import estimate_kernel, family_of
 from streamc.rtl.shell import shell_verilog
 from streamc.synth import synthesize

@@ -8,7 +8,7 @@
 The accelerator is instantiated from its Verilog, as a black box named ``streamc_top`` (what ``streamc
 build`` writes to ``verilog/streamc_top.v``): the shell's Verilog needs that file beside it in synthesis and
 simulation. This keeps the shell independent of the model — it needs only the stream geometry in a
-:class:`~streamc.host.FrameFormat` — and a board build reuses the accelerator Verilog that simulation
+:class:`~streamc.protocol.FrameFormat` — and a board build reuses the accelerator Verilog that simulation
 verified, instead of elaborating the accelerator a second time.
 """
 
@@ -19,7 +19,7 @@ from amaranth.hdl import Cat, ClockSignal, Instance, Module, ResetSignal, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from streamc.host import RESULT_BYTE, START_BYTE, FrameFormat
+from streamc.protocol import RESULT_BYTE, START_BYTE, FrameFormat
 
 from .stream import StreamFIFO
 from .uart import UARTReceiver, UARTTransmitter, baud_divisor
@@ -39,7 +39,7 @@ HEARTBEAT_HZ = 1
 class FrameAssembler(wiring.Component):
     """Turns protocol bytes into the accelerator's input beats.
 
-    Idle, it drops every byte but :data:`~streamc.host.START_BYTE`. After a start byte it takes the
+    Idle, it drops every byte but :data:`~streamc.protocol.START_BYTE`. After a start byte it takes the
     frame's ``frame_format.in_beats * frame_format.in_beat_bytes`` data bytes whatever their values,
     each beat's bytes least significant first, puts out each beat as soon as its last byte is in, and
     after the frame's last byte is idle again. While a beat waits for ``o.ready``, no byte is taken.
@@ -94,7 +94,7 @@ class ResultSerializer(wiring.Component):
     """Turns the accelerator's output beats into protocol bytes.
 
     Before the first beat of every frame (every ``frame_format.out_beats`` beats) it sends
-    :data:`~streamc.host.RESULT_BYTE`; each beat goes out as ``frame_format.out_beat_bytes`` bytes, least
+    :data:`~streamc.protocol.RESULT_BYTE`; each beat goes out as ``frame_format.out_beat_bytes`` bytes, least
     significant first, the unused top bits of the last byte zero.
 
     Parameters

@@ -23,3 +23,7 @@ class ConfigError(StreamcError):
 
 class BuildError(StreamcError):
     """A build step (a tool run, a verification) failed."""
+
+
+class BoardError(StreamcError):
+    """A board (or its simulation) did not answer as the protocol says."""

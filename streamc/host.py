@@ -1,11 +1,6 @@
-"""The host side of a board: the framing protocol, transports to a board, and the driver around them.
+"""The host side of a board: transports to a board, and the driver around them.
 
-The protocol (``docs/board_protocol.md``): the host sends each frame as :data:`START_BYTE` and the
-frame's input beats, each beat's bits in whole bytes, least significant byte first; the board answers
-each frame with :data:`RESULT_BYTE` and the frame's output beats, packed the same way. Frame and
-result sizes are fixed by the compiled model (:class:`FrameFormat`).
-
-A transport moves bytes: :class:`SerialTransport` to a board on a serial port (``pyserial``, imported
+The bytes on the wire are :mod:`streamc.protocol`'s (``docs/board_protocol.md``). A transport moves bytes: :class:`SerialTransport` to a board on a serial port (``pyserial``, imported
 when opened), :class:`SimTransport` to the board shell and the accelerator in Verilator. A
 :class:`Board` runs frames through a transport, with the model's head (float input to integer codes)
 and tail (hardware integers to the model's output) on the host.
@@ -14,7 +9,6 @@ and tail (hardware integers to the model's output) on the host.
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,121 +16,16 @@ from typing import Protocol
 
 import numpy as np
 
-from .errors import BuildError, ConfigError, StreamcError
+from .errors import BoardError, BuildError, ConfigError
 from .execute import execute
+from .protocol import DEFAULT_BAUD, FrameFormat
 
-__all__ = ["DEFAULT_BAUD", "RESULT_BYTE", "SIM_BIT_CYCLES", "SIM_CLOCK_HZ", "START_BYTE", "Board", "BoardError",
-           "FrameFormat", "SerialTransport", "SimRun", "SimTransport", "Transport"]
+__all__ = ["SIM_BIT_CYCLES", "SIM_CLOCK_HZ", "Board", "SerialTransport", "SimRun", "SimTransport", "Transport"]
 
-START_BYTE = 0xA5
-RESULT_BYTE = 0x5A
-DEFAULT_BAUD = 115_200
 #: The simulated board: a 100 MHz clock (the testbench's 10 ns period) and 4 cycles per UART bit, to
 #: keep simulations short; the divider at real rates is tested on its own.
 SIM_CLOCK_HZ = 100e6
 SIM_BIT_CYCLES = 4
-
-
-class BoardError(StreamcError):
-    """A board (or its simulation) did not answer as the protocol says."""
-
-
-@dataclass(frozen=True)
-class FrameFormat:
-    """The stream geometry of an accelerator, which fixes the sizes of protocol frames.
-
-    Attributes
-    ----------
-    in_elems, in_width, in_beats : int
-        Elements per input beat, bits per element, beats per frame.
-    out_elems, out_width, out_beats : int
-        The same for the output.
-    """
-
-    in_elems: int
-    in_width: int
-    in_beats: int
-    out_elems: int
-    out_width: int
-    out_beats: int
-
-    def __post_init__(self):
-        for name in ("in_elems", "in_width", "in_beats", "out_elems", "out_width", "out_beats"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ConfigError(f"frame format: {name} must be a positive integer, not {value!r}")
-
-    @classmethod
-    def from_dataflow(cls, dataflow) -> FrameFormat:
-        """The format of a folded :class:`~streamc.hw.Dataflow` (after the ``fold`` step)."""
-        first, last = dataflow.stages[0], dataflow.stages[-1]
-        return cls(in_elems=first.in_elems, in_width=first.in_dtype.bitwidth,
-                   in_beats=first.in_count // first.in_elems, out_elems=last.out_elems,
-                   out_width=last.out_dtype.bitwidth, out_beats=last.out_count // last.out_elems)
-
-    in_beat_bits = property(lambda self: self.in_elems * self.in_width, doc="Bits of one input beat.")
-    out_beat_bits = property(lambda self: self.out_elems * self.out_width, doc="Bits of one output beat.")
-    in_beat_bytes = property(lambda self: math.ceil(self.in_beat_bits / 8), doc="Bytes of one input beat.")
-    out_beat_bytes = property(lambda self: math.ceil(self.out_beat_bits / 8), doc="Bytes of one output beat.")
-    n_in = property(lambda self: self.in_elems * self.in_beats, doc="Input elements per frame.")
-    n_out = property(lambda self: self.out_elems * self.out_beats, doc="Output elements per frame.")
-    frame_bytes = property(lambda self: 1 + self.in_beats * self.in_beat_bytes,
-                           doc="Bytes of one frame on the wire, start byte included.")
-    result_bytes = property(lambda self: 1 + self.out_beats * self.out_beat_bytes,
-                            doc="Bytes of one result on the wire, result byte included.")
-
-    def encode(self, bits: np.ndarray) -> bytes:
-        """Frames of raw input bit patterns ``(N, n_in)`` (``DataType.to_hw``) as protocol bytes."""
-        bits = np.asarray(bits)
-        if bits.ndim != 2 or bits.shape[1] != self.n_in:
-            raise ConfigError(f"frames to encode must have shape (N, {self.n_in}), not {bits.shape}")
-        if bits.size and (bits.min() < 0 or int(bits.max()) >> self.in_width):
-            raise ConfigError(f"frames to encode must hold {self.in_width}-bit patterns, not values in "
-                              f"[{bits.min()}, {bits.max()}]")
-        out = bytearray()
-        for frame in bits.astype(np.uint64).reshape(len(bits), self.in_beats, self.in_elems).tolist():
-            out.append(START_BYTE)
-            for beat in frame:
-                value = sum(element << (j * self.in_width) for j, element in enumerate(beat))
-                out += value.to_bytes(self.in_beat_bytes, "little")
-        return bytes(out)
-
-    def decode(self, data: bytes, frames: int) -> np.ndarray:
-        """``frames`` results from protocol bytes, as raw output bit patterns ``(frames, n_out)`` (uint64).
-
-        Raises
-        ------
-        BoardError
-            If the byte count is wrong or a result does not start with :data:`RESULT_BYTE`.
-        """
-        if len(data) != frames * self.result_bytes:
-            raise BoardError(f"expected {frames} results of {self.result_bytes} bytes ({frames * self.result_bytes} "
-                             f"bytes), got {len(data)} bytes")
-        mask = (1 << self.out_width) - 1
-        outputs = np.empty((frames, self.out_beats, self.out_elems), dtype=np.uint64)
-        for k in range(frames):
-            result = data[k * self.result_bytes:(k + 1) * self.result_bytes]
-            if result[0] != RESULT_BYTE:
-                raise BoardError(f"result {k} starts with byte 0x{result[0]:02x}, not 0x{RESULT_BYTE:02x}: "
-                                 "the board and the host disagree on the frame format (was the bitstream "
-                                 "built from the same config?)")
-            for b in range(self.out_beats):
-                start = 1 + b * self.out_beat_bytes
-                value = int.from_bytes(result[start:start + self.out_beat_bytes], "little")
-                outputs[k, b] = [(value >> (j * self.out_width)) & mask for j in range(self.out_elems)]
-        return outputs.reshape(frames, self.n_out)
-
-    def resync_bytes(self) -> bytes:
-        """Bytes that bring the board's frame assembler back to idle from any state.
-
-        ``frame_bytes`` zero bytes: idle, the board ignores them; part-way through a frame they
-        complete it (the host then discards the one result that comes back).
-        """
-        return bytes(self.frame_bytes)
-
-    def to_dict(self) -> dict:
-        return {name: getattr(self, name) for name in
-                ("in_elems", "in_width", "in_beats", "out_elems", "out_width", "out_beats")}
 
 
 class Transport(Protocol):
@@ -376,10 +265,6 @@ class Board:
         return execute(dataflow.tail, {dataflow.hw_output: tail_input})[dataflow.tail.outputs[0].name]
 
 
-#: The build steps that make the folded dataflow a bitstream was built from.
-DESIGN_STEPS = ("load", "tidy", "streamline", "to_hw", "fold")
-
-
 def compile_design(config_path: Path, work_dir: Path, *, verilog: bool = False):
     """The folded :class:`~streamc.hw.Dataflow` of a build config, and the path of its accelerator Verilog.
 
@@ -389,17 +274,14 @@ def compile_design(config_path: Path, work_dir: Path, *, verilog: bool = False):
     holds.
     """
     from .build.config import load_config
-    from .build.folder import BuildFolder
-    from .build.steps import STEP_FUNCTIONS, TOP, BuildState
+    from .build.runner import run_through, steps_through
+    from .build.steps import TOP
 
-    config = load_config(config_path)
-    steps = [*DESIGN_STEPS, "rtl"] if verilog else list(DESIGN_STEPS)
-    config = config.model_copy(update={"steps": steps, "output_dir": Path(work_dir)})
-    folder = BuildFolder(config.output_dir)
-    state = BuildState(config=config, folder=folder, config_path=str(config_path))
-    for name in steps:
-        STEP_FUNCTIONS[name](state)
-    return state.dataflow, folder.path("verilog", f"{TOP}.v") if verilog else None
+    last = "rtl" if verilog else "fold"
+    # Only the steps that run, so that the load step reads no verification data: the design needs none.
+    config = load_config(config_path).model_copy(update={"steps": steps_through(last), "output_dir": Path(work_dir)})
+    state = run_through(config, config_path, last)
+    return state.dataflow, state.folder.path("verilog", f"{TOP}.v") if verilog else None
 
 
 def load_frames(path: Path, dataflow) -> np.ndarray:

@@ -35,10 +35,11 @@ from typing import Literal
 
 import numpy as np
 
+from . import kernels
 from .devices import Device, get_device
 from .errors import FoldingError
 from .fifo_sizing import INPUT, branch_holds, fifo_depths
-from .folding import divisors, target_cycles
+from .folding import divisors, fold_streaming_stages, target_cycles
 from .hw import Dataflow, MVAULayer, Stage, VVAULayer
 from .resources import ResourceEstimate, estimate_kernel, family_of, with_placement
 
@@ -84,7 +85,7 @@ def fold_knobs(stage: Stage, *, placement: bool = True) -> tuple[Knob, ...]:
     ``()`` if nothing.
 
     The one place that knows which stage kinds fold. Stages without knobs keep the cycles they
-    have, or take their lanes from their neighbours (``streamc.build.steps._fold_streaming_stages``).
+    have, or take their lanes from their neighbours (``streamc.folding.fold_streaming_stages``).
     """
     if isinstance(stage, MVAULayer):
         knobs = (Knob("simd", tuple(divisors(stage.mw)), "in"), Knob("pe", tuple(divisors(stage.mh)), "out"))
@@ -183,13 +184,11 @@ class _Chain:
     """
 
     def __init__(self, dataflow: Dataflow, device: Device, fifo_depth: int, placement: bool = True):
-        from .build.steps import _fold_streaming_stages
-        from . import estimate     # streamc.estimate imports the build steps
-
-        self._kernel_rows, self._stage_spec, self._fold_followers = (estimate.kernel_rows, estimate.stage_spec,
-                                                                      _fold_streaming_stages)
-        self._spec_and_ports, self._link_specs, self._fork_spec = (estimate.stage_spec_and_ports,
-                                                                   estimate.link_specs, estimate.fork_spec)
+        # Looked up on the module here, not imported by name: a test prices with a cost model of its own.
+        self._kernel_rows, self._stage_spec, self._fold_followers = (kernels.kernel_rows, kernels.stage_spec,
+                                                                      fold_streaming_stages)
+        self._spec_and_ports, self._link_specs, self._fork_spec = (kernels.stage_spec_and_ports,
+                                                                   kernels.link_specs, kernels.fork_spec)
         self.dataflow, self.stages, self.device, self.fifo_depth = dataflow, dataflow.stages, device, fifo_depth
         self.chain = _is_chain(dataflow)
         self.placement = placement
@@ -260,7 +259,7 @@ class _Chain:
         return self._node_cache[priced]
 
     def _built(self, index: int):
-        """Spec and ports (:func:`streamc.estimate.stage_spec_and_ports`) of stage ``index`` as it is
+        """Spec and ports (:func:`streamc.kernels.stage_spec_and_ports`) of stage ``index`` as it is
         folded now: per folding of a foldable stage, per lanes of any other."""
         stage = self.stages[index]
         if index in self._k_of:
@@ -337,7 +336,7 @@ class _Chain:
         its lanes: ``{((k, "in"), (k2, "out")): [("stage", index) | ("link", index, port) | ("fork", source)]}``.
 
         A stage without knobs takes its lanes from its first producer and its first consumer
-        (:func:`~streamc.build.steps._fold_streaming_stages`), so from the sides those reach; a link's
+        (:func:`~streamc.folding.fold_streaming_stages`), so from the sides those reach; a link's
         converter and FIFO depend on the lanes at both its ends, a fork on its producer's; the
         accelerator's input comes in as its first reader takes it.
         """
@@ -1125,7 +1124,7 @@ def plan_folding(dataflow: Dataflow, config) -> Plan:
         fit (which resource, by how much, and the layer that takes most of it).
     """
     from .boards import get_board, shell_resources
-    from .host import FrameFormat
+    from .protocol import FrameFormat
 
     device = get_device(config.devices[0] if config.devices else "ice40-up5k")
 

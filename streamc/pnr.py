@@ -26,6 +26,7 @@ from pathlib import Path
 from .boards import Board, constraints, get_board
 from .devices import get_device
 from .errors import BuildError, ConfigError
+from .protocol import DEFAULT_BAUD
 
 #: Wall-clock limit of each tool run: nextpnr on a full UP5K or a large ECP5 design takes minutes.
 TIMEOUT_S = 2 * 3600.0
@@ -220,10 +221,10 @@ def build_board(*, accelerator_verilog: Path, frame_format, board: str, clock_mh
 
     Parameters
     ----------
-    frame_format : streamc.host.FrameFormat
+    frame_format : streamc.protocol.FrameFormat
         The accelerator's stream geometry (``FrameFormat.from_dataflow``).
     baud
-        The shell's UART rate; :data:`streamc.host.DEFAULT_BAUD` if None.
+        The shell's UART rate; :data:`streamc.protocol.DEFAULT_BAUD` if None.
     accelerator_verilog, board, clock_mhz, workdir, seed, timeout_s
         As for :func:`place_and_route`.
 
@@ -235,7 +236,6 @@ def build_board(*, accelerator_verilog: Path, frame_format, board: str, clock_mh
     BuildError
         As :func:`place_and_route`.
     """
-    from .host import DEFAULT_BAUD
     from .rtl.shell import BoardShell
 
     rate = DEFAULT_BAUD if baud is None else baud

@@ -13,11 +13,11 @@ import pytest
 import yaml
 
 from streamc.datatypes import INT, UINT
-from streamc.errors import ConfigError
+from streamc.errors import BoardError, ConfigError
 from streamc.execute import execute
 from streamc.frontend.load import load_onnx
-from streamc.host import (RESULT_BYTE, START_BYTE, Board, BoardError, FrameFormat, SerialTransport, compile_design,
-                          run_frames)
+from streamc.host import Board, SerialTransport, compile_design, run_frames
+from streamc.protocol import RESULT_BYTE, START_BYTE, FrameFormat
 
 DIGITS = Path(__file__).parent.parent / "build_configs" / "models"
 SMALL = FrameFormat(in_elems=3, in_width=4, in_beats=2, out_elems=1, out_width=10, out_beats=2)

@@ -9,7 +9,7 @@ import pytest
 from amaranth.hdl import Module, Signal, signed, unsigned
 from amaranth.sim import Simulator
 
-from streamc.build.steps import stage_components
+from streamc.kernels import stage_components
 from streamc.datatypes import INT, UINT
 from streamc.devices import get_device
 from streamc.frontend.load import load_onnx

@@ -9,14 +9,14 @@ import numpy as np
 import onnx
 import pytest
 
-from streamc import estimate
+from streamc import kernels
 from streamc.datatypes import BIPOLAR, INT, DataType
 from streamc.devices import get_device
 from streamc.errors import FoldingError
 from streamc.folding import divisors, target_cycles
-from streamc.estimate import estimate_design
 from streamc.frontend.load import load_onnx
 from streamc.hw import Dataflow, MVAULayer, to_hw
+from streamc.kernels import estimate_design
 from streamc.planner import (PLACEMENTS, RES_TYPES, Knob, _Chain, device_limits, exhaustive_for_budget, exhaustive_for_cycles,
                              fold_knobs, greedy_for_budget, greedy_for_cycles, plan_folding, plan_for_budget,
                              plan_for_cycles)
@@ -253,11 +253,11 @@ class Fixed:
 def stage_only_pricing(monkeypatch):
     """Each stage priced on its own, no FIFOs: a cost model for kinds the estimate cannot price."""
     def rows(stages, fifo_depth):
-        return [(estimate.EstimateRow(stage.name, type(stage).__name__, stage.cycles(), {}),
-                 estimate.stage_spec(stage) if isinstance(stage, MVAULayer)
+        return [(kernels.EstimateRow(stage.name, type(stage).__name__, stage.cycles(), {}),
+                 kernels.stage_spec(stage) if isinstance(stage, MVAULayer)
                  else LUTSpec(in_bits=1, out_bits=1, elems=stage.in_elems)) for stage in stages]
 
-    monkeypatch.setattr(estimate, "kernel_rows", rows)
+    monkeypatch.setattr(kernels, "kernel_rows", rows)
 
 
 @pytest.fixture(scope="module")
@@ -408,7 +408,7 @@ def test_plan_folding_refuses_less_than_a_cycle_per_frame(digits):
 def test_a_board_shell_keeps_its_share_of_the_device_free(tfc, tmp_path):
     from streamc.boards import get_board, shell_resources
     from streamc.build.config import BuildConfig
-    from streamc.host import FrameFormat
+    from streamc.protocol import FrameFormat
 
     common = dict(model=str(TFC), output_dir=str(tmp_path), devices=["ice40-up5k"], budget=0.9)
     alone = plan_folding(tfc, BuildConfig(**common))

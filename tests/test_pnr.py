@@ -9,8 +9,8 @@ from amaranth.back import verilog
 from stream_designs import AddOnePipeline
 from streamc.boards import BOARDS, constraints, get_board
 from streamc.errors import BuildError, ConfigError
-from streamc.host import FrameFormat
 from streamc.pnr import build_board, require_timing, timing_report
+from streamc.protocol import FrameFormat
 from streamc.rtl.board_top import PORTS, BoardTop, board_top_verilog
 from streamc.rtl.shell import BoardShell
 from streamc.rtl.pll import ecp5_pll_settings, ice40_pll_settings

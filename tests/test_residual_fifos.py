@@ -5,7 +5,7 @@ import pytest
 
 from amaranth.sim import Simulator
 from rtl_helpers import pack, unpack
-from streamc.build.steps import stage_components
+from streamc.kernels import stage_components
 from streamc.datatypes import INT, UINT
 from streamc.fifo_sizing import fifo_depths
 from streamc.hw import AddStage, Dataflow, MVAULayer, WindowStage

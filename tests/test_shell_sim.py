@@ -11,7 +11,8 @@ from amaranth.sim import Simulator
 from streamc.build.steps import expected_hw_outputs
 from streamc.execute import execute
 from streamc.frontend.load import load_onnx
-from streamc.host import RESULT_BYTE, START_BYTE, Board, FrameFormat, SimTransport, compile_design
+from streamc.host import Board, SimTransport, compile_design
+from streamc.protocol import RESULT_BYTE, START_BYTE, FrameFormat
 from streamc.rtl.shell import FrameAssembler, ResultSerializer
 
 DIGITS = Path(__file__).parent.parent / "build_configs" / "models"

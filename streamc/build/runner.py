@@ -29,7 +29,7 @@ import onnx
 from rich.console import Console
 
 from ..errors import BuildError
-from .config import BuildConfig, load_config
+from .config import STEPS, BuildConfig, load_config
 from .folder import MARKER, RECORD_FOLDER, BuildFolder, write_atomically
 from .steps import STEP_FUNCTIONS, BuildState
 from .summary import print_summary, summary_data
@@ -67,6 +67,24 @@ def run_build(config_path: Path, *, console: Console | None = None, fresh: bool 
     config = load_config(config_path)
     with BuildFolder(config.output_dir).exclusive() as folder:
         return _run(config, Path(config_path), folder, console, fresh=fresh)
+
+
+def steps_through(last: str) -> list[str]:
+    """The pipeline's steps from the start through step ``last``."""
+    return list(STEPS[:STEPS.index(last) + 1])
+
+
+def run_through(config: BuildConfig, config_path: Path, last: str) -> BuildState:
+    """The state after ``config``'s pipeline from the start through step ``last``, in ``config.output_dir``:
+    the design ``streamc estimate`` and ``streamc run`` work on.
+
+    Unlike :func:`run_build` it neither keeps nor reads the folder's resume record, holds no lock on the
+    folder and prints nothing: it computes a design, it does not make a build.
+    """
+    state = BuildState(config=config, folder=BuildFolder(config.output_dir), config_path=str(config_path))
+    for name in steps_through(last):
+        STEP_FUNCTIONS[name](state)
+    return state
 
 
 def _run(config: BuildConfig, config_path: Path, folder: BuildFolder, console: Console, *, fresh: bool) -> BuildState:

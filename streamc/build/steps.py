@@ -6,7 +6,6 @@ file goes through the :class:`~streamc.build.folder.BuildFolder`.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
@@ -17,11 +16,14 @@ from ..devices import get_device
 from ..errors import BuildError, ConfigError
 from ..execute import execute
 from ..fifo_sizing import fifo_depths
-from ..folding import apply_folding, divisors
+from ..folding import apply_folding, fold_streaming_stages, fold_vector_units
 from ..frontend.load import load_onnx
-from ..resources import ResourceEstimate
-from ..hw import AddStage, ConcatStage, Dataflow, LUTStage, MVAULayer, PoolStage, Stage, VVAULayer, WindowStage, to_hw
+from ..hw import Dataflow, MVAULayer, Stage, VVAULayer, to_hw
 from ..ir import Graph
+from ..kernels import estimate_design, stage_components, stitch
+from ..planner import plan_folding
+from ..protocol import FrameFormat
+from ..resources import ResourceEstimate
 from ..transforms.streamline import streamline
 from ..transforms.tidy import tidy
 from .config import BuildConfig
@@ -93,19 +95,15 @@ def to_hw_step(state: BuildState) -> None:
 
 @step("fold")
 def fold_step(state: BuildState) -> None:
-    # streamc.estimate and streamc.planner use these steps themselves
-    from ..estimate import estimate_design
-    from ..planner import plan_folding
-
     config, dataflow = state.config, state.dataflow
     layers = dataflow.layers
     if config.folding is not None:
         apply_folding(layers, {k: v.model_dump() for k, v in config.folding.items()}, source=state.config_path,
                       tables=dataflow.tables)
-        _fold_vector_units(dataflow.stages, max(layer.cycles() for layer in layers) if layers else 0)
+        fold_vector_units(dataflow.stages, max(layer.cycles() for layer in layers) if layers else 0)
     else:
         plan_folding(dataflow, config)
-    _fold_streaming_stages(dataflow)
+    fold_streaming_stages(dataflow)
     # In the shape a config's folding takes, to pin or edit this one.
     state.folder.write_report("folding", {
         **{layer.name: {"pe": layer.pe, "simd": layer.simd, "ram_style": layer.ram_style,
@@ -125,37 +123,6 @@ def fold_step(state: BuildState) -> None:
     })
 
 
-def _fold_vector_units(stages: list[Stage], bottleneck: int) -> None:
-    """With an explicit MVAU folding: the fewest channels per cycle that keep each vector unit within the
-    MVAU bottleneck, no faster than the pipeline needs."""
-    for stage in stages:
-        if isinstance(stage, VVAULayer):
-            stage.simd = next((d for d in divisors(stage.channels) if stage.cycles(d) <= bottleneck), stage.channels)
-
-
-def _fold_streaming_stages(dataflow: Dataflow) -> None:
-    """Lanes for the stages without arithmetic to fold: a table keeps its producer's pace, a sliding
-    window its consumer's (channels per beat must divide the channels), a max pool its window's, an add
-    or concat its first producer's (as far as the channels allow)."""
-    stages = dataflow.stages
-    for index, stage in enumerate(stages):
-        before = stages[stage.sources[0]] if stage.sources[0] >= 0 else None
-        readers = dataflow.consumers(index)
-        after = stages[readers[0]] if readers else None
-        lanes = before.out_elems if before else 1
-        if isinstance(stage, LUTStage):
-            stage.elems = lanes
-        elif isinstance(stage, WindowStage):
-            wanted = after.simd if isinstance(after, (MVAULayer, VVAULayer)) else lanes
-            stage.elems = math.gcd(wanted, stage.in_shape[2])
-        elif isinstance(stage, PoolStage):
-            stage.elems = before.elems
-        elif isinstance(stage, AddStage):
-            stage.elems = math.gcd(lanes, stage.channels)
-        elif isinstance(stage, ConcatStage):
-            stage.elems = math.gcd(lanes, *stage.channels)
-
-
 def _stage_estimate(stage: Stage) -> dict:
     common = dict(name=stage.name, source=stage.source, cycles=stage.cycles(), in_dtype=stage.in_dtype.name,
                   out_dtype=stage.out_dtype.name, output_stage=stage.output_stage, in_elems=stage.in_elems,
@@ -170,72 +137,6 @@ def _stage_estimate(stage: Stage) -> dict:
                     ram_style=stage.ram_style, res_type=stage.res_type,
                     weight_dtype=stage.weight_dtype.name, **common)
     return dict(kind=type(stage).__name__, **common)
-
-
-def stage_components(stage: Stage) -> list:
-    """The RTL kernels of one hardware stage, in stream order."""
-    # Imported here: only builds that reach the rtl step need Amaranth.
-    from ..rtl.branch import ChannelConcat, ElementwiseAdd
-    from ..rtl.lut import LookupTable
-    from ..rtl.mvau import MatrixVectorUnit
-    from ..rtl.threshold import ThresholdUnit
-    from ..rtl.vvau import VectorVectorUnit
-    from ..rtl.window import SlidingWindow, WindowReduce
-
-    if isinstance(stage, LUTStage):
-        return [LookupTable(table=stage.table, in_dtype=stage.in_dtype, out_dtype=stage.out_dtype,
-                            elems=stage.elems, frame_elems=stage.count, ram_style=stage.ram_style, name=stage.name)]
-    if isinstance(stage, WindowStage):
-        return [SlidingWindow(in_shape=stage.in_shape, kernel=stage.kernel, stride=stage.strides,
-                              padding=stage.padding, dilation=stage.dilations, dtype=stage.dtype,
-                              pad_value=stage.pad_value, simd=stage.elems, name=stage.name)]
-    if isinstance(stage, PoolStage):
-        return [WindowReduce(channels=stage.channels, window=stage.window, mode="max", in_dtype=stage.dtype,
-                             out_dtype=stage.dtype, simd=stage.elems, vectors=stage.vectors, name=stage.name)]
-    if isinstance(stage, ConcatStage):
-        return [ChannelConcat(channels=stage.channels, dtype=stage.dtype, elems=stage.elems, name=stage.name)]
-    if isinstance(stage, AddStage):
-        add = ElementwiseAdd(a_dtype=stage.in_dtypes[0], b_dtype=stage.in_dtypes[1], a_weight=stage.weights[0],
-                             b_weight=stage.weights[1], bias=0, elems=stage.elems, name=stage.name)
-        return [add, _thresholds(ThresholdUnit, stage, add.out_dtype, stage.channels, stage.elems)]
-    if isinstance(stage, VVAULayer):
-        unit = VectorVectorUnit(weights=stage.weights, in_dtype=stage.in_dtype, weight_dtype=stage.weight_dtype,
-                                simd=stage.simd, vectors=stage.vectors, ram_style=stage.ram_style,
-                                res_type=stage.res_type, name=stage.name)
-        if stage.thresholds is None:
-            return [unit]
-        return [unit, _thresholds(ThresholdUnit, stage, unit.out_dtype, stage.channels, stage.simd)]
-    return [MatrixVectorUnit(weights=stage.weights, in_dtype=stage.in_dtype, weight_dtype=stage.weight_dtype,
-                             pe=stage.pe, simd=stage.simd,
-                             thresholds=None if stage.requant is not None else stage.thresholds,
-                             requant=stage.requant, out_dtype=stage.out_dtype,
-                             out_bias=0 if stage.requant is not None else stage.out_bias,
-                             ram_style=stage.ram_style, ram_style_thresholds=stage.ram_style_thresholds,
-                             res_type=stage.res_type, name=stage.name)]
-
-
-def _thresholds(unit_class, stage, in_dtype, channels: int, elems: int):
-    # Thresholds the same in every channel (a residual add's usually are) need no ROM.
-    shared = np.all(stage.thresholds == stage.thresholds[:1])
-    return unit_class(thresholds=stage.thresholds[:1] if shared else stage.thresholds, in_dtype=in_dtype,
-                      out_dtype=stage.out_dtype, out_bias=stage.out_bias, channels=channels, elems=elems,
-                      name=f"{stage.name}_thresholds")
-
-
-def stitch(stages: list[Stage], kernels_of: list[list], depths: list[list[int]]):
-    """The accelerator of ``stages``: each stage's kernels (``kernels_of``) follow each other directly, and
-    the stage's links, with the FIFO ``depths`` of its input ports, end at its first kernel."""
-    from ..rtl.top import StreamAccelerator
-
-    components, sources, component_depths, last_of = [], [], [], {-1: -1}
-    for index, (stage, kernels, stage_depths) in enumerate(zip(stages, kernels_of, depths)):
-        sources.append([last_of[s] for s in stage.sources])
-        component_depths.append(stage_depths)
-        sources += [[len(components) + k] for k in range(len(kernels) - 1)]
-        component_depths += [[0]] * (len(kernels) - 1)
-        components += kernels
-        last_of[index] = len(components) - 1
-    return StreamAccelerator(stages=components, sources=sources, fifo_depths=component_depths)
 
 
 @step("rtl")
@@ -392,7 +293,6 @@ def synth_step(state: BuildState) -> None:
 
 @step("pnr")
 def pnr_step(state: BuildState) -> None:
-    from ..host import FrameFormat
     from ..pnr import build_board, require_timing, timing_report
 
     config, folder = state.config, state.folder

@@ -1,0 +1,217 @@
+"""The RTL kernels of a folded design, and what they take of a device.
+
+:func:`stage_components` gives the Amaranth components of one hardware stage and :func:`stitch` joins
+the stages' kernels into the accelerator, as the rtl step generates it; :func:`kernel_rows` and
+:func:`estimate_design` apply :mod:`streamc.resources` to every stage and to the forks, FIFOs and width
+converters :func:`stitch` puts on the links between them. The fold step's estimates, ``streamc estimate``
+and the planner all price a folding here, from the very kernels the rtl step builds.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict, dataclass, field
+from types import SimpleNamespace
+
+import numpy as np
+
+from .devices import Device
+from .fifo_sizing import INPUT, fifo_depths
+from .hw import AddStage, ConcatStage, LUTStage, MVAULayer, PoolStage, Stage, VVAULayer, WindowStage
+from .resources import ChainSpec, ResourceEstimate, Spec, estimate_kernel, spec_of_unit
+
+
+def stage_components(stage: Stage) -> list:
+    """The RTL kernels of one hardware stage, in stream order."""
+    # Imported here: only builds that reach the rtl step need Amaranth.
+    from .rtl.branch import ChannelConcat, ElementwiseAdd
+    from .rtl.lut import LookupTable
+    from .rtl.mvau import MatrixVectorUnit
+    from .rtl.threshold import ThresholdUnit
+    from .rtl.vvau import VectorVectorUnit
+    from .rtl.window import SlidingWindow, WindowReduce
+
+    if isinstance(stage, LUTStage):
+        return [LookupTable(table=stage.table, in_dtype=stage.in_dtype, out_dtype=stage.out_dtype,
+                            elems=stage.elems, frame_elems=stage.count, ram_style=stage.ram_style, name=stage.name)]
+    if isinstance(stage, WindowStage):
+        return [SlidingWindow(in_shape=stage.in_shape, kernel=stage.kernel, stride=stage.strides,
+                              padding=stage.padding, dilation=stage.dilations, dtype=stage.dtype,
+                              pad_value=stage.pad_value, simd=stage.elems, name=stage.name)]
+    if isinstance(stage, PoolStage):
+        return [WindowReduce(channels=stage.channels, window=stage.window, mode="max", in_dtype=stage.dtype,
+                             out_dtype=stage.dtype, simd=stage.elems, vectors=stage.vectors, name=stage.name)]
+    if isinstance(stage, ConcatStage):
+        return [ChannelConcat(channels=stage.channels, dtype=stage.dtype, elems=stage.elems, name=stage.name)]
+    if isinstance(stage, AddStage):
+        add = ElementwiseAdd(a_dtype=stage.in_dtypes[0], b_dtype=stage.in_dtypes[1], a_weight=stage.weights[0],
+                             b_weight=stage.weights[1], bias=0, elems=stage.elems, name=stage.name)
+        return [add, _thresholds(ThresholdUnit, stage, add.out_dtype, stage.channels, stage.elems)]
+    if isinstance(stage, VVAULayer):
+        unit = VectorVectorUnit(weights=stage.weights, in_dtype=stage.in_dtype, weight_dtype=stage.weight_dtype,
+                                simd=stage.simd, vectors=stage.vectors, ram_style=stage.ram_style,
+                                res_type=stage.res_type, name=stage.name)
+        if stage.thresholds is None:
+            return [unit]
+        return [unit, _thresholds(ThresholdUnit, stage, unit.out_dtype, stage.channels, stage.simd)]
+    return [MatrixVectorUnit(weights=stage.weights, in_dtype=stage.in_dtype, weight_dtype=stage.weight_dtype,
+                             pe=stage.pe, simd=stage.simd,
+                             thresholds=None if stage.requant is not None else stage.thresholds,
+                             requant=stage.requant, out_dtype=stage.out_dtype,
+                             out_bias=0 if stage.requant is not None else stage.out_bias,
+                             ram_style=stage.ram_style, ram_style_thresholds=stage.ram_style_thresholds,
+                             res_type=stage.res_type, name=stage.name)]
+
+
+def _thresholds(unit_class, stage, in_dtype, channels: int, elems: int):
+    # Thresholds the same in every channel (a residual add's usually are) need no ROM.
+    shared = np.all(stage.thresholds == stage.thresholds[:1])
+    return unit_class(thresholds=stage.thresholds[:1] if shared else stage.thresholds, in_dtype=in_dtype,
+                      out_dtype=stage.out_dtype, out_bias=stage.out_bias, channels=channels, elems=elems,
+                      name=f"{stage.name}_thresholds")
+
+
+def stitch(stages: list[Stage], kernels_of: list[list], depths: list[list[int]]):
+    """The accelerator of ``stages``: each stage's kernels (``kernels_of``) follow each other directly, and
+    the stage's links, with the FIFO ``depths`` of its input ports, end at its first kernel."""
+    from .rtl.top import StreamAccelerator
+
+    components, sources, component_depths, last_of = [], [], [], {-1: -1}
+    for index, (stage, kernels, stage_depths) in enumerate(zip(stages, kernels_of, depths)):
+        sources.append([last_of[s] for s in stage.sources])
+        component_depths.append(stage_depths)
+        sources += [[len(components) + k] for k in range(len(kernels) - 1)]
+        component_depths += [[0]] * (len(kernels) - 1)
+        components += kernels
+        last_of[index] = len(components) - 1
+    return StreamAccelerator(stages=components, sources=sources, fifo_depths=component_depths)
+
+
+@dataclass
+class EstimateRow:
+    """One kernel of the design: a hardware stage (all the kernels it is built of), or a fork, width
+    converter or FIFO on a link, named as the rtl step names its instance (``fifo_stage3_stage5_1``:
+    the FIFO in front of input port 1 of kernel 5, fed by kernel 3, kernels numbered as in the Verilog)."""
+
+    name: str
+    kind: str
+    cycles: int | None
+    folding: dict
+    resources: dict[str, ResourceEstimate] = field(default_factory=dict)
+
+
+def stage_spec(stage: Stage) -> Spec:
+    """The resource-model spec of a folded stage: of the kernels the rtl step builds for it
+    (:func:`stage_components`), a :class:`~streamc.resources.ChainSpec` of several."""
+    return stage_spec_and_ports(stage)[0]
+
+
+Port = tuple[int, int]
+
+
+def stage_spec_and_ports(stage: Stage) -> tuple[Spec, list[Port], Port]:
+    """:func:`stage_spec`, with the (elements per beat, bits per element) of each input port of the stage's
+    kernels and of its output, as the rtl step links them (:func:`link_specs`)."""
+    from .rtl.top import input_ports
+
+    kernels = _unused(stage_components(stage))
+    ports = [(elems, width) for _, elems, width in input_ports(kernels[0])]
+    return _spec_of_kernels(kernels), ports, (kernels[-1].out_elems, kernels[-1].out_width)
+
+
+def link_specs(producer: Port, port: Port, depth: int) -> list[Spec]:
+    """The width converter and FIFO :class:`~streamc.rtl.top.StreamAccelerator` puts on a link from an
+    output ``producer`` to an input ``port``, with a FIFO of ``depth`` beats (0: none)."""
+    from .rtl.top import StreamAccelerator
+
+    (elems, width), (port_elems, _) = producer, port
+    return [spec_of_unit(unit) for unit in
+            _unused([unit for _, unit in StreamAccelerator._link_parts("link", elems, port_elems, width, depth)])]
+
+
+def fork_spec(producer: Port, readers: int) -> Spec:
+    """The fork :class:`~streamc.rtl.top.StreamAccelerator` puts on an output ``producer`` that ``readers``
+    (two or more) input ports read."""
+    from .rtl.branch import StreamFork
+
+    elems, width = producer
+    return spec_of_unit(_unused([StreamFork(elem_width=width, elems=elems, outputs=readers)])[0])
+
+
+def _spec_of_kernels(kernels: list) -> Spec:
+    specs = [spec_of_unit(unit) for unit in kernels]
+    return specs[0] if len(specs) == 1 else ChainSpec(kernels=tuple(specs))
+
+
+def _folding(stage: Stage) -> dict:
+    if isinstance(stage, MVAULayer):
+        return {"pe": stage.pe, "simd": stage.simd, "ram_style": stage.ram_style,
+                **({"ram_style_thresholds": stage.ram_style_thresholds} if stage.threshold_rom else {}),
+                "res_type": stage.res_type}
+    if isinstance(stage, VVAULayer):
+        return {"simd": stage.simd, "ram_style": stage.ram_style, "res_type": stage.res_type}
+    if isinstance(stage, LUTStage):
+        return {"elems": stage.in_elems, "ram_style": stage.ram_style}
+    return {"elems": stage.in_elems}
+
+
+#: What a link's kernel shows as its folding.
+_LINK_FOLDING = ("depth", "in_elems", "out_elems", "outputs")
+
+
+def kernel_rows(stages: list[Stage], fifo_depth: int) -> list[tuple[EstimateRow, Spec]]:
+    """Every kernel the rtl step generates, in its order, with its spec: per stage its kernels, and
+    per link the fork, width converter and FIFO :class:`~streamc.rtl.top.StreamAccelerator` puts
+    there, with the depths :func:`~streamc.fifo_sizing.fifo_depths` gives for ``fifo_depth``.
+
+    ``stages`` is a dataflow's whole stage list, or a run of consecutive stages of a chain (the
+    planner prices one segment so): a source before the run counts as the hardware input.
+    """
+    stages = _renumbered(stages)
+    depths = fifo_depths(SimpleNamespace(stages=stages), fifo_depth)
+    kernels_of = [_unused(stage_components(stage)) for stage in stages]
+    top = stitch(stages, kernels_of, depths)
+    first_of = {id(kernels[0]): index for index, kernels in enumerate(kernels_of)}
+    parts = {id(unit) for kernels in kernels_of for unit in kernels}
+    rows = []
+    for name, unit in top._components:
+        _unused([unit])
+        if id(unit) in first_of:
+            stage = stages[first_of[id(unit)]]
+            rows.append((EstimateRow(stage.name, type(stage).__name__, stage.cycles(), _folding(stage)),
+                         _spec_of_kernels(kernels_of[first_of[id(unit)]])))
+        elif id(unit) not in parts:
+            spec = spec_of_unit(unit)
+            folding = {key: value for key, value in asdict(spec).items() if key in _LINK_FOLDING}
+            rows.append((EstimateRow(name, type(unit).__name__, None, folding), spec))
+    _unused([top])
+    return rows
+
+
+def _renumbered(stages: list[Stage]) -> list[Stage]:
+    """``stages`` with sources counted from the first of them; any source before it: the input."""
+    offset = max(stages[0].sources) + 1
+    if offset <= 0:
+        return stages
+    renumbered = []
+    for stage in stages:
+        stage = copy.copy(stage)
+        stage.sources = [source - offset if source >= offset else INPUT for source in stage.sources]
+        renumbered.append(stage)
+    return renumbered
+
+
+def _unused(units: list) -> list:
+    """Components built only to read their parameters: never elaborated, so Amaranth must not warn."""
+    for unit in units:
+        unit._MustUse__used = True
+    return units
+
+
+def estimate_design(stages: list[Stage], devices: list[Device], fifo_depth: int) -> list[EstimateRow]:
+    """Resources of every kernel on every device."""
+    rows = kernel_rows(stages, fifo_depth)
+    for row, spec in rows:
+        for device in devices:
+            row.resources[device.name] = estimate_kernel(spec, device.family, dsp=device.dsp > 0)
+    return [row for row, _ in rows]
