@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .errors import StreamcError
+from .protocol import DEFAULT_BAUD
 
 EXIT_OK, EXIT_MISMATCH, EXIT_ERROR = 0, 1, 2
 
@@ -70,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     where.add_argument("--sim", action="store_true",
                        help="talk to the board shell and accelerator in Verilator instead of a board")
     run.add_argument("--board", help="the board the bitstream is for (checked against the config's board)")
-    run.add_argument("--baud", type=int, default=115_200, help="the UART rate of the bitstream (default 115200)")
+    run.add_argument("--baud", type=int, default=DEFAULT_BAUD,
+                     help=f"the UART rate of the bitstream (default {DEFAULT_BAUD})")
     run.add_argument("--output", type=Path, help="save the model outputs to this .npy file")
     run.add_argument("--work-dir", type=Path,
                      help="scratch folder for the design and the Verilator build (default: OUTPUT_DIR/board_run)")
