@@ -122,7 +122,7 @@ def test_frames_flow_back_to_back_without_bubbles(case, pe, simd):
 
 @pytest.mark.parametrize("case, chained", [("int2_x_int3_acc", True), ("bipolar_x_bipolar_acc", False)])
 def test_sums_of_wide_products_are_built_on_carry_chains(tmp_path, case, chained):
-    # What the resource model assumes (resources._mvau_parts): each sum of the adder tree of
+    # What the resource model assumes (resources.mvau.mvau_parts): each sum of the adder tree of
     # multi-bit products is a carry-chain adder, where one Yosys macc would build full adders in
     # LUTs with a single chain at its end; XNOR popcounts are left to Yosys.
     dut, *_ = build(case, 1, 12)

@@ -1,0 +1,113 @@
+"""Specs of any kernel: read off a unit or stored data, placed, and estimated with the fitted coefficients."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+from ..resource_coefficients import COEFFICIENTS
+from .branch import AddSpec, ConcatSpec, ForkSpec, add_parts, concat_parts, fork_parts
+from .lut import LUTSpec, lut_parts
+from .memories import Memories
+from .mvau import MVAUSpec, mvau_parts
+from .shared import KernelSpec, ResourceEstimate
+from .stream import ConverterSpec, FIFOSpec, converter_parts, fifo_parts
+from .threshold import ThresholdSpec, threshold_parts
+from .vvau import VVAUSpec, vvau_parts
+from .window import PoolSpec, WindowSpec, pool_parts, window_parts
+
+
+@dataclass(frozen=True)
+class ChainSpec(KernelSpec):
+    """Kernels one hardware stage is built of, each feeding the next directly (a residual add and its
+    thresholds, a vector unit and its thresholds): their resources are the sum of theirs."""
+
+    kernels: tuple
+
+
+def with_placement(spec: "Spec", **styles: str) -> "Spec":
+    """``spec`` with its ROMs placed as ``styles`` say (``ram_style="block"``), on each kernel that has them."""
+    if isinstance(spec, ChainSpec):
+        return ChainSpec(kernels=tuple(with_placement(part, **styles) for part in spec.kernels))
+    own = {f.name for f in fields(spec)}
+    return replace(spec, **{name: style for name, style in styles.items() if name in own})
+
+
+Spec = (MVAUSpec | LUTSpec | WindowSpec | PoolSpec | FIFOSpec | ConverterSpec | VVAUSpec | ThresholdSpec | AddSpec
+        | ConcatSpec | ForkSpec | ChainSpec)
+_SPEC_OF_KERNEL = {"mvau": MVAUSpec, "lut": LUTSpec, "window": WindowSpec, "pool": PoolSpec, "fifo": FIFOSpec,
+                   "convert": ConverterSpec, "vvau": VVAUSpec, "threshold": ThresholdSpec, "add": AddSpec,
+                   "concat": ConcatSpec, "fork": ForkSpec}
+
+
+def spec_of_unit(unit) -> Spec:
+    """The spec of any constructed (not elaborated) kernel streamc generates, read off its parameters."""
+    from ..rtl.branch import ChannelConcat, ElementwiseAdd, StreamFork
+    from ..rtl.lut import LookupTable
+    from ..rtl.mvau import MatrixVectorUnit
+    from ..rtl.stream import StreamFIFO, WidthConverter
+    from ..rtl.threshold import ThresholdUnit
+    from ..rtl.vvau import VectorVectorUnit
+    from ..rtl.window import SlidingWindow, WindowReduce
+
+    of_unit = {LookupTable: LUTSpec, WindowReduce: PoolSpec, StreamFIFO: FIFOSpec, WidthConverter: ConverterSpec,
+               MatrixVectorUnit: MVAUSpec, SlidingWindow: WindowSpec, VectorVectorUnit: VVAUSpec,
+               ThresholdUnit: ThresholdSpec, ElementwiseAdd: AddSpec, ChannelConcat: ConcatSpec, StreamFork: ForkSpec}
+    for unit_class, spec_class in of_unit.items():
+        if isinstance(unit, unit_class):
+            return spec_class.of_unit(unit)
+    raise TypeError(f"no resource model for {type(unit).__name__}")
+
+
+def spec_from_dict(kernel: str, values: dict) -> Spec:
+    """Rebuild a spec stored by :meth:`to_dict` (the calibration data)."""
+    cls = _SPEC_OF_KERNEL[kernel]
+    return cls(**{f.name: values[f.name] for f in fields(cls) if f.name in values})
+
+
+def _parts(spec: Spec, family: str, dsp: bool) -> tuple[Memories, int, dict[str, float], dict[str, float]]:
+    """Memories, DSPs, and the LUT and FF features of one kernel."""
+    if isinstance(spec, MVAUSpec):
+        return mvau_parts(spec, family, dsp)
+    if isinstance(spec, LUTSpec):
+        return lut_parts(spec, family)
+    if isinstance(spec, WindowSpec):
+        return window_parts(spec, family)
+    if isinstance(spec, PoolSpec):
+        return pool_parts(spec, family)
+    if isinstance(spec, FIFOSpec):
+        return fifo_parts(spec, family)
+    if isinstance(spec, ConverterSpec):
+        return converter_parts(spec)
+    if isinstance(spec, VVAUSpec):
+        return vvau_parts(spec, family, dsp)
+    if isinstance(spec, ThresholdSpec):
+        return threshold_parts(spec, family)
+    if isinstance(spec, AddSpec):
+        return add_parts(spec, family, dsp)
+    if isinstance(spec, ConcatSpec):
+        return concat_parts(spec)
+    if isinstance(spec, ForkSpec):
+        return fork_parts(spec, family)
+    raise TypeError(f"no resource model for {type(spec).__name__}")
+
+
+def kernel_name(spec: Spec) -> str:
+    """The calibration name of a spec's kernel (``"mvau"``, ``"window"``, ...)."""
+    return next(name for name, cls in _SPEC_OF_KERNEL.items() if isinstance(spec, cls))
+
+
+def features(spec: Spec, family: str, what: str) -> dict[str, float]:
+    """The features the ``what`` (``"lut"`` or ``"ff"``) model of ``spec``'s kernel is linear in."""
+    _, _, lut, ff = _parts(spec, family, True)
+    return lut if what == "lut" else ff
+
+
+def estimate_kernel(spec: Spec, family: str, *, dsp: bool = True) -> ResourceEstimate:
+    """Resources of one kernel on a device ``family``; ``dsp=False`` where the flow has no DSPs."""
+    if isinstance(spec, ChainSpec):
+        return sum((estimate_kernel(part, family, dsp=dsp) for part in spec.kernels), ResourceEstimate())
+    memories, dsps, lut_features, ff_features = _parts(spec, family, dsp)
+    coefficients = COEFFICIENTS[family][kernel_name(spec)]
+    lut = sum(coefficients["lut"].get(name, 0.0) * value for name, value in lut_features.items())
+    ff = sum(coefficients["ff"].get(name, 0.0) * value for name, value in ff_features.items())
+    return ResourceEstimate(lut=round(lut), ff=round(ff), bram=memories.bram, dsp=dsps, lutram=memories.lutram)

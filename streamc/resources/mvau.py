@@ -1,0 +1,365 @@
+"""The resource model of the :class:`~streamc.rtl.mvau.MatrixVectorUnit`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .arithmetic import dsp_count, product_operand_bits, shift_add_bits
+from .memories import LIVE_BITS_LIMIT, Memories, bram_bank_mux, live_bits_of, logic_rom, memory_mapping, varying_bits
+from .shared import KernelSpec, known, range_bits
+from .threshold import compressor_full_adders, threshold_structure
+
+
+@dataclass(frozen=True)
+class MVAUSpec(KernelSpec):
+    """What the resources of a :class:`~streamc.rtl.mvau.MatrixVectorUnit` depend on.
+
+    Widths are the ones the generator gives its signals: ``acc_bits`` the accumulator and
+    comparator, ``product_bits`` one lane's product; ``mul_a``/``mul_b`` the operand widths of a
+    lane's multiply as Yosys sees it (0 when the lane does not multiply: XNOR or a bipolar
+    operand). ``starts_from_offsets``: the bare accumulator restarts from a per-channel offset (a
+    bipolar operand's), read from a ROM of ``start_rom_bits`` per lane (0: constants) of which
+    ``start_rom_live`` bits are live. ``live_lanes``: the PE x SIMD lanes whose weight is not 0 in
+    every word of the ROM (-1: all); a lane that only ever multiplies by 0 adds nothing.
+    ``distinct_lanes``: of those, the ones whose weights over the ROM's words differ from every other
+    lane's at the same SIMD position (-1: not known); lanes with equal weights compute equal
+    products, which Yosys merges where the ROM is logic. ``thresholds`` per channel (0: none); the
+    ``rq_*`` fields describe the requantization's multiply (0 without one). ``weight_rom_live``, ``threshold_rom_live``,
+    ``rq_multiplier_live`` and ``rq_offset_live``: the :func:`rom_live_bits` of the weight, threshold
+    and requantization ROMs (-1: not known, all bits count). ``rq_sum_live``: the bits of the
+    requantization's sum that reach the output (-1: all). ``live_compares``: over the PE lanes, the
+    threshold compares that are not constant (a level every channel of a lane reaches, or none does,
+    folds away), equal ones merged as Yosys merges them in logic; ``block_compares``: the same
+    unmerged, as they stay with the thresholds in block RAM; ``compare_full_adders``: the full adders
+    summing a lane's compares, which take merged ones apart too (-1: not known, every compare counts).
+    """
+
+    mh: int
+    mw: int
+    pe: int
+    simd: int
+    in_bits: int
+    weight_bits: int
+    out_bits: int
+    acc_bits: int
+    product_bits: int
+    mul_a: int
+    mul_b: int
+    xnor: bool
+    thresholds: int = 0
+    rq_acc_bits: int = 0
+    rq_multiplier_bits: int = 0
+    rq_product_bits: int = 0
+    rq_offset_bits: int = 0
+    rq_sum_bits: int = 0
+    weight_rom_live: int = -1
+    threshold_rom_live: int = -1
+    weight_rom_varying: int = -1
+    threshold_rom_varying: int = -1
+    rq_multiplier_live: int = -1
+    rq_offset_live: int = -1
+    rq_sum_live: int = -1
+    live_compares: int = -1
+    block_compares: int = -1
+    compare_full_adders: int = -1
+    signed_multiply: bool = False
+    starts_from_offsets: bool = False
+    start_rom_bits: int = 0
+    start_rom_live: int = -1
+    live_lanes: int = -1
+    distinct_lanes: int = -1
+    ram_style: str = "auto"
+    ram_style_thresholds: str = "auto"
+    res_type: str = "auto"
+
+    @property
+    def nf(self) -> int:
+        return self.mh // self.pe
+
+    @property
+    def sf(self) -> int:
+        return self.mw // self.simd
+
+    @property
+    def output_stage(self) -> str:
+        return "requant" if self.rq_multiplier_bits else "thresholds" if self.thresholds else "accumulator"
+
+    @classmethod
+    def of_unit(cls, unit) -> "MVAUSpec":
+        """The spec of a constructed :class:`~streamc.rtl.mvau.MatrixVectorUnit` (not elaborated)."""
+        in_dt, w_dt = unit.in_dtype, unit.weight_dtype
+        weights, pe, simd = unit.weights, unit.out_elems, unit.in_elems
+        lanes, nf = pe * simd, weights.shape[0] // pe
+        xnor = in_dt.bipolar and w_dt.bipolar
+        if xnor or in_dt.bipolar or w_dt.bipolar:
+            # XNOR: a bit; a masked weight: the weight; a complemented input: the input.
+            mul_a = mul_b = 0
+            product_bits = 1 if xnor else w_dt.bitwidth if in_dt.bipolar else in_dt.bitwidth
+        else:
+            # Amaranth widens the unsigned operand of a mixed-sign product by one bit.
+            mul_a = in_dt.bitwidth + (1 if w_dt.signed and not in_dt.signed else 0)
+            mul_b = w_dt.bitwidth + (1 if in_dt.signed and not w_dt.signed else 0)
+            product_bits = in_dt.bitwidth + w_dt.bitwidth + (1 if in_dt.signed != w_dt.signed else 0)
+        thresholds = 0 if unit.thresholds is None else unit.thresholds.shape[1]
+        rq = {}
+        if unit.requant is not None:
+            acc, mult = unit.acc_shape, unit.multiplier_shape
+            mixed = acc.signed != mult.signed
+            rq = dict(rq_acc_bits=acc.width + (1 if mixed and not acc.signed else 0),
+                      rq_multiplier_bits=mult.width + (1 if mixed and not mult.signed else 0),
+                      rq_product_bits=unit.product_shape.width, rq_offset_bits=unit.offset_shape.width,
+                      rq_sum_bits=unit.sum_shape.width,
+                      # Rounding without a tie fix-up reads no sum bit below the shift.
+                      rq_sum_live=(unit.sum_shape.width if unit.requant.rounding in ("HALF_EVEN", "HALF_ODD")
+                                   else max(unit.sum_shape.width - unit.requant.shift, 1)),
+                      rq_multiplier_live=live_bits_of(lambda: unit.multiplier_rom_rows, pe * mult.width, nf),
+                      rq_offset_live=live_bits_of(lambda: unit.offset_rom_rows, pe * unit.offset_shape.width, nf))
+        live = dict(weight_rom_live=live_bits_of(lambda: unit.weight_rom_rows, lanes * w_dt.bitwidth,
+                                                  nf * weights.shape[1] // simd))
+        if thresholds:
+            live["threshold_rom_live"] = live_bits_of(lambda: unit.threshold_rom_rows,
+                                                       pe * thresholds * unit.acc_shape.width, nf)
+            width = unit.acc_shape.width
+            fields = (unit.thresholds & ((1 << width) - 1)).reshape(nf, -1)
+            live["threshold_rom_varying"] = varying_bits(fields, width)
+            full_lo, full_hi = unit.output_sum_range
+            live["live_compares"], _, _ = threshold_structure(
+                unit.thresholds, pe, full_lo, full_hi + 1, width, shared=False)
+            live["block_compares"], _, live["compare_full_adders"] = threshold_structure(
+                unit.thresholds, pe, full_lo, full_hi + 1, width, shared=False, merge_equal=False)
+        start = unit.start_rom_shape()
+        if start is not None:
+            live.update(start_rom_bits=start.width,
+                        start_rom_live=live_bits_of(lambda: unit.start_rom_rows, pe * start.width, nf))
+        sf = weights.shape[1] // simd
+        # Lanes of equal weights matter where the ROM is logic, which past the size limit it is not.
+        live.update(_lanes_of(weights.reshape(nf, pe, sf, simd),
+                              distinct=lanes * nf * sf * w_dt.bitwidth <= LIVE_BITS_LIMIT))
+        live["weight_rom_varying"] = varying_bits(w_dt.to_hw(weights).reshape(nf, pe, sf, simd),
+                                                  w_dt.bitwidth, word_axes=(0, 2))
+        return cls(mh=weights.shape[0], mw=weights.shape[1], pe=pe, simd=simd,
+                   in_bits=in_dt.bitwidth, weight_bits=w_dt.bitwidth, out_bits=unit.out_width,
+                   acc_bits=unit.acc_shape.width, product_bits=product_bits, mul_a=mul_a, mul_b=mul_b,
+                   xnor=xnor, thresholds=thresholds,
+                   signed_multiply=bool(mul_a and in_dt.signed and w_dt.signed),
+                   starts_from_offsets=unit.starts_from_offsets, ram_style=unit.ram_style,
+                   ram_style_thresholds=unit.ram_style_thresholds, res_type=unit.res_type, **rq, **live)
+
+
+def _lanes_of(blocks: np.ndarray, distinct: bool) -> dict[str, int]:
+    """``live_lanes`` and, with ``distinct``, ``distinct_lanes`` of :class:`MVAUSpec` from the weights as
+    the ROM holds them, ``blocks[nf, j, sf, k]``. Each lane's weights over the ROM's words are compared
+    by a random projection (equal columns project equally; different ones almost surely not): one
+    product over the matrix and a sort per SIMD position, cheap enough for every folding the planner
+    tries."""
+    nf, pe, sf, simd = blocks.shape
+    columns = blocks.transpose(3, 1, 0, 2).reshape(simd, pe, nf * sf)
+    live = columns.any(axis=2)
+    if not distinct:
+        return {"live_lanes": int(live.sum())}
+    keys = np.where(live, columns @ np.random.default_rng(0).random(nf * sf), np.nan)
+    ordered = np.sort(keys, axis=1)
+    first = np.ones(ordered.shape, bool)
+    first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    return {"live_lanes": int(live.sum()), "distinct_lanes": int((first & ~np.isnan(ordered)).sum())}
+
+
+def mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[Memories, int, dict[str, float], dict[str, float]]:
+    lanes = spec.pe * spec.simd
+    memories = Memories()
+    # Yosys maps a ROM without its constant bit columns (where the contents are known).
+    weight_width = known(spec.weight_rom_varying, lanes * spec.weight_bits)
+    threshold_width = known(spec.threshold_rom_varying, spec.pe * spec.thresholds * spec.acc_bits)
+    memories.add(width=weight_width, depth=spec.nf * spec.sf, rom=True, family=family, style=spec.ram_style)
+    if spec.nf > 1:
+        memories.add(width=spec.simd * spec.in_bits, depth=spec.sf, rom=False, family=family)
+    if spec.thresholds:
+        memories.add(width=threshold_width, depth=spec.nf, rom=True, family=family, style=spec.ram_style_thresholds)
+    if spec.start_rom_bits:
+        memories.add(width=spec.pe * spec.start_rom_bits, depth=spec.nf, rom=True, family=family)
+    # The ROMs kept in logic, counting only their live bit columns where the contents are known.
+    roms = [(weight_width, spec.nf * spec.sf, spec.weight_rom_live, spec.ram_style)]
+    if spec.thresholds:
+        roms.append((threshold_width, spec.nf, spec.threshold_rom_live, spec.ram_style_thresholds))
+    if spec.start_rom_bits:
+        roms.append((spec.pe * spec.start_rom_bits, spec.nf, spec.start_rom_live, "auto"))
+    if spec.rq_multiplier_bits:
+        roms += [(spec.pe * spec.rq_multiplier_bits, spec.nf, spec.rq_multiplier_live, "auto"),
+                 (spec.pe * spec.rq_offset_bits, spec.nf, spec.rq_offset_live, "auto")]
+    logic_roms = [(depth, logic_rom(width, depth, live, family, style)) for width, depth, live, style in roms]
+    # The requantizer's ROMs feed a multiplier and an adder: a LUT4 per live column, measured by
+    # synthesizing designs with and without their contents (onnxruntime's and the sweep's, one to
+    # four lanes, 8 and 12 words: 31 to 52 LUTs for 31 to 54 columns); of 4 words or fewer they
+    # join the logic they feed (7 LUTs for 19 columns). The other ROMs feed compares and adders
+    # that the LUTs of their columns take in differently, so they are counted apart.
+    rq_roms = 2 if spec.rq_multiplier_bits else 0
+    rom_luts = sum(luts for _, (luts, _, _) in logic_roms[:len(logic_roms) - rq_roms])
+    rq_rom_luts = sum(luts for depth, (luts, _, _) in logic_roms[len(logic_roms) - rq_roms:] if depth > 4)
+    rom_regs = sum(regs for _, (_, _, regs) in logic_roms)
+    # ECP5 joins the 16-word LUTs of a ROM of 32 or 64 words in PFUMX and L6MUX cells, which are
+    # not LUTs; at other depths (and on iCE40) the joining multiplexers are LUTs.
+    rom_muxes = sum(muxes for depth, (_, muxes, _) in logic_roms
+                    if family != "ecp5" or depth > 64 or depth & (depth - 1))
+    # Block RAM read ports with an enable: the read data is held beside the block.
+    memories_read = [(width, depth, True, style) for width, depth, _, style in roms]
+    if spec.nf > 1:
+        memories_read.append((spec.simd * spec.in_bits, spec.sf, False, "auto"))
+    mappings = [memory_mapping(width=width, depth=depth, rom=rom, family=family, style=style)
+                for width, depth, rom, style in memories_read]
+    in_bram = [mapping.kind == "bram" for mapping in mappings]
+    # An XNOR lane is one LUT4 of the weight bit as read, the input bit, the buffered input bit and
+    # the select between those two: the weight ROM's read (the first) and the input select cost
+    # nothing more. On the iCE40 a binary input masking a weight takes in some of the logic that
+    # holds the weight's read too: that read has a coefficient of its own (an ECP5 block RAM holds
+    # its read data itself, bram_read fits near 0 there, and nothing is left to take in).
+    binary_input = spec.in_bits == 1 and not spec.mul_a and not spec.xnor
+    masks_weights = family == "ice40" and binary_input
+    bram_reads = [width if bram and rom and not (spec.xnor and n == 0) else 0
+                  for n, ((width, _, rom, _), bram) in enumerate(zip(memories_read, in_bram))]
+    bram_read_masked = bram_reads[0] if masks_weights else 0
+    bram_read = sum(bram_reads) - bram_read_masked
+    # The input buffer is a RAM: Yosys keeps its read data and enable beside a block RAM in logic.
+    bram_ram_read = sum(width for (width, _, rom, _), bram in zip(memories_read, in_bram) if bram and not rom)
+    # Past 18 bits the buffer takes a PDPW16KD, whose read port has no read-during-write rule:
+    # to read the old word Yosys delays the write, as it does for a sliding window's ring.
+    bram_ram_wide = sum(width for (width, _, rom, _), mapping in zip(memories_read, mappings)
+                        if not rom and mapping.primitive == "PDPW16KD")
+    bram_read_mux = sum(bram_bank_mux(mapping, width) for (width, *_), mapping in zip(memories_read, mappings))
+    # mul2dsp sees the product after wreduce: a mixed-sign multiply's widened operand adds no bit.
+    lane_dsps = dsp_count(spec.mul_a, spec.mul_b, product_operand_bits(spec), family,
+                          dsp=dsp and spec.res_type == "auto")
+    rq_dsps = 0
+    if spec.rq_multiplier_bits:
+        memories.add(width=spec.pe * spec.rq_multiplier_bits, depth=spec.nf, rom=True, family=family)
+        memories.add(width=spec.pe * spec.rq_offset_bits, depth=spec.nf, rom=True, family=family)
+        rq_dsps = dsp_count(spec.rq_acc_bits, spec.rq_multiplier_bits, spec.rq_product_bits, family, dsp=dsp)
+    dsps = lanes * lane_dsps + spec.pe * rq_dsps
+    # A registered product of at most four operand bits is one LUT4 per product bit, however it is
+    # written: neither Yosys' soft multiplier nor the shift-and-add of res_type "lut" shows.
+    direct = bool(spec.mul_a) and not lane_dsps and spec.in_bits + spec.weight_bits <= 4
+    soft_mult = (0 if lane_dsps or not spec.mul_a or spec.res_type == "lut" or direct
+                 else lanes * spec.mul_a * spec.mul_b)
+    lut_mult = (lanes * shift_add_bits(spec.in_bits, spec.weight_bits)
+                if spec.mul_a and spec.res_type == "lut" and not direct else 0)
+    # Yosys' soft signed multipliers grow faster than their partial products (4 x 4: about 55 LUTs, 3 x 2: 8).
+    soft_mult_wide = soft_mult * spec.mul_a * spec.mul_b / 16
+    masked = _binary_operand_bits(spec)
+    # The lanes that only ever multiply by 0 drop out of their PE's tree (counted as spread evenly).
+    live_per_pe = max(1, round(known(spec.live_lanes, lanes) / spec.pe))
+    # A binary input against a weight that never changes (a ROM of one word) is that weight or 0:
+    # each of the weight's set bits a copy of the input bit, so the tree is priced as one of single
+    # bits, with a coefficient of its own.
+    fixed_binary = binary_input and not masked
+    tree = spec.pe * (_adder_tree_bits(live_per_pe, 1 if fixed_binary else spec.product_bits) + spec.acc_bits)
+    # Wider products are summed on a tree of carry-chain adders (rtl.mvau._adder_tree keeps each
+    # sum); one-bit products (XNOR) are left to Yosys, which builds full adders in LUTs.
+    popcount, tree = (tree, 0) if spec.product_bits == 1 else (0, tree)
+    # Past the first fold the lanes read the input buffer instead of the input: a multiplexer per
+    # input bit, with one input more for each further 16-word bank of a LUT RAM buffer; a LUT4
+    # selects between two (ECP5's PFUMX/L6MUX join LUT4s into wider multiplexers). An XNOR lane's
+    # LUT4 takes in the last select (see bram_read), not the ones across the banks.
+    input_select = buffer_banks = 0
+    if spec.nf > 1:
+        buffer_width = spec.simd * spec.in_bits
+        buffer = mappings[-1]
+        banks = buffer.banks if buffer.kind == "lutram" else 1
+        input_select = buffer_width * (-(-(banks + 1) // 2) - (1 if spec.xnor else 0))
+        # A LUT-RAM buffer in several 16-word banks decodes a write enable for each.
+        buffer_banks = banks if banks > 1 else 0
+    rq_soft = 0 if rq_dsps or not spec.rq_multiplier_bits else spec.pe * spec.rq_acc_bits * spec.rq_multiplier_bits
+    # Equal compares merge in logic, not in block RAM (the threshold ROM, read after the weights).
+    compares = spec.block_compares if spec.thresholds and in_bram[1] else spec.live_compares
+    lut = {"control": 1.0, "soft_multiply": soft_mult, "soft_multiply_wide": soft_mult_wide,
+           "soft_multiply_signed": soft_mult if spec.signed_multiply else 0, "lut_multiply": lut_mult,
+           "multiply_direct": lanes * product_operand_bits(spec) if direct else 0,
+           "hard_multiply_signed": lanes * spec.product_bits if lane_dsps and spec.signed_multiply else 0,
+           "binary_operand": masked + (lanes if spec.xnor else 0),
+           # A bare XNOR accumulator restarts from -MW and adds twice the popcount: Yosys builds the
+           # popcount and that sum as one compressor, unlike the popcount before thresholds.
+           "popcount": 0 if spec.starts_from_offsets else popcount,
+           "popcount_from_offset": popcount if spec.starts_from_offsets else 0,
+           # Sums of masked or complemented products are narrow and take their inputs' LUTs in
+           # differently from products of multiplies: a coefficient of their own.
+           "adders": 0 if masked or fixed_binary else tree, "binary_adders": tree if masked else 0,
+           "fixed_binary_adders": tree if fixed_binary else 0,
+           # Each masked or complemented lane also feeds its adder apart from its width (ECP5: a
+           # carry cell's LUT4 pair takes two bits, so two-bit products cost relatively more).
+           "binary_lanes": -(-masked // spec.product_bits) if masked else 0,
+           # Each accumulator bit restarts from the first fold's sum: a select in a LUT of its own on
+           # the ECP5, whose carry cells take in nothing but the two addends.
+           "accumulator_select": spec.pe * spec.acc_bits if spec.product_bits > 1 else 0,
+           "accumulator_start": spec.pe * spec.acc_bits if spec.starts_from_offsets else 0,
+           "input_select": input_select, "buffer_banks": buffer_banks,
+           "thresholds": known(compares, spec.pe * spec.thresholds) * spec.acc_bits,
+           # Yosys sums each PE's compares reached in one $macc: a compressor of full adders.
+           "count_full_adders": known(spec.compare_full_adders, spec.pe * compressor_full_adders(spec.thresholds)),
+           "requant": spec.pe * known(spec.rq_sum_live, spec.rq_sum_bits) + rq_soft,
+           # Below the shift a rounded-down sum still carries: the chain is there, fewer LUTs beside it.
+           "requant_carry": spec.pe * (spec.rq_sum_bits - known(spec.rq_sum_live, spec.rq_sum_bits)),
+           "logic_memory": rom_luts + memories.ff_ram_mux, "requant_rom": rq_rom_luts,
+           "rom_muxes": rom_muxes,
+           # The neuron fold, the synapse fold and the weight address count apart.
+           "counters": range_bits(spec.nf) + range_bits(spec.sf) + range_bits(spec.nf * spec.sf),
+           "bram_read": bram_read, "bram_read_masked": bram_read_masked, "bram_ram_read": bram_ram_read,
+           "bram_read_mux": bram_read_mux}
+    ff = {"registers": _mvau_registers(spec, lane_dsps, rq_dsps, weights_in_logic=mappings[0].kind == "logic"),
+          "bram_ram_read": bram_ram_read,
+          "bram_ram_wide": bram_ram_wide,
+          "dsp_products": lanes * spec.product_bits if lane_dsps else 0,
+          "rq_dsp_products": spec.pe * spec.rq_product_bits if rq_dsps else 0,
+          "memory_registers": rom_regs + memories.sync_regs + memories.ff_ram_bits}
+    return memories, dsps, lut, ff
+
+
+def _adder_tree_bits(count: int, width: int) -> int:
+    """Output bits of all adders of :func:`streamc.rtl.mvau._adder_tree` over ``count`` values of
+    ``width`` bits: pairs are summed level by level, each sum one bit wider than its wider operand."""
+    level, bits = [width] * count, 0
+    while len(level) > 1:
+        pairs = [max(level[n], level[n + 1]) + 1 for n in range(0, len(level) - 1, 2)]
+        bits += sum(pairs)
+        level = pairs + ([level[-1]] if len(level) % 2 else [])
+    return bits
+
+
+def _binary_operand_bits(spec: MVAUSpec) -> int:
+    """Product bits of the lanes that mask a weight or complement an input by a weight (0 for other
+    lanes), each a LUT4 where the adder does not take it in: only where the weight varies over the
+    ROM's words. A weight that stays the same makes the product a constant, the input bit or the
+    input itself, which PEs share (:func:`_mvau_registers`)."""
+    if spec.mul_a or spec.xnor:
+        return 0
+    varying = known(spec.weight_rom_varying, spec.pe * spec.simd * spec.weight_bits)
+    return varying * spec.product_bits // spec.weight_bits
+
+
+def _mvau_registers(spec: MVAUSpec, lane_dsps: int, rq_dsps: int, weights_in_logic: bool) -> int:
+    """Register bits a :class:`~streamc.rtl.mvau.MatrixVectorUnit` declares, stage by stage, except
+    memory read registers and the products a hard multiplier holds in its own registers. Where the
+    weight ROM is logic, lanes with equal weights share their product registers (a binary-weight
+    layer's ROM of 4 words has at most 16 weight patterns per SIMD position, whatever the PEs)."""
+    nf, sf, pe, lanes = spec.nf, spec.sf, spec.pe, spec.pe * spec.simd
+    counters = range_bits(nf) + range_bits(sf) + range_bits(nf * sf)
+    operands = 3 + range_bits(nf) + spec.simd * spec.in_bits + (1 if nf > 1 else 0)
+    product_bits = known(spec.live_lanes, lanes) * spec.product_bits
+    if not spec.mul_a and not spec.xnor:
+        # A lane whose weight never changes holds an input bit (or its complement) or a constant:
+        # the PEs share one register per input bit.
+        product_bits = _binary_operand_bits(spec)
+        if product_bits < lanes * spec.product_bits:
+            product_bits += spec.simd * spec.in_bits
+    if weights_in_logic and spec.distinct_lanes >= 0:
+        product_bits = min(product_bits, spec.distinct_lanes * spec.product_bits)
+    products = 3 + range_bits(nf) + (0 if lane_dsps else product_bits)
+    accumulators = 1 + pe * spec.acc_bits
+    output = 1 + pe * spec.out_bits
+    if spec.rq_multiplier_bits:
+        stage4 = (2 + range_bits(nf) + (0 if rq_dsps else pe * spec.rq_product_bits)
+                  + pe * known(spec.rq_sum_live, spec.rq_sum_bits))
+    elif spec.thresholds:
+        stage4 = 1 + pe * spec.thresholds
+    else:
+        stage4 = 0
+    return counters + operands + products + accumulators + stage4 + output
