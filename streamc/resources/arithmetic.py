@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..datatypes import DataType
-
-if TYPE_CHECKING:
-    from .mvau import MVAUSpec
-    from .vvau import VVAUSpec
 
 
 _DSP_RULES = {"ice40": dict(max_width=16, min_width=2, min_result=11),
@@ -60,7 +54,8 @@ def shift_add_bits(a_bits: int, b_bits: int) -> int:
     return bits
 
 
-def product_operand_bits(spec: "MVAUSpec | VVAUSpec") -> int:
+def product_operand_bits(spec) -> int:
     """Width of a lane's registered product once Yosys has trimmed it to the range it can take: the
-    widened operand of a mixed-sign multiply adds no bit to the product."""
+    widened operand of a mixed-sign multiply adds no bit to the product. ``spec``: an
+    :class:`~.mvau.MVAUSpec` or a :class:`~.vvau.VVAUSpec` (not imported here: both models import this)."""
     return min(spec.product_bits, spec.in_bits + spec.weight_bits) if spec.mul_a else spec.product_bits
