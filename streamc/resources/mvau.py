@@ -167,6 +167,7 @@ def _lanes_of(blocks: np.ndarray, distinct: bool) -> dict[str, int]:
 
 
 def mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[Memories, int, dict[str, float], dict[str, float]]:
+    """Memories, DSPs, and the LUT and FF features of an MVAU."""
     lanes = spec.pe * spec.simd
     memories = Memories()
     # Yosys maps a ROM without its constant bit columns (where the contents are known).

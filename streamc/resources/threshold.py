@@ -86,6 +86,7 @@ def compressor_full_adders(count: int) -> int:
 
 
 def threshold_parts(spec: ThresholdSpec, family: str) -> tuple[Memories, int, dict[str, float], dict[str, float]]:
+    """Memories, DSPs, and the LUT and FF features of a threshold unit."""
     memories = Memories()
     comparators = spec.elems * spec.thresholds
     if not spec.shared:

@@ -65,6 +65,7 @@ class VVAUSpec(KernelSpec):
 
 
 def vvau_parts(spec: VVAUSpec, family: str, dsp: bool) -> tuple[Memories, int, dict[str, float], dict[str, float]]:
+    """Memories, DSPs, and the LUT and FF features of a vector unit."""
     memories = Memories()
     weight_width = known(spec.weight_rom_varying, spec.simd * spec.weight_bits)
     if not spec.constant_weights:
