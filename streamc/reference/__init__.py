@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streamc.errors import FrontendError
+from streamc.errors import UnsupportedOpError
 
 # A family's ops are registered when its module is imported: every family is imported here,
 # or its ops would silently be missing from SUPPORTED_OPS.
@@ -34,11 +34,7 @@ from . import casts, elementwise, linear, quantization, reductions, shapes, wind
 from .registry import REGISTRY, Versions
 from .windows import window_geometry
 
-__all__ = ["SUPPORTED_OPS", "UnsupportedOpError", "run_node", "window_geometry"]
-
-
-class UnsupportedOpError(FrontendError):
-    """An operator the reference executor (and so streamc) cannot execute."""
+__all__ = ["SUPPORTED_OPS", "run_node", "window_geometry"]
 
 
 def run_node(
