@@ -145,7 +145,7 @@ class StreamAccelerator(wiring.Component):
         if len(readers) > 1:
             fork = self._fork_of(producer, readers)
             stream = fork.o[readers.index(reader)]
-        for name, component in self._link_parts(tag, elems, port_elems, width, depth):
+        for name, component in self.link_parts(tag, elems, port_elems, width, depth):
             self._components.append((name, component))
             self._links.append((stream, component.i))
             stream = component.o
@@ -161,7 +161,10 @@ class StreamAccelerator(wiring.Component):
         return self._forks[producer_name]
 
     @staticmethod
-    def _link_parts(tag: str, elems: int, port_elems: int, width: int, depth: int):
+    def link_parts(tag: str, elems: int, port_elems: int, width: int, depth: int):
+        """The ``(name, component)`` pairs that link a producer of ``elems`` elements of ``width`` bits
+        per beat to a port taking ``port_elems``, named after ``tag``: a width converter where the two
+        differ, then a FIFO of ``depth`` beats unless ``depth`` is 0."""
         if elems != port_elems:
             yield f"convert_{tag}", WidthConverter(elem_width=width, in_elems=elems, out_elems=port_elems)
         # The FIFO sits on the consumer's side of the converter: a consumer that takes its input in
