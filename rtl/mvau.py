@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Cat, Module, Mux, Shape, Signal, signed, unsigned
+from amaranth.hdl import Cat, Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -11,6 +11,7 @@ from amaranth.lib.wiring import In, Out
 from streamc.datatypes import DataType
 from streamc.errors import FoldingError
 
+from .arithmetic import adder_tree, shape_of_range
 from .placement import check_res_type, multiply, rom_attrs
 from .requant import Requant
 
@@ -184,7 +185,7 @@ class MatrixVectorUnit(wiring.Component):
             # Out-of-range thresholds compare the same once clamped, and need no extra bits.
             self._thresholds = np.clip(thresholds, full_lo, full_hi + 1)
             acc_hi += 1
-        self.acc_shape = _shape_of_range(acc_lo, acc_hi)
+        self.acc_shape = shape_of_range(acc_lo, acc_hi)
 
         self.in_elems = simd
         self.in_width = in_dtype.bitwidth
@@ -264,10 +265,10 @@ class MatrixVectorUnit(wiring.Component):
         p_lo = np.minimum(sum_lo * m, sum_hi * m)
         p_hi = np.maximum(sum_lo * m, sum_hi * m)
         total_lo, total_hi = int((p_lo + o).min()), int((p_hi + o).max())
-        self.multiplier_shape = _shape_of_range(int(m.min()), int(m.max()))
-        self.offset_shape = _shape_of_range(int(o.min()), int(o.max()))
-        self.product_shape = _shape_of_range(int(p_lo.min()), int(p_hi.max()))
-        self.sum_shape = _shape_of_range(total_lo, total_hi)
+        self.multiplier_shape = shape_of_range(int(m.min()), int(m.max()))
+        self.offset_shape = shape_of_range(int(o.min()), int(o.max()))
+        self.product_shape = shape_of_range(int(p_lo.min()), int(p_hi.max()))
+        self.sum_shape = shape_of_range(total_lo, total_hi)
         self._quotient_range = (total_lo >> rq.shift, total_hi >> rq.shift)
 
     def _accumulator_domain(self) -> tuple[int, np.ndarray]:
@@ -382,7 +383,7 @@ class MatrixVectorUnit(wiring.Component):
         per_fold = self._offsets.reshape(self._nf, self._pe)
         if not self.starts_from_offsets or (per_fold == per_fold[0]).all():
             return None
-        return _shape_of_range(int(self._offsets.min()), int(self._offsets.max()))
+        return shape_of_range(int(self._offsets.min()), int(self._offsets.max()))
 
     @property
     def start_rom_rows(self) -> list[int]:
@@ -431,7 +432,7 @@ class MatrixVectorUnit(wiring.Component):
                     m.d.sync += reached4[j][l].eq(acc3[j] >= threshold)
         if self._out_dtype.bipolar:
             return valid4, [reached[0] for reached in reached4]
-        return valid4, [self._out_bias + _adder_tree(m, list(reached)) for reached in reached4]
+        return valid4, [self._out_bias + adder_tree(m, list(reached)) for reached in reached4]
 
     def _requantize(self, m, advance, valid3, nf2, acc3):
         """Stages 4 and 5: product and sum; shift, round and clamp go into the output register.
@@ -572,7 +573,7 @@ class MatrixVectorUnit(wiring.Component):
         # Stage 3: adder tree and accumulator.
         valid3 = Signal()
         acc3 = [Signal(self.acc_shape, name=f"acc_{j}") for j in range(pe)]
-        sums2 = [_adder_tree(m, row) for row in products2]
+        sums2 = [adder_tree(m, row) for row in products2]
         if self.starts_from_offsets and self._scale != 1:
             sums2 = [total * self._scale for total in sums2]
         starts = self._accumulator_start(m, advance, nf1)
@@ -596,30 +597,6 @@ class MatrixVectorUnit(wiring.Component):
         with m.If(advance):
             m.d.sync += [self.o.valid.eq(out_valid), self.o.payload.eq(Cat(*out_bits))]
         return m
-
-
-def _adder_tree(m, values):
-    """Sum of ``values`` as a balanced tree, so the depth grows as log2 of their number.
-
-    Each sum of multi-bit values is a signal Yosys keeps. Without that, ``alumacc`` merges the tree
-    and the accumulator into one ``$macc``, built as rows of full adders in LUTs: eight 9-bit
-    products and a 14-bit accumulator took 282 LUTs on the ECP5 and 166 on the iCE40, against 104
-    and 101 as a tree of carry-chain adders. One-bit values (popcounts, threshold counts) take
-    fewer LUTs as full adders, so their tree is left to Yosys.
-    """
-    level = list(values)
-    keep = all(len(value) > 1 for value in level)
-    while len(level) > 1:
-        pairs = []
-        for n in range(0, len(level) - 1, 2):
-            total = level[n] + level[n + 1]
-            if keep:
-                kept = Signal(total.shape(), name="tree_sum", attrs={"keep": 1})
-                m.d.comb += kept.eq(total)
-                total = kept
-            pairs.append(total)
-        level = pairs + ([level[-1]] if len(level) % 2 else [])
-    return level[0]
 
 
 def _packed_rows(fields: np.ndarray, width: int) -> list[int]:
@@ -654,13 +631,6 @@ def _channel_fields(row, pe: int, shape: Shape) -> list:
     width = shape.width
     fields = [row[j * width:(j + 1) * width] for j in range(pe)]
     return [field.as_signed() if shape.signed else field for field in fields]
-
-
-def _shape_of_range(lo: int, hi: int) -> Shape:
-    """The narrowest shape (at least 1 bit) holding every integer in ``[lo, hi]``."""
-    if lo >= 0:
-        return unsigned(max(hi.bit_length(), 1))
-    return signed(max((-lo - 1).bit_length(), hi.bit_length()) + 1)
 
 
 def _check_fold(name: str, mh: int, mw: int, what: str, value: int, dim: int) -> None:

@@ -11,7 +11,7 @@ from amaranth.lib.wiring import In, Out
 from streamc.datatypes import DataType
 from streamc.errors import FoldingError
 
-from .mvau import _adder_tree, _shape_of_range
+from .arithmetic import adder_tree, shape_of_range
 
 __all__ = ["ThresholdUnit", "threshold_reference"]
 
@@ -114,7 +114,7 @@ class ThresholdUnit(wiring.Component):
         lo, hi = in_dtype.min, in_dtype.max + 1
         self._thresholds = np.broadcast_to(np.clip(thresholds.astype(np.int64), lo, hi),
                                            (channels, n_thr))
-        self.compare_shape = _shape_of_range(lo, hi)
+        self.compare_shape = shape_of_range(lo, hi)
 
         self.in_elems = self.out_elems = elems
         self.in_width = in_dtype.bitwidth
@@ -201,7 +201,7 @@ class ThresholdUnit(wiring.Component):
         if self._out_dtype.bipolar:
             values = [reached[0] for reached in reached2]
         else:
-            values = [self._out_bias + _adder_tree(m, list(reached)) for reached in reached2]
+            values = [self._out_bias + adder_tree(m, list(reached)) for reached in reached2]
         out_bits = [Signal(ow, name=f"out_{j}") for j in range(elems)]
         m.d.comb += [bits.eq(value) for bits, value in zip(out_bits, values)]
         with m.If(advance):

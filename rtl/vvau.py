@@ -10,9 +10,9 @@ from amaranth.lib.wiring import In, Out
 
 from streamc.datatypes import DataType, smallest_datatype
 
-from .mvau import _shape_of_range
+from .arithmetic import shape_of_range
 from .placement import check_res_type, multiply, rom_attrs
-from .window import _check_fold
+from .window import check_channel_fold
 
 __all__ = ["VectorVectorUnit", "vector_vector_reference"]
 
@@ -116,7 +116,7 @@ class VectorVectorUnit(wiring.Component):
             raise ValueError(f"node {name!r}: weights must be a non-empty 2-D integer array of "
                              f"shape (C, K), not {weights.dtype} of shape {weights.shape}")
         channels, taps = weights.shape
-        _check_fold(name, "channels", simd, channels)
+        check_channel_fold(name, "channels", simd, channels)
         if vectors is not None and (not isinstance(vectors, (int, np.integer)) or vectors < 1):
             raise ValueError(f"node {name!r}: vectors must be an integer >= 1 or None, "
                              f"not {vectors!r}")
@@ -139,7 +139,7 @@ class VectorVectorUnit(wiring.Component):
         term_hi = np.maximum(w * in_dtype.min, w * in_dtype.max)
         prefix_lo, prefix_hi = np.cumsum(term_lo, axis=1), np.cumsum(term_hi, axis=1)
         self.out_dtype = smallest_datatype(prefix_lo[:, -1].min(), prefix_hi[:, -1].max())
-        self.acc_shape = _shape_of_range(int(prefix_lo.min()), int(prefix_hi.max()))
+        self.acc_shape = shape_of_range(int(prefix_lo.min()), int(prefix_hi.max()))
 
         self.in_elems = self.out_elems = simd
         self.in_width = in_dtype.bitwidth

@@ -51,7 +51,7 @@ def window_reduce_reference(patches: np.ndarray, *, channels: int, mode: str) ->
     return patches.max(axis=1) if mode == "max" else patches.sum(axis=1)
 
 
-def _check_fold(name: str, what: str, simd, channels: int) -> None:
+def check_channel_fold(name: str, what: str, simd, channels: int) -> None:
     if not isinstance(simd, (int, np.integer)) or simd < 1 or channels % simd:
         divisors = ", ".join(str(d) for d in range(1, channels + 1) if channels % d == 0)
         raise FoldingError(f"node {name!r}: simd={simd!r} does not divide the {channels} "
@@ -168,7 +168,7 @@ class SlidingWindow(wiring.Component):
         if oh < 1 or ow < 1:
             raise ValueError(f"node {name!r}: the dilated kernel {extent_h}x{extent_w} does not "
                              f"fit the padded image {h + top + bottom}x{w + left + right}")
-        _check_fold(name, "channels", simd, c)
+        check_channel_fold(name, "channels", simd, c)
         if any(padding) and not dtype.contains(pad_value):
             raise ValueError(f"node {name!r}: pad_value must be a {dtype} value, not "
                              f"{pad_value!r}")
@@ -418,7 +418,7 @@ class WindowReduce(wiring.Component):
         if mode not in self.MODES:
             raise ValueError(f"node {name!r}: mode must be one of {', '.join(self.MODES)}, "
                              f"not {mode!r}")
-        _check_fold(name, "channels", simd, channels)
+        check_channel_fold(name, "channels", simd, channels)
         if mode == "max":
             lo, hi = in_dtype.min, in_dtype.max
             if out_dtype.bipolar != in_dtype.bipolar or not (out_dtype.min <= lo

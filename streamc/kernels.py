@@ -126,7 +126,7 @@ def link_specs(producer: Port, port: Port, depth: int) -> list[Spec]:
 
     (elems, width), (port_elems, _) = producer, port
     return [spec_of_unit(unit) for unit in
-            _unused([unit for _, unit in StreamAccelerator._link_parts("link", elems, port_elems, width, depth)])]
+            _unused([unit for _, unit in StreamAccelerator.link_parts("link", elems, port_elems, width, depth)])]
 
 
 def fork_spec(producer: Port, readers: int) -> Spec:

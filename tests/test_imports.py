@@ -11,7 +11,6 @@ import ast
 from functools import cache
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Package name of each source folder (pyproject's package-dir).
@@ -146,24 +145,6 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
-#: Private reads still there: in rtl modules another change is giving public properties (the MVAU's adder
-#: tree, the window's fold check, the accelerator's link parts).
-KNOWN_PRIVATE_READS = frozenset({
-    "streamc.kernels reads StreamAccelerator._link_parts of streamc.rtl.top",
-    "streamc.rtl.threshold imports _adder_tree from streamc.rtl.mvau",
-    "streamc.rtl.threshold imports _shape_of_range from streamc.rtl.mvau",
-    "streamc.rtl.vvau imports _check_fold from streamc.rtl.window",
-    "streamc.rtl.vvau imports _shape_of_range from streamc.rtl.mvau",
-})
-
-
-def test_no_module_reads_private_names_of_another_beyond_those_known():
-    new = sorted(set(private_reads()) - KNOWN_PRIVATE_READS)
-    assert not new, "\n".join(new)
-
-
-@pytest.mark.xfail(strict=False,
-                   reason="private reads being removed elsewhere: " + "; ".join(sorted(KNOWN_PRIVATE_READS)))
 def test_no_module_reads_private_names_of_another():
     found = private_reads()
     assert not found, "\n".join(found)

@@ -254,7 +254,7 @@ def mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[Memories, int, d
     # bits, with a coefficient of its own.
     fixed_binary = binary_input and not masked
     tree = spec.pe * (_adder_tree_bits(live_per_pe, 1 if fixed_binary else spec.product_bits) + spec.acc_bits)
-    # Wider products are summed on a tree of carry-chain adders (rtl.mvau._adder_tree keeps each
+    # Wider products are summed on a tree of carry-chain adders (rtl.arithmetic.adder_tree keeps each
     # sum); one-bit products (XNOR) are left to Yosys, which builds full adders in LUTs.
     popcount, tree = (tree, 0) if spec.product_bits == 1 else (0, tree)
     # Past the first fold the lanes read the input buffer instead of the input: a multiplexer per
@@ -315,7 +315,7 @@ def mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[Memories, int, d
 
 
 def _adder_tree_bits(count: int, width: int) -> int:
-    """Output bits of all adders of :func:`streamc.rtl.mvau._adder_tree` over ``count`` values of
+    """Output bits of all adders of :func:`streamc.rtl.arithmetic.adder_tree` over ``count`` values of
     ``width`` bits: pairs are summed level by level, each sum one bit wider than its wider operand."""
     level, bits = [width] * count, 0
     while len(level) > 1:

@@ -1,0 +1,37 @@
+"""Arithmetic the kernels share: the narrowest shape of a range, and sums as trees Yosys keeps."""
+
+from __future__ import annotations
+
+from amaranth.hdl import Shape, Signal, signed, unsigned
+
+
+def shape_of_range(lo: int, hi: int) -> Shape:
+    """The narrowest shape (at least 1 bit) holding every integer in ``[lo, hi]``."""
+    if lo >= 0:
+        return unsigned(max(hi.bit_length(), 1))
+    return signed(max((-lo - 1).bit_length(), hi.bit_length()) + 1)
+
+
+
+def adder_tree(m, values):
+    """Sum of ``values`` as a balanced tree, so the depth grows as log2 of their number.
+
+    Each sum of multi-bit values is a signal Yosys keeps. Without that, ``alumacc`` merges the tree
+    and the accumulator into one ``$macc``, built as rows of full adders in LUTs: eight 9-bit
+    products and a 14-bit accumulator took 282 LUTs on the ECP5 and 166 on the iCE40, against 104
+    and 101 as a tree of carry-chain adders. One-bit values (popcounts, threshold counts) take
+    fewer LUTs as full adders, so their tree is left to Yosys.
+    """
+    level = list(values)
+    keep = all(len(value) > 1 for value in level)
+    while len(level) > 1:
+        pairs = []
+        for n in range(0, len(level) - 1, 2):
+            total = level[n] + level[n + 1]
+            if keep:
+                kept = Signal(total.shape(), name="tree_sum", attrs={"keep": 1})
+                m.d.comb += kept.eq(total)
+                total = kept
+            pairs.append(total)
+        level = pairs + ([level[-1]] if len(level) % 2 else [])
+    return level[0]
