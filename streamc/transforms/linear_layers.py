@@ -18,7 +18,6 @@ from ..reference import window_geometry
 from .op_kinds import AVERAGING_OPS, CONV_OPS, INTEGER_LINEAR_OPS
 from .quantizers import Codes, Quantizer, channel_values, constant
 
-
 #: Beyond this float32 cannot hold every accumulator value exactly.
 FLOAT_EXACT = 1 << 24
 

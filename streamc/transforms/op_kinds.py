@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from .tidy import SHAPE_OPS
 
-
 QUANTIZER_OPS = frozenset({"Quant", "BipolarQuant", "QuantizeLinear", "Trunc"})
 LINEAR_OPS = frozenset({"MatMul", "MatMulInteger", "Conv", "ConvInteger"})
 #: Linear ops on integer codes (the integer-operator dialect): their output is the int32 accumulator.

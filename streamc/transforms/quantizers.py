@@ -101,6 +101,8 @@ def constant(graph: Graph, tensor: str, node: Node, what: str) -> np.ndarray:
 
 
 def quantizer_at(graph: Graph, chain: list[Node], index: int) -> Quantizer:
+    """The quantizer that starts at ``chain[index]``, with the nodes after it that belong to it (an integer
+    ``Clip``, a ``DequantizeLinear``, a ``Relu``)."""
     node = chain[index]
     if node.op_type in ("Quant", "BipolarQuant"):
         scale = constant(graph, node.inputs[1], node, "scale").astype(np.float64)

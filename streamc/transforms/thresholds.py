@@ -20,7 +20,6 @@ from ..rtl.requant import Requant
 from .linear_layers import Linear, acc_range, add_matmul, conv_geometry, linear_layer
 from .quantizers import Codes, Quantizer
 
-
 #: Up to this many thresholds per channel (a 4-bit output) comparators are cheaper than a multiplier.
 MAX_THRESHOLDS = 15
 #: Accumulator values tried at random per channel to confirm the thresholds.
