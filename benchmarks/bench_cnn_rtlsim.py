@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from streamc.build.runner import run_build
+from streamc.pipeline.runner import run_build
 
 ROOT = Path(__file__).resolve().parent.parent
 CNN = ROOT / "tests" / "models" / "cnn"

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import yaml
 
-from streamc.build.config import load_config
-from streamc.build.folder import BuildFolder
-from streamc.build.steps import STEP_FUNCTIONS, BuildState
+from streamc.pipeline.config import load_config
+from streamc.pipeline.folder import BuildFolder
+from streamc.pipeline.steps import STEP_FUNCTIONS, BuildState
 from streamc.fifo_sizing import fifo_depths
 
 ROOT = Path(__file__).resolve().parent.parent

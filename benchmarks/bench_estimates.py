@@ -103,7 +103,7 @@ def build(path: Path, device: str, budget: float) -> tuple[list[dict], StreamAcc
             # design no larger than it must be synthesizes in minutes, not hours).
             budget = min(2 * budget, 1.0)
     rows = kernel_rows(flow.stages, FIFO_DEPTH)
-    # The rtl step's layout (streamc.build.steps.rtl_step): a stage's kernels follow each other directly.
+    # The rtl step's layout (streamc.pipeline.steps.rtl_step): a stage's kernels follow each other directly.
     depths = fifo_depths(flow, FIFO_DEPTH)
     components, sources, component_depths, last_of, kernel_count = [], [], [], {-1: -1}, {}
     for index, stage in enumerate(flow.stages):

@@ -20,9 +20,9 @@ from rich.console import Console
 from rich.table import Table
 
 from streamc.boards import get_board
-from streamc.build.config import load_config
-from streamc.build.folder import BuildFolder
-from streamc.build.steps import STEP_FUNCTIONS, BuildState
+from streamc.pipeline.config import load_config
+from streamc.pipeline.folder import BuildFolder
+from streamc.pipeline.steps import STEP_FUNCTIONS, BuildState
 from streamc.pnr import build_board
 from streamc.protocol import FrameFormat
 

@@ -11,7 +11,7 @@ estimate), timed once (no median: some take minutes), in a child process killed 
 ``--timeout`` seconds. A model streamc refuses shows the refusal's first line instead of figures.
 
 With ``--verilator``, every row that planned is also built to RTL and simulated for 4 frames
-(``streamc.build.runner.run_build``, steps up to ``sim``, ``verify`` with the zoo's frames and
+(``streamc.pipeline.runner.run_build``, steps up to ``sim``, ``verify`` with the zoo's frames and
 expected outputs): ``mismatches`` counts frames whose hardware output differs from streamc's own
 reference, ``expected_mismatches`` those whose end-to-end output differs from the recorded
 expected outputs (qonnx's executor, or the exact reference for the QDQ model).
@@ -87,7 +87,7 @@ def _verilator_child(config_path: str, results) -> None:
     try:
         from rich.console import Console
 
-        from streamc.build.runner import run_build
+        from streamc.pipeline.runner import run_build
 
         start = time.perf_counter()
         report = run_build(Path(config_path), console=Console(quiet=True), fresh=True).rtlsim

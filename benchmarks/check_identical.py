@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 from rich.console import Console
 
-from streamc.build.runner import run_build
+from streamc.pipeline.runner import run_build
 from streamc.errors import StreamcError
 
 ROOT = Path(__file__).resolve().parent.parent

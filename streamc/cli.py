@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         return _estimate(args, console, errors)
     if args.command == "run":
         return _run(args, console, errors)
-    from .build.runner import run_build
+    from .pipeline.runner import run_build
 
     try:
         state = run_build(args.config, console=console, fresh=args.fresh)
@@ -130,7 +130,7 @@ def _estimate(args, console: Console, errors: Console) -> int:
 def _run(args, console: Console, errors: Console) -> int:
     import numpy as np
 
-    from .build.config import load_config
+    from .pipeline.config import load_config
     from .host import run_frames
 
     try:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .build.config import load_config
-from .build.runner import run_through
+from .pipeline.config import load_config
+from .pipeline.runner import run_through
 from .devices import get_device
 from .folding import cycle_budget
 from .kernels import estimate_design

@@ -273,9 +273,9 @@ def compile_design(config_path: Path, work_dir: Path, *, verilog: bool = False):
     folding is a function of the config and the model, so the design is the one the config's bitstream
     holds.
     """
-    from .build.config import load_config
-    from .build.runner import run_through, steps_through
-    from .build.steps import TOP
+    from .pipeline.config import load_config
+    from .pipeline.runner import run_through, steps_through
+    from .pipeline.steps import TOP
 
     last = "rtl" if verilog else "fold"
     # Only the steps that run, so that the load step reads no verification data: the design needs none.
@@ -311,7 +311,7 @@ def run_frames(config_path: Path, frames_path: Path, *, port: str | None = None,
     if sim == (port is not None):
         raise ConfigError("give either a serial port (--port) or --sim, not both or neither")
     if board is not None:
-        from .build.config import load_config
+        from .pipeline.config import load_config
 
         configured = getattr(load_config(config_path), "board", None)
         if configured is not None and configured != board:

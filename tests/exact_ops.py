@@ -191,7 +191,7 @@ def average_pool(x, *, kernel_shape, auto_pad="NOTSET", pads=None, strides=None,
     if ceil_mode:
         raise NotImplementedError("AveragePool with ceil_mode=1")
     x = np.asarray(x)
-    channels, rank = x.shape[1], x.ndim - 2
+    channels = x.shape[1]
     geometry = dict(auto_pad=auto_pad, pads=pads, strides=strides, dilations=dilations, kernel_shape=kernel_shape)
     window = np.ones((channels, 1, *kernel_shape))
     total = _conv_accumulator(x.astype(np.float64), window, group=channels, **geometry)

@@ -47,9 +47,9 @@ from onnx import TensorProto, helper
 
 import dialect_factory
 from qonnx_factory import LayerSpec, MlpSpec, make_mlp, random_frames
-from streamc.build.config import BuildConfig, LayerFolding
-from streamc.build.folder import BuildFolder
-from streamc.build.steps import TOP, STEP_FUNCTIONS, BuildState, _timeout_cycles, expected_hw_outputs
+from streamc.pipeline.config import BuildConfig, LayerFolding
+from streamc.pipeline.folder import BuildFolder
+from streamc.pipeline.steps import TOP, STEP_FUNCTIONS, BuildState, _timeout_cycles, expected_hw_outputs
 from streamc.errors import BuildError, StreamcError
 from streamc.execute import execute
 from streamc.folding import divisors
@@ -78,7 +78,7 @@ QONNX_FRAMES = 4
 #: quantizer that decided differently moves an output by a whole step, far beyond this.
 REFERENCE_ULPS = 4
 #: Part of a StreamcError's message that marks an internal inconsistency streamc caught in itself, not a
-#: refusal of its input (see streamc.hw.to_hw and streamc.build.steps.expected_hw_outputs).
+#: refusal of its input (see streamc.hw.to_hw and streamc.pipeline.steps.expected_hw_outputs).
 STREAMC_BUG = "a streamc bug"
 PIPELINE = ("load", "tidy", "streamline", "to_hw", "fold", "rtl", "sim")
 

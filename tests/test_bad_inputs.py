@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import yaml
 
-from streamc.build import steps
+from streamc.pipeline import steps
 from streamc.cli import main
 
 CORPUS = Path(__file__).resolve().parent / "bad_inputs"

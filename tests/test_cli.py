@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from streamc.build import steps
+from streamc.pipeline import steps
 from streamc.cli import main
 from streamc.reference import SUPPORTED_OPS
 

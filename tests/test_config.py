@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from streamc.build.config import DEFAULT_STEPS, STEPS, load_config
+from streamc.pipeline.config import DEFAULT_STEPS, STEPS, load_config
 from streamc.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -119,7 +119,7 @@ def test_a_residual_add_joins_the_block_input_and_the_branch():
 def test_cnn_is_bit_exact_in_verilator(tmp_path, name, target_fps, verify):
     import yaml
 
-    from streamc.build.runner import run_build
+    from streamc.pipeline.runner import run_build
 
     config = tmp_path / "build.yaml"
     config.write_text(yaml.safe_dump({
@@ -199,7 +199,7 @@ def test_a_table_per_channel_after_a_convolution_is_bit_exact_in_verilator(tmp_p
     import onnx
     import yaml
 
-    from streamc.build.runner import run_build
+    from streamc.pipeline.runner import run_build
 
     onnx.save(_conv_bias_tanh_model((1, 4, 1, 1), seed=2), tmp_path / "model.onnx")
     graph = load_onnx(tmp_path / "model.onnx")

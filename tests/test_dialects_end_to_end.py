@@ -10,7 +10,7 @@ import yaml
 import dialect_factory as factory
 from exact_model import run_model
 
-from streamc.build.runner import run_build
+from streamc.pipeline.runner import run_build
 from streamc.frontend.load import load_onnx
 from streamc.hw import to_hw
 from streamc.transforms.streamline import streamline

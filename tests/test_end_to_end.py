@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import yaml
 
-from streamc.build.config import load_config
-from streamc.build.folder import BuildFolder
-from streamc.build.runner import run_build
-from streamc.build.steps import STEP_FUNCTIONS, BuildState
+from streamc.pipeline.config import load_config
+from streamc.pipeline.folder import BuildFolder
+from streamc.pipeline.runner import run_build
+from streamc.pipeline.steps import STEP_FUNCTIONS, BuildState
 from streamc.cli import main
 from streamc.ir import Node
 from streamc.execute import execute

@@ -47,9 +47,9 @@ def _residual_config(tmp_path: Path) -> Path:
 
 
 def test_estimate_of_a_residual_block_prices_every_fork_converter_and_fifo(tmp_path):
-    from streamc.build.config import load_config
-    from streamc.build.folder import BuildFolder
-    from streamc.build.steps import STEP_FUNCTIONS, BuildState
+    from streamc.pipeline.config import load_config
+    from streamc.pipeline.folder import BuildFolder
+    from streamc.pipeline.steps import STEP_FUNCTIONS, BuildState
     from streamc.fifo_sizing import fifo_depths
 
     config_path = _residual_config(tmp_path)

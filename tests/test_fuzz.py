@@ -93,7 +93,7 @@ def test_networks_sharing_a_verilator_build_match_reference(tmp_path):
 
 
 def test_an_internal_inconsistency_is_a_failure_not_a_refusal():
-    # The message streamc.build.steps.expected_hw_outputs gives when the hardware boundary is wrong.
+    # The message streamc.pipeline.steps.expected_hw_outputs gives when the hardware boundary is wrong.
     bug = BuildError("tensor 'x' of the reference is not an integer multiple of its scale; "
                      "the hardware boundary was derived wrongly (a streamc bug)")
     status, reason = fuzz.outcome(bug)

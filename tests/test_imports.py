@@ -14,9 +14,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Package name of each source folder (pyproject's package-dir).
-FOLDERS = {"streamc": ROOT / "streamc", "streamc.rtl": ROOT / "rtl", "streamc.sim": ROOT / "sim"}
+FOLDERS = {"streamc": ROOT / "streamc"}
 #: What the hardware library and its simulation must not import: the compiler above them and its drivers.
-ABOVE_HARDWARE = ("streamc.build", "streamc.host", "streamc.cli", "streamc.planner", "streamc.estimate",
+ABOVE_HARDWARE = ("streamc.pipeline", "streamc.host", "streamc.cli", "streamc.planner", "streamc.estimate",
                   "streamc.pnr")
 
 

@@ -310,7 +310,7 @@ def test_a_flatten_of_per_channel_codes_into_a_dense_layer_is_refused_by_name():
 def test_the_depthwise_case_is_bit_exact_in_verilator(tmp_path):
     import yaml
 
-    from streamc.build.runner import run_build
+    from streamc.pipeline.runner import run_build
 
     model = depthwise_model(seed=13)
     onnx.save(model, tmp_path / "model.onnx")

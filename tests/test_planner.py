@@ -407,7 +407,7 @@ def test_plan_folding_refuses_less_than_a_cycle_per_frame(digits):
 
 def test_a_board_shell_keeps_its_share_of_the_device_free(tfc, tmp_path):
     from streamc.boards import get_board, shell_resources
-    from streamc.build.config import BuildConfig
+    from streamc.pipeline.config import BuildConfig
     from streamc.protocol import FrameFormat
 
     common = dict(model=str(TFC), output_dir=str(tmp_path), devices=["ice40-up5k"], budget=0.9)

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from streamc.build import steps
-from streamc.build.folder import BuildFolder, write_atomically
-from streamc.build.runner import run_build
+from streamc.pipeline import steps
+from streamc.pipeline.folder import BuildFolder, write_atomically
+from streamc.pipeline.runner import run_build
 from streamc.errors import BuildError
 
 MODELS = Path(__file__).resolve().parents[1] / "build_configs" / "models"

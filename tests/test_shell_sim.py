@@ -8,7 +8,7 @@ import pytest
 import yaml
 from amaranth.sim import Simulator
 
-from streamc.build.steps import expected_hw_outputs
+from streamc.pipeline.steps import expected_hw_outputs
 from streamc.execute import execute
 from streamc.frontend.load import load_onnx
 from streamc.host import Board, SimTransport, compile_design

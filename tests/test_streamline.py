@@ -6,7 +6,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from models.qonnx_reference import execute_frames
 from qonnx_factory import LayerSpec, MlpSpec, make_mlp, random_frames
-from streamc.build.steps import expected_hw_outputs
+from streamc.pipeline.steps import expected_hw_outputs
 from streamc.errors import LoweringError
 from streamc.execute import execute
 from streamc.frontend.load import graph_from_model

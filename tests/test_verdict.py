@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 from onnx import TensorProto, helper
 
-from streamc.build.verdict import (END_TO_END_RTOL, end_to_end_differing_frames, expected_differences,
+from streamc.pipeline.verdict import (END_TO_END_RTOL, end_to_end_differing_frames, expected_differences,
                                    onnxruntime_note, output_steps)
 from streamc.frontend.load import graph_from_model, load_onnx
 from streamc.hw import to_hw

@@ -201,7 +201,6 @@ def _frames(name, count, generator):
 
 
 def make_brevitas(name, generator):
-    import torch
     from brevitas.graph.calibrate import quantization_status_manager
 
     cnn_folder = HERE.parent / "cnn"

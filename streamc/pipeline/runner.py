@@ -3,7 +3,7 @@
 After each complete step the runner records, in ``.streamc/record.json`` inside the output
 folder, the content hashes of everything the build reads (see :func:`input_fingerprint`),
 the step's outputs (every file it wrote, with its hash) and a pickle of the
-:class:`~streamc.build.steps.BuildState` that later steps start from. Running the same build
+:class:`~streamc.pipeline.steps.BuildState` that later steps start from. Running the same build
 again resumes after the last complete step whose outputs are still as recorded; when any
 input changed, the build starts from the beginning (every step may read the config, so a
 changed key anywhere redoes them all). ``fresh=True`` ignores the record.

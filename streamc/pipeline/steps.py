@@ -1,7 +1,7 @@
 """The build steps, in pipeline order. Each takes the build state and writes its results.
 
 A step reads what earlier steps left in :class:`BuildState` and adds its own product; every
-file goes through the :class:`~streamc.build.folder.BuildFolder`.
+file goes through the :class:`~streamc.pipeline.folder.BuildFolder`.
 """
 
 from __future__ import annotations
