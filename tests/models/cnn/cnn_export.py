@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 import torch
 from brevitas.export import export_qonnx
-from brevitas.graph.calibrate import calibration_mode
+from brevitas.graph.calibrate import calibration_mode, quantization_status_manager
 from brevitas_examples.bnn_pynq.models.tensor_norm import TensorNorm
 
 HERE = Path(__file__).resolve().parent
@@ -95,6 +95,15 @@ def calibrate_activations(model, frames):
     with torch.no_grad(), calibration_mode(model):
         model(frames)
     model.eval()
+
+
+def set_statistics(model, frames, generator):
+    """Norm statistics drawn around what ``frames`` produce in the float network (every quantizer
+    off: the activation scales are not set yet), then the activation scales calibrated on them."""
+    with quantization_status_manager(model, disable_act_quant=True, disable_weight_quant=True,
+                                     disable_bias_quant=True, is_training=False):
+        randomize_norms(model, frames, generator)
+    calibrate_activations(model, frames)
 
 
 def export_qonnx_models(model, stem, example_shape, with_legacy, folder=HERE):

@@ -30,12 +30,11 @@ calibrated on the frames. Writes, next to this script, for each block: ``<name>.
 """
 import numpy as np
 import torch
-from brevitas.graph.calibrate import quantization_status_manager
 from brevitas.nn import (QuantConv1d, QuantConv2d, QuantIdentity, QuantLinear, QuantReLU,
                          TruncAdaptiveAvgPool2d, TruncAvgPool2d)
 from brevitas.quant import Int8ActPerTensorFloat, Int8WeightPerTensorFloat, Uint8ActPerTensorFloat
 
-from cnn_export import HERE, calibrate_activations, randomize_norms, record_expected
+from cnn_export import HERE, record_expected, set_statistics
 
 SEED = 20240613
 FRAME_COUNT = 16
@@ -168,11 +167,7 @@ def main():
     generator = torch.Generator().manual_seed(SEED)
     for stem, frames in _frames(generator).items():
         model = BUILDERS[stem]()
-        # Statistics from the float network: the activation scales are not set yet.
-        with quantization_status_manager(model, disable_act_quant=True, disable_weight_quant=True,
-                                         disable_bias_quant=True, is_training=False):
-            randomize_norms(model, frames, generator)
-        calibrate_activations(model, frames)
+        set_statistics(model, frames, generator)
         frames_np = frames.numpy().astype(np.float32)
         np.save(HERE / f"{stem}_frames.npy", frames_np)
         expected = record_expected(model, stem, frames_np, FRAME_COUNT)

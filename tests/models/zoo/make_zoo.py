@@ -201,20 +201,14 @@ def _frames(name, count, generator):
 
 
 def make_brevitas(name, generator):
-    from brevitas.graph.calibrate import quantization_status_manager
-
     cnn_folder = HERE.parent / "cnn"
     sys.path.insert(0, str(cnn_folder))
-    from cnn_export import calibrate_activations, randomize_norms, record_expected
+    from cnn_export import record_expected, set_statistics
 
     model = _brevitas_builders()[name]()
     calibration = _frames(name, CALIBRATION_COUNT, generator)
     frames = calibration[:FRAME_COUNT]
-    # Statistics from the float network: the activation scales are not set yet.
-    with quantization_status_manager(model, disable_act_quant=True, disable_weight_quant=True,
-                                     disable_bias_quant=True, is_training=False):
-        randomize_norms(model, calibration, generator)
-    calibrate_activations(model, calibration)
+    set_statistics(model, calibration, generator)
     frames_np = frames.numpy().astype(np.float32)
     np.save(HERE / f"{name}_frames.npy", frames_np)
     expected = record_expected(model, name, frames_np, FRAME_COUNT, with_legacy=False, folder=HERE)
