@@ -87,7 +87,8 @@ class MVAULayer:
     @property
     def output_stage(self) -> str:
         if self.requant is not None:
-            return f"requant (x{self.requant.multiplier.max()} >> {self.requant.shift})"
+            corrections = f", {self.requant.corrections} corrections" if self.requant.corrections else ""
+            return f"requant (x{self.requant.multiplier.max()} >> {self.requant.shift}{corrections})"
         if self.thresholds is not None:
             return f"{self.thresholds.shape[1]} thresholds"
         return "accumulator"

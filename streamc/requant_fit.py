@@ -10,16 +10,25 @@ range exactly when every level ``v`` is first reached at the same accumulator: `
 upper bound on ``B`` bounds ``M``, and the system is solvable exactly when the resulting ``M``
 interval is not empty. The answer is therefore a proof, not a sample. A solution at shift ``s``
 doubles into one at ``s + 1``, so the smallest feasible shift is found by bisection.
+
+A float-scaled layer (8-bit Brevitas or onnxruntime exports) has no such requantization: float32
+rounding puts a few of its 255 steps one accumulator value off the line. :func:`fit_corrected`
+then takes the requantization that places the most steps right and puts the others back with
+correction points (:attr:`~streamc.rtl.requant.Requant.raise_at`), a compare each instead of 255.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .rtl.requant import Requant
+from .rtl.requant import NEVER, Requant, requantize
 
 MAX_SHIFT = 30
 ROUNDINGS = ("FLOOR", "HALF_EVEN", "HALF_ODD")
+#: Shifts a corrected requantization may take: float steps need a multiplier of the range's precision.
+MAX_CORRECTED_SHIFT = 40
+#: Multipliers tried on each side of a channel's least-squares slope (at most).
+MAX_WINDOW = 64
 
 
 def fit_requant(thresholds: np.ndarray, lo: np.ndarray, hi: np.ndarray, out_bias: int) -> Requant | None:
@@ -85,3 +94,140 @@ def _solve_channel(thresholds, lo, hi, reach, miss) -> tuple[int, int] | None:
     else:
         offset = int((m - b * multiplier).min())
     return multiplier, offset
+
+
+def fit_corrected(thresholds: np.ndarray, lo: np.ndarray, hi: np.ndarray, out_bias: int,
+                  max_corrections: int) -> Requant | None:
+    """A FLOOR requantization plus at most ``max_corrections`` correction points per channel equal
+    to ``thresholds`` on ``[lo, hi]``, the fewest found over the shifts tried; None if none has so few.
+
+    Each channel's multiplier is searched near its least-squares slope, its offset is the one
+    that places the most steps right (the most stabbed of the levels' offset intervals), and every
+    step still off gets a point. The result is checked equal at every step of either function.
+    """
+    thresholds = np.clip(thresholds.astype(np.int64), lo[:, None], hi[:, None] + 1)
+    levels = thresholds.shape[1]
+    slopes = [_slope(thresholds[c], int(lo[c]), int(hi[c])) for c in range(len(thresholds))]
+    steepest = max((slope[0] for slope in slopes if slope), default=1.0)
+    # A multiplier rounded by 1/2 moves the last step by slope * levels / 2 acc values times the
+    # multiplier's own 2**shift / slope: under about one multiplier from this shift on.
+    first = int(np.clip(np.ceil(np.log2(steepest * steepest * levels)), 0, MAX_CORRECTED_SHIFT))
+    best, worse = None, 0
+    # Fewer corrections as the shift grows, until the multipliers' search windows outgrow their
+    # precision: stop after two shifts without gain.
+    for shift in range(max(0, first - 2), MAX_CORRECTED_SHIFT + 1):
+        if worse == 2:
+            break
+        fits = [_fit_channel(thresholds[c], int(lo[c]), int(hi[c]), out_bias, shift, slopes[c])
+                for c in range(len(thresholds))]
+        if None in fits:
+            break
+        worst = max(len(up) + len(down) for _, _, up, down in fits)
+        if best is None or worst < best[0]:
+            best, worse = (worst, shift, fits), 0
+        else:
+            worse += 1
+        if worst == 0:
+            break
+    if best is None or best[0] > max_corrections:
+        return None
+    if best is None:
+        return None
+    _, shift, fits = best
+    width_up = max(len(up) for _, _, up, _ in fits)
+    width_down = max(len(down) for _, _, _, down in fits)
+    requant = Requant(multiplier=np.array([m for m, _, _, _ in fits], np.int64),
+                      offset=np.array([b for _, b, _, _ in fits], np.int64), shift=shift, rounding="FLOOR",
+                      lo=out_bias, hi=out_bias + levels,
+                      raise_at=np.array([up + [NEVER] * (width_up - len(up)) for _, _, up, _ in fits],
+                                        np.int64).reshape(len(fits), width_up),
+                      lower_at=np.array([down + [NEVER] * (width_down - len(down)) for _, _, _, down in fits],
+                                        np.int64).reshape(len(fits), width_down))
+    return requant if _equal_at_steps(requant, thresholds, lo, hi, out_bias) else None
+
+
+def _slope(thresholds: np.ndarray, lo: int, hi: int) -> tuple[float, float] | None:
+    """Accumulator values per level, least squares over the steps inside the range, and its standard
+    error (None: under three steps inside)."""
+    inside = np.flatnonzero((thresholds > lo) & (thresholds <= hi))
+    if len(inside) < 3:
+        return None
+    (slope, intercept), residual = np.polyfit(inside, thresholds[inside], 1, full=True)[:2]
+    if slope <= 0:
+        return None
+    spread = float(((inside - inside.mean()) ** 2).sum())
+    error = np.sqrt(float(residual[0]) / (len(inside) - 2) / spread) if len(residual) else 0.0
+    return float(slope), float(error)
+
+
+def _fit_channel(t, lo, hi, out_bias, shift, slope) -> tuple[int, int, list[int], list[int]] | None:
+    """Multiplier, offset and correction points of one channel at ``shift``; ``slope`` as :func:`_slope`
+    gives. None where the products would pass int64."""
+    reach = (out_bias + 1 + np.arange(len(t), dtype=np.int64)) << shift
+    if slope is None:
+        candidates = np.array([0], np.int64)
+    else:  # four standard errors of the slope each side
+        center = (1 << shift) / slope[0]
+        window = int(min(MAX_WINDOW, max(2, np.ceil(4 * center * slope[1] / slope[0]))))
+        candidates = np.arange(max(0, int(center) - window), int(center) + window + 2, dtype=np.int64)
+    if max(abs(lo), abs(hi) + 1) * (int(candidates[-1]) + 1) + int(reach[-1]) + abs(int(reach[0])) >= 1 << 61:
+        return None
+    always, never = t <= lo, t > hi
+    multiplier = candidates[:, None]
+    # Level k is placed right for offsets in [low, high]; a level never reached has no low end,
+    # one always reached no high end. Each row: the offset in the most intervals.
+    low = reach - np.where(always, lo, t) * multiplier
+    high = reach - 1 - np.where(never, hi, t - 1) * multiplier
+    base = np.minimum(low.min(axis=1), high.min(axis=1))[:, None] - 1
+    top = np.maximum(low.max(axis=1), high.max(axis=1))[:, None] + 1
+    low = np.where(never, 0, low - base)
+    high = np.where(always, top - base, high - base)
+    rows = np.arange(len(candidates))[:, None] * (int((top - base).max()) + 1)
+    low_sorted, high_sorted = np.sort(low, axis=1) + rows, np.sort(high, axis=1) + rows
+    stabbed = (np.searchsorted(low_sorted.ravel(), low_sorted.ravel(), side="right")
+               - np.searchsorted(high_sorted.ravel(), low_sorted.ravel(), side="left")).reshape(low.shape)
+    best = np.argmax(stabbed, axis=1)
+    offsets = np.take_along_axis(low_sorted - rows, best[:, None], axis=1)[:, 0] + base[:, 0]
+    offsets = np.where(np.take_along_axis(low_sorted - rows, best[:, None], axis=1)[:, 0] == 0,
+                       (high_sorted - rows)[:, 0] + base[:, 0], offsets)
+    placed = stabbed[np.arange(len(candidates)), best]
+    row = int(np.argmax(placed))
+    m, b = int(candidates[row]), int(offsets[row])
+    return (m, b, *_corrections(t, lo, hi, reach, m, b))
+
+
+def _corrections(t, lo, hi, reach, multiplier, offset) -> tuple[list[int], list[int]]:
+    """Where the requantization's steps and the thresholds differ: raise at the threshold, lower at
+    the requantization's step; points past ``hi`` never apply, and a raise and a lower at the same
+    point cancel."""
+    if multiplier:
+        steps = np.clip(-((offset - reach) // multiplier), lo, hi + 1)
+    else:
+        steps = np.where(offset >= reach, lo, hi + 1)
+    off = steps != t
+    up = sorted(int(p) for p in t[off] if p <= hi)
+    down = sorted(int(p) for p in steps[off] if p <= hi)
+    for point in set(up) & set(down):
+        shared = min(up.count(point), down.count(point))
+        for _ in range(shared):
+            up.remove(point)
+            down.remove(point)
+    return up, down
+
+
+def _equal_at_steps(requant: Requant, thresholds, lo, hi, out_bias) -> bool:
+    """Both are step functions of the accumulator: equal at the start of every step of either, and at
+    ``lo``, they are equal on the whole range."""
+    for c in range(len(thresholds)):
+        rq = Requant(multiplier=requant.multiplier[c:c + 1], offset=requant.offset[c:c + 1], shift=requant.shift,
+                     rounding=requant.rounding, lo=requant.lo, hi=requant.hi,
+                     raise_at=requant.raise_at[c:c + 1], lower_at=requant.lower_at[c:c + 1])
+        reach = (out_bias + 1 + np.arange(thresholds.shape[1], dtype=np.int64)) << requant.shift
+        m, b = int(requant.multiplier[c]), int(requant.offset[c])
+        steps = -((b - reach) // m) if m else np.array([], np.int64)
+        points = np.concatenate([[lo[c]], thresholds[c], steps, requant.raise_at[c], requant.lower_at[c]])
+        points = np.unique(points[(points >= lo[c]) & (points <= hi[c])])
+        expected = out_bias + (points[:, None] >= thresholds[c][None, :]).sum(axis=1)
+        if not np.array_equal(requantize(points[:, None], rq)[:, 0], expected):
+            return False
+    return True

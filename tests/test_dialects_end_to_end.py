@@ -22,8 +22,8 @@ STEPS_TO_SIM = ["load", "tidy", "streamline", "to_hw", "fold", "rtl", "sim"]
 #: model -> the output stages it must get: the cheap ones where they are provably exact.
 CASES = {
     "qcdq_digits": ["3 thresholds", "3 thresholds", "accumulator"],
-    "ort_qdq_mlp": ["255 thresholds", "255 thresholds"],
-    "ort_qoperator_mlp": ["255 thresholds", "255 thresholds"],
+    "ort_qdq_mlp": ["requant", "table", "requant", "table"],
+    "ort_qoperator_mlp": ["requant", "table", "requant"],
     "intop_fc": ["requant", "requant"],
     "intop_tanh_int8": ["requant", "table", "requant"],
     # Trunc then Relu before the next layer: the Relu keeps the codes on Trunc's grid.

@@ -26,7 +26,7 @@ class MVAUSpec(KernelSpec):
     ``distinct_lanes``: of those, the ones whose weights over the ROM's words differ from every other
     lane's at the same SIMD position (-1: not known); lanes with equal weights compute equal
     products, which Yosys merges where the ROM is logic. ``thresholds`` per channel (0: none); the
-    ``rq_*`` fields describe the requantization's multiply (0 without one). ``weight_rom_live``, ``threshold_rom_live``,
+    ``rq_*`` fields describe the requantization's multiply (0 without one), ``rq_corrections`` its correction points per lane. ``weight_rom_live``, ``threshold_rom_live``,
     ``rq_multiplier_live`` and ``rq_offset_live``: the :func:`rom_live_bits` of the weight, threshold
     and requantization ROMs (-1: not known, all bits count). ``rq_sum_live``: the bits of the
     requantization's sum that reach the output (-1: all). ``live_compares``: over the PE lanes, the
@@ -54,6 +54,7 @@ class MVAUSpec(KernelSpec):
     rq_product_bits: int = 0
     rq_offset_bits: int = 0
     rq_sum_bits: int = 0
+    rq_corrections: int = 0
     weight_rom_live: int = -1
     threshold_rom_live: int = -1
     weight_rom_varying: int = -1
@@ -110,7 +111,7 @@ class MVAUSpec(KernelSpec):
             rq = dict(rq_acc_bits=acc.width + (1 if mixed and not acc.signed else 0),
                       rq_multiplier_bits=mult.width + (1 if mixed and not mult.signed else 0),
                       rq_product_bits=unit.product_shape.width, rq_offset_bits=unit.offset_shape.width,
-                      rq_sum_bits=unit.sum_shape.width,
+                      rq_sum_bits=unit.sum_shape.width, rq_corrections=unit.requant.corrections,
                       # Rounding without a tie fix-up reads no sum bit below the shift.
                       rq_sum_live=(unit.sum_shape.width if unit.requant.rounding in ("HALF_EVEN", "HALF_ODD")
                                    else max(unit.sum_shape.width - unit.requant.shift, 1)),
@@ -173,6 +174,8 @@ def mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[Memories, int, d
     # Yosys maps a ROM without its constant bit columns (where the contents are known).
     weight_width = known(spec.weight_rom_varying, lanes * spec.weight_bits)
     threshold_width = known(spec.threshold_rom_varying, spec.pe * spec.thresholds * spec.acc_bits)
+    # A requantization's correction points are compared with the sum as thresholds are.
+    correction_width = spec.pe * spec.rq_corrections * spec.acc_bits
     memories.add(width=weight_width, depth=spec.nf * spec.sf, rom=True, family=family, style=spec.ram_style)
     if spec.nf > 1:
         memories.add(width=spec.simd * spec.in_bits, depth=spec.sf, rom=False, family=family)
@@ -186,6 +189,9 @@ def mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[Memories, int, d
         roms.append((threshold_width, spec.nf, spec.threshold_rom_live, spec.ram_style_thresholds))
     if spec.start_rom_bits:
         roms.append((spec.pe * spec.start_rom_bits, spec.nf, spec.start_rom_live, "auto"))
+    if spec.rq_corrections:
+        memories.add(width=correction_width, depth=spec.nf, rom=True, family=family)
+        roms.append((correction_width, spec.nf, -1, "auto"))
     if spec.rq_multiplier_bits:
         roms += [(spec.pe * spec.rq_multiplier_bits, spec.nf, spec.rq_multiplier_live, "auto"),
                  (spec.pe * spec.rq_offset_bits, spec.nf, spec.rq_offset_live, "auto")]
@@ -293,9 +299,10 @@ def mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[Memories, int, d
            "accumulator_select": spec.pe * spec.acc_bits if spec.product_bits > 1 else 0,
            "accumulator_start": spec.pe * spec.acc_bits if spec.starts_from_offsets else 0,
            "input_select": input_select, "buffer_banks": buffer_banks,
-           "thresholds": known(compares, spec.pe * spec.thresholds) * spec.acc_bits,
+           "thresholds": (known(compares, spec.pe * spec.thresholds) + spec.pe * spec.rq_corrections) * spec.acc_bits,
            # Yosys sums each PE's compares reached in one $macc: a compressor of full adders.
-           "count_full_adders": known(spec.compare_full_adders, spec.pe * compressor_full_adders(spec.thresholds)),
+           "count_full_adders": (known(spec.compare_full_adders, spec.pe * compressor_full_adders(spec.thresholds))
+                                 + spec.pe * compressor_full_adders(spec.rq_corrections)),
            "requant": spec.pe * known(spec.rq_sum_live, spec.rq_sum_bits) + rq_soft,
            # Below the shift a rounded-down sum still carries: the chain is there, fewer LUTs beside it.
            "requant_carry": spec.pe * (spec.rq_sum_bits - known(spec.rq_sum_live, spec.rq_sum_bits)),
@@ -358,7 +365,8 @@ def _mvau_registers(spec: MVAUSpec, lane_dsps: int, rq_dsps: int, weights_in_log
     output = 1 + pe * spec.out_bits
     if spec.rq_multiplier_bits:
         stage4 = (2 + range_bits(nf) + (0 if rq_dsps else pe * spec.rq_product_bits)
-                  + pe * known(spec.rq_sum_live, spec.rq_sum_bits))
+                  + pe * known(spec.rq_sum_live, spec.rq_sum_bits)
+                  + pe * (spec.rq_corrections + range_bits(2 * spec.rq_corrections + 1)))
     elif spec.thresholds:
         stage4 = 1 + pe * spec.thresholds
     else:

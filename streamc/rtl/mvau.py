@@ -154,6 +154,12 @@ class MatrixVectorUnit(wiring.Component):
             self._check_requant(requant, thresholds, out_dtype)
             self._requant = requant
             self._prepare_requant()
+            # Correction points compare with the complete sum, as thresholds do.
+            points = np.concatenate([requant.raise_at, requant.lower_at], axis=1)
+            self._correction_points = np.clip(-((self._offsets[:, None] - points) // self._scale),
+                                              full_lo, full_hi + 1)
+            if requant.corrections:
+                acc_hi = max(acc_hi, full_hi + 1)
         elif thresholds is None:
             # The bare accumulator starts from its channel's offset and adds scaled sums, so that it
             # holds W x itself (see _accumulator_start).
@@ -354,6 +360,14 @@ class MatrixVectorUnit(wiring.Component):
         return _packed_rows(fields[:, first:first + lanes].reshape(self._nf, -1), width)
 
     @property
+    def correction_rom_rows(self) -> list[int]:
+        """The correction points' ROM words: row ``nf`` holds channel ``nf*pe + j``'s raising and then
+        lowering points at bit ``(j*J + l) * width``, in the accumulator's domain and shape."""
+        width = self.acc_shape.width
+        fields = (self._correction_points & ((1 << width) - 1)).reshape(self._nf, -1)
+        return _packed_rows(fields, width)
+
+    @property
     def multiplier_rom_rows(self) -> list[int]:
         """The requantization multipliers' ROM words: row ``nf`` holds those of channels ``nf*pe + j``."""
         return _channel_rom_rows(self._requant_multiplier, self._pe, self.multiplier_shape)
@@ -447,6 +461,8 @@ class MatrixVectorUnit(wiring.Component):
         # Read alongside the accumulator's last step, so the factors arrive with the sum.
         m.d.comb += [multiplier_read.addr.eq(nf2), multiplier_read.en.eq(advance)]
 
+        raised, lowered = self._correction_compares(m, advance, nf2, acc3)
+
         # Stage 4: a registered multiply (a hard multiplier's output register).
         valid4 = Signal()
         nf3 = Signal.like(nf2)
@@ -464,14 +480,19 @@ class MatrixVectorUnit(wiring.Component):
         # One stage later than the factors: the offsets arrive with the products.
         m.d.comb += [offset_read.addr.eq(nf3), offset_read.en.eq(advance)]
 
-        # Stage 5: product plus offset (which carries the rounding constant).
+        # Stage 5: product plus offset (which carries the rounding constant); the corrections counted.
         valid5 = Signal()
         sum5 = [Signal(self.sum_shape, name=f"sum_{j}") for j in range(pe)]
         offsets = _channel_fields(offset_read.data, pe, self.offset_shape)
+        correction5 = [Signal(range(-rq.lower_at.shape[1], rq.raise_at.shape[1] + 1), name=f"correction_{j}")
+                       for j in range(pe)]
         with m.If(advance):
             m.d.sync += valid5.eq(valid4)
             m.d.sync += [total.eq(product + offset)
                          for total, product, offset in zip(sum5, product4, offsets)]
+            if rq.corrections:
+                m.d.sync += [correction.eq(_count(m, up) - _count(m, down))
+                             for correction, up, down in zip(correction5, raised, lowered)]
 
         # Into the output register: a flooring shift, HALF_EVEN's (HALF_ODD's) tie fix-up, the clamp.
         # The fix-up adds at most 1 and only below hi, so comparing before it clamps right.
@@ -488,7 +509,28 @@ class MatrixVectorUnit(wiring.Component):
             if self._quotient_range[0] < rq.lo:
                 value = Mux(floor < rq.lo, rq.lo, value)
             values.append(value)
+        if rq.corrections:
+            values = [value + correction for value, correction in zip(values, correction5)]
         return valid5, values
+
+    def _correction_compares(self, m, advance, nf2, acc3) -> tuple[list, list]:
+        """Stage 4 beside the multiply: each lane's sum against its channel's correction points.
+        Returns the registered compares of the raising and of the lowering points, per lane."""
+        rq, pe, cw = self._requant, self._pe, self.acc_shape.width
+        ups, downs = rq.raise_at.shape[1], rq.lower_at.shape[1]
+        if not rq.corrections:
+            return [[]] * pe, [[]] * pe
+        m.submodules.correction_rom = rom = Memory(shape=unsigned(pe * (ups + downs) * cw), depth=self._nf,
+                                                   init=self.correction_rom_rows)
+        read = rom.read_port(domain="sync")
+        m.d.comb += [read.addr.eq(nf2), read.en.eq(advance)]
+        points = _channel_fields(read.data, pe * (ups + downs), self.acc_shape)
+        reached = [[Signal(name=f"corrected_{j}_{l}") for l in range(ups + downs)] for j in range(pe)]
+        with m.If(advance):
+            for j in range(pe):
+                m.d.sync += [bit.eq(acc3[j] >= point)
+                             for bit, point in zip(reached[j], points[j * (ups + downs):(j + 1) * (ups + downs)])]
+        return [bits[:ups] for bits in reached], [bits[ups:] for bits in reached]
 
     def elaborate(self, platform):
         m = Module()
@@ -631,6 +673,11 @@ def _channel_fields(row, pe: int, shape: Shape) -> list:
     width = shape.width
     fields = [row[j * width:(j + 1) * width] for j in range(pe)]
     return [field.as_signed() if shape.signed else field for field in fields]
+
+
+def _count(m, bits: list):
+    """How many of ``bits`` are set (0 for none)."""
+    return adder_tree(m, bits) if bits else 0
 
 
 def _check_fold(name: str, mh: int, mw: int, what: str, value: int, dim: int) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ROUNDING_MODES", "Requant", "requantize"]
+__all__ = ["NEVER", "ROUNDING_MODES", "Requant", "requantize"]
 
 #: How ``v / 2**shift`` becomes an integer: ``FLOOR`` rounds down, ``HALF_UP`` rounds to the
 #: nearest with ties up (``floor(x + 1/2)``), ``HALF_EVEN`` to the nearest with ties to even,
@@ -21,6 +21,8 @@ ROUNDING_MODES = ("FLOOR", "HALF_UP", "HALF_EVEN", "HALF_ODD")
 
 # Beyond this magnitude int64 arithmetic could overflow; requantize then uses Python integers.
 _INT64_SAFE = 1 << 62
+#: A correction point no accumulator reaches: pads :attr:`Requant.raise_at` and ``lower_at``.
+NEVER = 1 << 62
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,6 +44,12 @@ class Requant:
         One of :data:`ROUNDING_MODES`.
     lo, hi : int
         Inclusive clamp bounds of the output, ``lo <= hi``.
+    raise_at, lower_at : numpy.ndarray or None
+        Integer arrays of shape ``(MH, J)``: the output is one higher from each accumulator value
+        in ``raise_at[c]`` on, one lower from each in ``lower_at[c]`` on. A float-scaled layer's
+        exact step function is a requantization except at a few steps where float32 rounding
+        falls on the other side: these put those steps back (none by default). Padding that
+        never applies: :data:`NEVER`.
     """
 
     multiplier: np.ndarray
@@ -50,6 +58,8 @@ class Requant:
     rounding: str
     lo: int
     hi: int
+    raise_at: np.ndarray | None = None
+    lower_at: np.ndarray | None = None
 
     def __post_init__(self):
         arrays = {}
@@ -71,6 +81,14 @@ class Requant:
                 and self.lo <= self.hi):
             raise ValueError(f"requant clamp bounds must be integers with lo <= hi, not "
                              f"lo={self.lo!r}, hi={self.hi!r}")
+        for what in ("raise_at", "lower_at"):
+            value = getattr(self, what)
+            value = np.full((len(arrays["multiplier"]), 0), NEVER) if value is None else np.asarray(value)
+            if value.ndim != 2 or value.shape[0] != len(arrays["multiplier"]) or not (
+                    np.issubdtype(value.dtype, np.integer) or value.size == 0):
+                raise ValueError(f"requant {what} must be an integer array of shape (channels, J), "
+                                 f"not {value.dtype} of shape {value.shape}")
+            arrays[what] = value.astype(np.int64)
         for what, value in arrays.items():
             object.__setattr__(self, what, value)
         for what in ("shift", "lo", "hi"):
@@ -80,6 +98,11 @@ class Requant:
     def channels(self) -> int:
         """Number of output channels (``MH``)."""
         return self.multiplier.shape[0]
+
+    @property
+    def corrections(self) -> int:
+        """Correction points per channel, raising and lowering together."""
+        return self.raise_at.shape[1] + self.lower_at.shape[1]
 
     @property
     def rounding_constant(self) -> int:
@@ -99,7 +122,8 @@ def requantize(acc: np.ndarray, requant: Requant) -> np.ndarray:
     """The output of a requantization stage for accumulator values ``acc`` (shape ``(..., MH)``).
 
     Exactly what the hardware computes, in integers: ``v = acc * multiplier + offset``, rounded
-    from ``v / 2**shift`` as :attr:`Requant.rounding` says, clamped to ``[lo, hi]``.
+    from ``v / 2**shift`` as :attr:`Requant.rounding` says, clamped to ``[lo, hi]``, then raised
+    and lowered by the corrections that ``acc`` reaches.
 
     Returns
     -------
@@ -125,4 +149,8 @@ def requantize(acc: np.ndarray, requant: Requant) -> np.ndarray:
         low_mask = (1 << requant.shift) - 1
         tie = (v & low_mask) == low_mask
         q = q + (tie & ((q & 1) == (1 if requant.rounding == "HALF_EVEN" else 0)))
-    return np.clip(q, requant.lo, requant.hi).astype(np.int64)
+    out = np.clip(q, requant.lo, requant.hi).astype(np.int64)
+    if requant.corrections:
+        acc = acc.astype(np.int64)[..., None]
+        out += (acc >= requant.raise_at).sum(axis=-1) - (acc >= requant.lower_at).sum(axis=-1)
+    return out

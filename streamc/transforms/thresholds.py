@@ -2,7 +2,8 @@
 
 The model's own ops from the accumulator to the quantizer run in the reference executor, and every
 channel's step points are binary-searched over the reachable accumulator range, then checked; a layer
-with more thresholds than comparators pay for gets a requantization where one equals them.
+with more thresholds than comparators pay for gets a requantization where one equals them, or one
+with a few correction points where float32 rounding moved some steps.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from ..datatypes import BIPOLAR, DataType, datatype_of_values, smallest_datatype
 from ..errors import LoweringError
 from ..execute import execute
 from ..ir import Graph, Node, TensorInfo
-from ..requant_fit import fit_requant
+from ..requant_fit import fit_corrected, fit_requant
 from ..rtl.requant import Requant
 from .linear_layers import Linear, acc_range, add_matmul, conv_geometry, linear_layer
 from .quantizers import Codes, Quantizer
@@ -98,7 +99,9 @@ def threshold_layer(graph, node, linear: Linear, lo, hi, following, quantizer) -
     out_dtype = BIPOLAR if bipolar else smallest_datatype(out_bias, out_bias + kept.shape[1])
     result = Thresholded(linear, weights, lo, hi, kept, out_bias, out_dtype, quantizer)
     if kept.shape[1] > MAX_THRESHOLDS:
-        result.requant = fit_requant(kept, lo, hi, out_bias)
+        # A multiplier costs about MAX_THRESHOLDS compares; each correction point one more.
+        result.requant = (fit_requant(kept, lo, hi, out_bias)
+                          or fit_corrected(kept, lo, hi, out_bias, kept.shape[1] - MAX_THRESHOLDS - 1))
     return result
 
 
