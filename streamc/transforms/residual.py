@@ -33,7 +33,8 @@ def lower_add(graph, node, reads: list[tuple[Codes, bool]], following, quantizer
                         scales[1] / kb, ka * zeros[0] + kb * zeros[1], spatial)
         lo, hi = np.full(channels, ka * a.lo + kb * b.lo), np.full(channels, ka * a.hi + kb * b.hi)
         try:
-            layer = threshold_layer(graph, node, linear, lo, hi, following, quantizer)
+            # The add stage compares thresholds: it has no multiplier to requantize with.
+            layer = threshold_layer(graph, node, linear, lo, hi, following, quantizer, requantize=False)
         except LoweringError:
             continue
         if np.any(layer.weights != linear.weights):
@@ -97,12 +98,23 @@ def _scale_ratios(ratios: np.ndarray):
 
 def _add_matches(graph, node, reads: list[tuple[Codes, bool]], weights, layer: Thresholded, following) -> bool:
     """Whether the thresholds on ``ka*a + kb*b`` give the model's codes for every pair of input codes
-    (a random 2**20 of them where there are more)."""
-    quantizer = layer.quantizer
+    (a random 2**20 of them where there are more). A weighting that is wrong is nearly always wrong
+    on a few thousand pairs: those are tried first, so that refusing one costs little."""
     values = [code_values(codes) for codes, _ in reads]
     pairs = np.stack(np.meshgrid(*values, indexing="ij"), axis=-1).reshape(-1, 2)
-    if len(pairs) > 1 << 20:
-        pairs = pairs[np.random.default_rng(0).choice(len(pairs), 1 << 20, replace=False)]
+    order = np.random.default_rng(0).permutation(len(pairs))
+    pairs = pairs[order[:1 << 20]]
+    return all(_pairs_match(graph, node, reads, weights, layer, following, pairs[:count])
+               for count in sorted({min(len(pairs), SCREEN_PAIRS), len(pairs)}))
+
+
+#: Pairs of input codes an add's weighting is screened on before the check on all pairs.
+SCREEN_PAIRS = 4096
+
+
+def _pairs_match(graph, node, reads, weights, layer: Thresholded, following, pairs: np.ndarray) -> bool:
+    """Whether the model's codes and the thresholds on ``ka*a + kb*b`` agree on ``pairs`` of input codes."""
+    quantizer = layer.quantizer
     channels = layer.thresholds.shape[0]
     spatial = len(graph.meta["shapes"][node.outputs[0]]) - 2
     feeds, fronts = {}, []
@@ -118,7 +130,8 @@ def _add_matches(graph, node, reads: list[tuple[Codes, bool]], weights, layer: T
                 inputs=[TensorInfo(t, (1, channels)) for t in feeds], outputs=[TensorInfo(last, (1, channels))],
                 opset=graph.opset, qonnx_opset=graph.qonnx_opset)
     model = quantizer.codes_from_output(execute(sub, feeds)[last]).reshape(len(pairs), channels)
-    total = pairs @ np.asarray(weights)
-    counts = (total[:, None, None] >= layer.thresholds[None]).sum(axis=2)
+    # Few distinct sums: count each one's thresholds (sorted per channel) once.
+    sums, index = np.unique(pairs @ np.asarray(weights), return_inverse=True)
+    counts = np.stack([np.searchsorted(row, sums, side="right") for row in layer.thresholds], axis=1)[index.ravel()]
     ours = np.where(counts > 0, 1, -1) if layer.out_dtype == BIPOLAR else counts + layer.out_bias
     return np.array_equal(model, ours)

@@ -54,8 +54,9 @@ def thresholded(graph, node, codes, following, quantizer) -> Thresholded:
                            quantizer)
 
 
-def threshold_layer(graph, node, linear: Linear, lo, hi, following, quantizer) -> Thresholded:
-    """Thresholds on the accumulator of ``linear`` that give the codes of ``quantizer`` after ``following``."""
+def threshold_layer(graph, node, linear: Linear, lo, hi, following, quantizer, *, requantize: bool = True) -> Thresholded:
+    """Thresholds on the accumulator of ``linear`` that give the codes of ``quantizer`` after ``following``;
+    with ``requantize``, a requantization equal to them too where there are many."""
     weights = linear.weights
     coding = quantizer.nodes[:quantizer.n_coding]
     last = coding[-1].outputs[0]
@@ -98,7 +99,7 @@ def threshold_layer(graph, node, linear: Linear, lo, hi, following, quantizer) -
     out_bias = int(levels[first])
     out_dtype = BIPOLAR if bipolar else smallest_datatype(out_bias, out_bias + kept.shape[1])
     result = Thresholded(linear, weights, lo, hi, kept, out_bias, out_dtype, quantizer)
-    if kept.shape[1] > MAX_THRESHOLDS:
+    if requantize and kept.shape[1] > MAX_THRESHOLDS:
         # A multiplier costs about MAX_THRESHOLDS compares; each correction point one more.
         result.requant = (fit_requant(kept, lo, hi, out_bias)
                           or fit_corrected(kept, lo, hi, out_bias, kept.shape[1] - MAX_THRESHOLDS - 1))
