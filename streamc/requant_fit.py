@@ -112,26 +112,33 @@ def fit_corrected(thresholds: np.ndarray, lo: np.ndarray, hi: np.ndarray, out_bi
     # A multiplier rounded by 1/2 moves the last step by slope * levels / 2 acc values times the
     # multiplier's own 2**shift / slope: under about one multiplier from this shift on.
     first = int(np.clip(np.ceil(np.log2(steepest * steepest * levels)), 0, MAX_CORRECTED_SHIFT))
-    best, worse = None, 0
-    # Fewer corrections as the shift grows, until the multipliers' search windows outgrow their
-    # precision: stop after two shifts without gain.
+    best, worse, fits = None, 0, None
+    # A channel's fit at one shift is one at the next with its multiplier and offset doubled, the
+    # same function: each channel keeps the better of that and a new search, so its corrections
+    # never grow, and a channel with none is not searched again. Stop after two shifts without gain.
     for shift in range(max(0, first - 2), MAX_CORRECTED_SHIFT + 1):
-        if worse == 2:
-            break
-        fits = [_fit_channel(thresholds[c], int(lo[c]), int(hi[c]), out_bias, shift, slopes[c])
-                for c in range(len(thresholds))]
-        if None in fits:
-            break
+        searched = []
+        for c in range(len(thresholds)):
+            lifted = None if fits is None else (2 * fits[c][0], 2 * fits[c][1], *fits[c][2:])
+            found = None
+            if lifted is None or lifted[2] or lifted[3]:
+                found = _fit_channel(thresholds[c], int(lo[c]), int(hi[c]), out_bias, shift, slopes[c])
+            if found is None or (lifted is not None and len(found[2]) + len(found[3]) >= len(lifted[2]) + len(lifted[3])):
+                found = lifted
+            if found is None or abs(found[0]) * max(abs(int(lo[c])), abs(int(hi[c])) + 1) >= 1 << 61:
+                break
+            searched.append(found)
+        if len(searched) < len(thresholds):
+            break  # past exact int64 arithmetic
+        fits = searched
         worst = max(len(up) + len(down) for _, _, up, down in fits)
         if best is None or worst < best[0]:
             best, worse = (worst, shift, fits), 0
         else:
             worse += 1
-        if worst == 0:
+        if worst == 0 or worse == 2:
             break
     if best is None or best[0] > max_corrections:
-        return None
-    if best is None:
         return None
     _, shift, fits = best
     width_up = max(len(up) for _, _, up, _ in fits)
