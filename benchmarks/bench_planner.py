@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import importlib.util
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -117,24 +117,10 @@ BRANCHING = {"tests/models/cnn/residual_block.onnx": 25_000, "tests/models/cnn/c
              "tests/resnet_factory.py": 100}
 
 
-def _planner(revision: str | None):
-    """streamc's planner, or the one at git ``revision`` (loaded beside the current package)."""
-    if revision is None:
-        import streamc.planner
-        return streamc.planner
-    source = subprocess.run(["git", "show", f"{revision}:streamc/planner.py"], cwd=ROOT, check=True,
-                            capture_output=True, text=True).stdout
-    spec = importlib.util.spec_from_loader("streamc.planner_before", loader=None)
-    module = importlib.util.module_from_spec(spec)
-    module.__package__ = "streamc"
-    sys.modules[spec.name] = module
-    exec(compile(source, f"{revision}:streamc/planner.py", "exec"), module.__dict__)
-    return module
-
-
-def plan_once(model: str, device_name: str, ask: str, revision: str | None) -> dict:
+def plan_once(model: str, device_name: str, ask: str) -> dict:
     """One planning as ``streamc estimate`` does it, timed (the lowering is not)."""
-    planner = _planner(revision)
+    import streamc.planner as planner  # this tree's, or the worktree's of --before (see _run)
+
     flow, device = lower(Path(model)), get_device(device_name)
     started = time.perf_counter()
     try:
@@ -149,10 +135,13 @@ def plan_once(model: str, device_name: str, ask: str, revision: str | None) -> d
             "bram": plan.resources.bram, "dsp": plan.resources.dsp}
 
 
-def _run(model: str, device: str, ask: str, revision: str | None, timeout: float) -> dict:
-    command = [sys.executable, __file__, "--one", model, device, ask] + (["--before", revision] if revision else [])
+def _run(model: str, device: str, ask: str, tree: Path | None, timeout: float) -> dict:
+    """One case in a fresh process: with ``tree`` (a worktree of an earlier revision), all of streamc is that
+    revision's, so that the planner is compared as it was, whatever files it then had."""
+    command = [sys.executable, __file__, "--one", model, device, ask]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")])} if tree else None
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"timeout": timeout}
     if done.returncode:
@@ -177,6 +166,9 @@ def branching(before: str, timeout: float) -> None:
     with tempfile.TemporaryDirectory() as folder:
         factory = Path(folder) / "resnet8_factory.onnx"
         onnx.save(make_resnet8(), factory)
+        tree = Path(folder) / "before"
+        subprocess.run(["git", "worktree", "add", "--detach", str(tree), before], cwd=ROOT, check=True,
+                       capture_output=True)
         print(f"Planning branching designs, ECP5-85F and UP5K, 100 MHz; before: {before}, after: this tree; "
               f"each case in a fresh process, at most {timeout:g} s")
         print("| model | device | asked | before s | cycles | LUT | BRAM / DSP | after s | cycles | LUT | BRAM / DSP |")
@@ -186,8 +178,9 @@ def branching(before: str, timeout: float) -> None:
             for device in DEVICES[::-1]:
                 for ask in (str(fps), "budget"):
                     asked = "budget 0.5" if ask == "budget" else f"{fps} fps"
-                    print(f"| {model} | {device} | {asked} | {_result(_run(path, device, ask, before, timeout))} "
+                    print(f"| {model} | {device} | {asked} | {_result(_run(path, device, ask, tree, timeout))} "
                           f"| {_result(_run(path, device, ask, None, timeout))} |")
+        subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=True)
 
 
 def main() -> None:
@@ -202,7 +195,7 @@ def main() -> None:
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)     # rows as they come: the CNV rows take a while
     if args.one:
-        print(json.dumps(plan_once(*args.one, args.before)))
+        print(json.dumps(plan_once(*args.one)))
         return
     if args.branching:
         branching(args.before or "HEAD~1", args.timeout)

@@ -17,7 +17,7 @@ from streamc.folding import divisors, target_cycles
 from streamc.frontend.load import load_onnx
 from streamc.hw import Dataflow, MVAULayer, to_hw
 from streamc.kernels import estimate_design
-from streamc.planner import (PLACEMENTS, RES_TYPES, Knob, _Chain, device_limits, exhaustive_for_budget, exhaustive_for_cycles,
+from streamc.planner import (PLACEMENTS, RES_TYPES, Knob, Planner, device_limits, exhaustive_for_budget, exhaustive_for_cycles,
                              fold_knobs, greedy_for_budget, greedy_for_cycles, plan_folding, plan_for_budget,
                              plan_for_cycles)
 from streamc.resources import LUTSpec, ResourceEstimate
@@ -288,7 +288,7 @@ def test_a_branching_design_costs_what_the_estimate_says_for_any_folding(name, r
     flow = request.getfixturevalue(name)
     rng = np.random.default_rng(7)
     for device in (UP5K, ECP5):
-        chain = _Chain(flow, device, 2)
+        chain = Planner(flow, device, 2)
         assert not chain.chain
         for _ in range(4):
             assignment = [options[rng.integers(len(options))] for options in chain.options]

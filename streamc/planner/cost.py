@@ -1,0 +1,492 @@
+"""The planner's cost model: the design as foldable stages and the segments between them, and the cost
+of every choice of each, computed once by the estimate's own code (:mod:`streamc.kernels`).
+
+Also the vocabulary the search and the baselines share: a stage's knobs (:func:`fold_knobs`), a
+:class:`Plan`, a device's limits.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, fields
+from typing import Literal
+
+import numpy as np
+
+from .. import kernels
+from ..devices import Device
+from ..fifo_sizing import INPUT, branch_holds, fifo_depths
+from ..folding import divisors, fold_streaming_stages
+from ..hw import Dataflow, MVAULayer, Stage, VVAULayer
+from ..resources import ResourceEstimate, estimate_kernel, family_of, with_placement
+
+LIMITED = ("lut", "ff", "bram", "dsp", "spram")
+#: The flip-flop count only breaks ties between foldings with equal LUTs.
+FF_WEIGHT = 1e-6
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One choice a stage makes: attribute ``name`` takes one of ``values``.
+
+    ``side`` says which stream it shapes: ``"in"`` (lanes the stage takes per beat), ``"out"``
+    (lanes it gives) or ``"both"``; the stages between two foldable ones depend only on those.
+    ``"none"``: a choice that changes only the stage's own resources (where a ROM goes).
+    """
+
+    name: str
+    values: tuple
+    side: Literal["in", "out", "both", "none"]
+
+    @property
+    def folds(self) -> bool:
+        return self.side != "none"
+
+
+#: Where the planner may put a ROM (:mod:`streamc.rtl.placement`): Yosys' own choice ("auto") is
+#: always one of them, so weighing both finds at least as good a design.
+PLACEMENTS = ("distributed", "block")
+#: Where it may put a stage's multiplies: where Yosys maps them, or in LUTs.
+RES_TYPES = ("auto", "lut")
+
+
+def fold_knobs(stage: Stage, *, placement: bool = True) -> tuple[Knob, ...]:
+    """What ``stage`` can choose: its folding, in the order FINN's greedy pass raises it, then where
+    each of its ROMs and its multiplies go (without ``placement``: where Yosys puts them, ``"auto"``);
+    ``()`` if nothing.
+
+    The one place that knows which stage kinds fold. Stages without knobs keep the cycles they
+    have, or take their lanes from their neighbours (``streamc.folding.fold_streaming_stages``).
+    """
+    if isinstance(stage, MVAULayer):
+        knobs = (Knob("simd", tuple(divisors(stage.mw)), "in"), Knob("pe", tuple(divisors(stage.mh)), "out"))
+        roms = ["ram_style"] + (["ram_style_thresholds"] if stage.threshold_rom else [])
+        multiplies = not (stage.in_dtype.bipolar or stage.weight_dtype.bipolar)
+    elif isinstance(stage, VVAULayer):
+        knobs = (Knob("simd", tuple(divisors(stage.channels)), "both"),)
+        # Weights all alike (an average) are a constant, not a ROM, and fold into shifts.
+        constant = bool(np.all(stage.weights == stage.weights.flat[0]))
+        roms = [] if constant else ["ram_style"]
+        multiplies = not (constant or stage.in_dtype.bipolar or stage.weight_dtype.bipolar)
+    else:
+        return ()
+    knobs += tuple(Knob(name, PLACEMENTS if placement else ("auto",), "none") for name in roms)
+    if multiplies:
+        knobs += (Knob("res_type", RES_TYPES if placement else ("auto",), "none"),)
+    return knobs
+
+
+Choice = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A folding and what it costs on ``device``.
+
+    Attributes
+    ----------
+    folding : dict
+        ``{stage name: {knob: value}}`` for every foldable stage, as a ``folding`` config takes it.
+    cycles : int
+        Cycles per frame of the slowest stage.
+    resources : ResourceEstimate
+        The whole design on ``device``: stages, FIFOs and width converters.
+    device : str
+    fits : bool
+        Whether ``resources`` fit the limits the plan was asked to respect (the whole device when
+        none were given).
+    """
+
+    folding: dict[str, dict[str, int]]
+    cycles: int
+    resources: ResourceEstimate
+    device: str
+    fits: bool
+
+    def fps(self, clock_mhz: float) -> float:
+        return clock_mhz * 1e6 / self.cycles
+
+
+def device_limits(device: Device, *, budget: float = 1.0, reserved: ResourceEstimate | None = None) -> dict[str, int]:
+    """What a design may use of ``device``: ``budget`` of its LUTs, all of everything else, less what
+    ``reserved`` keeps for other logic (a board shell)."""
+    limits = device.budget()
+    limits["lut"] = int(budget * device.lut)
+    if reserved is not None:
+        for key in limits:
+            limits[key] = min(limits[key], getattr(device, key) - getattr(reserved, key))
+    return limits
+
+
+def over_limits(resources: ResourceEstimate, limits: dict[str, int]) -> list[str]:
+    return [key for key in LIMITED if getattr(resources, key) > limits[key]]
+
+
+#: Specs, cycles and costs already computed, per dataflow and FIFO depth: the searches of one design
+#: (the planner, its baselines, each budget and device tried) share them. Specs and cycles do not
+#: depend on the device; costs are kept per device family. The dataflow is kept to tell a reused id.
+_CACHES: dict[tuple[int, int], tuple[Dataflow, tuple[dict, ...]]] = {}
+_CACHES_KEPT = 8
+
+
+def _caches_of(dataflow: Dataflow, fifo_depth: int) -> tuple[dict, ...]:
+    key = (id(dataflow), fifo_depth)
+    if key not in _CACHES or _CACHES[key][0] is not dataflow:
+        while len(_CACHES) >= _CACHES_KEPT:
+            del _CACHES[next(iter(_CACHES))]
+        _CACHES[key] = (dataflow, tuple({} for _ in range(9)))
+    return _CACHES[key][1]
+
+
+def is_chain(dataflow: Dataflow) -> bool:
+    """Whether every stage reads the one before it, and only it."""
+    return all(list(getattr(stage, "sources", [index - 1])) == [index - 1]
+               for index, stage in enumerate(dataflow.stages))
+
+
+class Chain:
+    """The design as foldable stages and the segments of other stages between them, with the cost
+    of every choice of each (cached: each is computed once, by the estimate's own code).
+
+    When every stage reads the one before it (``chain``), the cost is a sum of per-stage and
+    per-segment terms and the search is exact. A design that branches (residual adds, concats) is
+    a sum of per-stage terms and of terms over the sides that set the lanes of each stage without
+    knobs, link and fork (:meth:`_group_terms`), searched exactly by :meth:`_eliminate`.
+    """
+
+    def __init__(self, dataflow: Dataflow, device: Device, fifo_depth: int, placement: bool = True):
+        # Looked up on the module here, not imported by name: a test prices with a cost model of its own.
+        self._kernel_rows, self._stage_spec, self._fold_followers = (kernels.kernel_rows, kernels.stage_spec,
+                                                                      fold_streaming_stages)
+        self._spec_and_ports, self._link_specs, self._fork_spec = (kernels.stage_spec_and_ports,
+                                                                   kernels.link_specs, kernels.fork_spec)
+        self.dataflow, self.stages, self.device, self.fifo_depth = dataflow, dataflow.stages, device, fifo_depth
+        self.chain = is_chain(dataflow)
+        self.placement = placement
+        self._family, self._dsp = family_of(device.name), device.dsp > 0
+        self.foldable = [index for index, stage in enumerate(self.stages) if fold_knobs(stage)]
+        self.knobs = [fold_knobs(self.stages[index], placement=placement) for index in self.foldable]
+        self.options: list[list[Choice]] = [list(itertools.product(*(k.values for k in knobs)))
+                                            for knobs in self.knobs]
+        bounds = [-1, *self.foldable, len(self.stages)]
+        self.segments = [list(range(bounds[k] + 1, bounds[k + 1])) for k in range(len(bounds) - 1)]
+        (self._node_specs, self._edge_specs, self._node_cycles, self._edge_cycles, self._node_cache,
+         self._edge_cache, self._term_tables, self._follower_specs, self._priced_kernels) = _caches_of(dataflow,
+                                                                                                       fifo_depth)
+        self._priced_as = (self._family, self._dsp)
+        self._node_vectors: dict[tuple[int, int], list[tuple[Choice, Choice, tuple[int, ...]]]] = {}
+        self._k_of = {index: k for k, index in enumerate(self.foldable)}
+        self._domains = {(k, side): sorted({key(k, c) for c in self.options[k]})
+                         for k in range(len(self.foldable)) for side, key in (("in", self.in_key), ("out", self.out_key))}
+        self._positions: dict[tuple, int] = {}
+        if not self.chain:
+            self._widths: dict[int, tuple[list[int], int]] = {}
+            self._readers: dict[int, list[tuple[int, int]]] = {}
+            for index, stage in enumerate(self.stages):
+                for port, source in enumerate(stage.sources):
+                    self._readers.setdefault(source, []).append((index, port))
+            self._groups = self._group_terms()
+
+    def folded(self, k: int, choice: Choice) -> Choice:
+        """The lanes of ``choice``, without where its ROMs go."""
+        return tuple(v for knob, v in zip(self.knobs[k], choice) if knob.folds)
+
+    def placed(self, k: int, choice: Choice) -> dict[str, str]:
+        """Where ``choice`` puts stage ``k``'s ROMs (``{"ram_style": ...}``)."""
+        return {knob.name: v for knob, v in zip(self.knobs[k], choice) if not knob.folds}
+
+    # -- keys of the sides a segment sees ------------------------------------------------------------
+    def in_key(self, k: int, choice: Choice) -> Choice:
+        return tuple(v for knob, v in zip(self.knobs[k], choice) if knob.side in ("in", "both"))
+
+    def out_key(self, k: int, choice: Choice) -> Choice:
+        return tuple(v for knob, v in zip(self.knobs[k], choice) if knob.side in ("out", "both"))
+
+    def _set(self, k: int, choice: Choice) -> None:
+        set_knobs(self.stages[self.foldable[k]], self.knobs[k], choice)
+
+    def _set_side(self, k: int, key: Choice, side: str) -> None:
+        stage = self.stages[self.foldable[k]]
+        values = iter(key)
+        for knob in self.knobs[k]:
+            if knob.side in (side, "both"):
+                setattr(stage, knob.name, next(values))
+
+    # -- costs -----------------------------------------------------------------------------------------
+    def node_cycles(self, k: int, choice: Choice) -> int:
+        key = (k, self.folded(k, choice))
+        if key not in self._node_cycles:
+            self._set(k, choice)
+            self._node_cycles[key] = self.stages[self.foldable[k]].cycles()
+        return self._node_cycles[key]
+
+    def node(self, k: int, choice: Choice) -> ResourceEstimate:
+        priced = (k, choice, self._priced_as)
+        if priced not in self._node_cache:
+            self._set(k, choice)
+            # A placement changes the spec's styles only: one spec per folding serves them all.
+            spec = with_placement(self._built(self.foldable[k])[0], **self.placed(k, choice))
+            self._node_cache[priced] = estimate_kernel(spec, self._family, dsp=self._dsp)
+        return self._node_cache[priced]
+
+    def _built(self, index: int):
+        """Spec and ports (:func:`streamc.kernels.stage_spec_and_ports`) of stage ``index`` as it is
+        folded now: per folding of a foldable stage, per lanes of any other."""
+        stage = self.stages[index]
+        if index in self._k_of:
+            k = self._k_of[index]
+            key, cache = (k, tuple(getattr(stage, knob.name) for knob in self.knobs[k] if knob.folds)), self._node_specs
+        else:
+            key, cache = (index, stage.in_elems, stage.out_elems), self._follower_specs
+        if key not in cache:
+            cache[key] = self._spec_and_ports(stage)
+        return cache[key]
+
+    def _segment(self, s: int, out_key: Choice, in_key: Choice) -> list[Stage]:
+        """Segment ``s`` with its neighbours set to the given sides and its own lanes derived."""
+        part = [self.stages[i] for i in self.segments[s]]
+        if s > 0:
+            self._set_side(s - 1, out_key, "out")
+            part.insert(0, self.stages[self.foldable[s - 1]])
+        if s < len(self.foldable):
+            self._set_side(s, in_key, "in")
+            part.append(self.stages[self.foldable[s]])
+        self._follow()
+        return part
+
+    def _follow(self) -> None:
+        """Give the stages without knobs their lanes from their neighbours; put the lookup tables back
+        where Yosys puts them, as every cost of the search prices them (:meth:`plan` places them)."""
+        self._fold_followers(self.dataflow)
+        for table in self.dataflow.tables:
+            table.ram_style = "auto"
+
+    def edge_cycles(self, s: int, out_key: Choice, in_key: Choice) -> int:
+        key = (s, out_key, in_key)
+        if key not in self._edge_cycles:
+            self._segment(s, out_key, in_key)
+            self._edge_cycles[key] = max((self.stages[i].cycles() for i in self.segments[s]), default=0)
+        return self._edge_cycles[key]
+
+    def edge(self, s: int, out_key: Choice, in_key: Choice) -> ResourceEstimate:
+        key = (s, out_key, in_key)
+        if key not in self._edge_specs:
+            part = self._segment(s, out_key, in_key)
+            ends = {self.stages[self.foldable[k]].name for k in (s - 1, s) if 0 <= k < len(self.foldable)}
+            self._edge_specs[key] = [spec for row, spec in self._kernel_rows(part, self.fifo_depth)
+                                     if row.name not in ends]
+        priced = (*key, self._priced_as)
+        if priced not in self._edge_cache:
+            self._edge_cache[priced] = sum((estimate_kernel(spec, self._family, dsp=self._dsp)
+                                            for spec in self._edge_specs[key]), ResourceEstimate())
+        return self._edge_cache[priced]
+
+    def sides(self, s: int, assignment: list[Choice]) -> tuple[Choice, Choice]:
+        out_key = self.out_key(s - 1, assignment[s - 1]) if s > 0 else ()
+        in_key = self.in_key(s, assignment[s]) if s < len(self.foldable) else ()
+        return out_key, in_key
+
+    # -- whole designs -----------------------------------------------------------------------------------
+    def evaluate(self, assignment: list[Choice]) -> tuple[ResourceEstimate, int]:
+        """Resources and cycles per frame of the design folded as ``assignment``."""
+        total, cycles = ResourceEstimate(), 0
+        for k, choice in enumerate(assignment):
+            total += self.node(k, choice)
+            cycles = max(cycles, self.node_cycles(k, choice))
+        if not self.chain:
+            vector, reached = self._terms_at(assignment)
+            return total + ResourceEstimate(**dict(zip(RESOURCE_FIELDS, map(int, vector[0])))), max(cycles, int(reached[0]))
+        for s in range(len(self.segments)):
+            total += self.edge(s, *self.sides(s, assignment))
+            cycles = max(cycles, self.edge_cycles(s, *self.sides(s, assignment)))
+        return total, cycles
+
+    # -- a branching design ------------------------------------------------------------------------------
+    def _group_terms(self) -> dict[tuple[tuple[int, str], ...], list[tuple]]:
+        """Every kernel outside the foldable stages, grouped by the sides of foldable stages that set
+        its lanes: ``{((k, "in"), (k2, "out")): [("stage", index) | ("link", index, port) | ("fork", source)]}``.
+
+        A stage without knobs takes its lanes from its first producer and its first consumer
+        (:func:`~streamc.folding.fold_streaming_stages`), so from the sides those reach; a link's
+        converter and FIFO depend on the lanes at both its ends, a fork on its producer's; the
+        accelerator's input comes in as its first reader takes it.
+        """
+        lanes: dict[int, frozenset] = {}
+
+        def taken(index: int) -> frozenset:
+            return frozenset({(self._k_of[index], "in")}) if index in self._k_of else lanes[index]
+
+        def given(index: int) -> frozenset:
+            if index == INPUT:
+                return taken(self._readers[INPUT][0][0])
+            return frozenset({(self._k_of[index], "out")}) if index in self._k_of else lanes[index]
+
+        for index, stage in enumerate(self.stages):
+            if index not in self._k_of:
+                first = self._readers.get(index, [(None, 0)])[0][0]
+                lanes[index] = ((given(stage.sources[0]) if stage.sources[0] != INPUT else frozenset())
+                                | (frozenset({(self._k_of[first], "in")}) if first in self._k_of else frozenset()))
+        groups: dict[tuple[tuple[int, str], ...], list[tuple]] = {}
+        for index, stage in enumerate(self.stages):
+            if index not in self._k_of:
+                groups.setdefault(tuple(sorted(lanes[index])), []).append(("stage", index))
+            for port, source in enumerate(stage.sources):
+                groups.setdefault(tuple(sorted(given(source) | taken(index))), []).append(("link", index, port))
+        for source, readers in self._readers.items():
+            if len(readers) > 1:
+                groups.setdefault(tuple(sorted(given(source))), []).append(("fork", source))
+        return groups
+
+    def _ports(self, index: int) -> tuple[list[tuple[int, int]], tuple[int, int]]:
+        """(elements per beat, bits per element) of stage ``index``'s input ports and output as it is
+        folded now: the bits read once off its kernels, the elements off the stage."""
+        if index not in self._widths:
+            _, ins, out = self._built(index)
+            self._widths[index] = ([width for _, width in ins], out[1])
+        stage, (ins, out) = self.stages[index], self._widths[index]
+        return [(stage.in_elems, width) for width in ins], (stage.out_elems, out)
+
+    def _out_port(self, source: int) -> tuple[int, int]:
+        if source == INPUT:
+            index, port = self._readers[INPUT][0]
+            return self._ports(index)[0][port]
+        return self._ports(source)[1]
+
+    def _priced(self, key: tuple, specs) -> tuple[int, ...]:
+        """The resources of the kernels ``specs()`` gives, as a vector, once per ``key`` and device family."""
+        key = (*key, self._priced_as)
+        if key not in self._priced_kernels:
+            self._priced_kernels[key] = as_vector(sum((estimate_kernel(spec, self._family, dsp=self._dsp)
+                                                     for spec in specs()), ResourceEstimate()))
+        return self._priced_kernels[key]
+
+    def _price_group(self, members: list[tuple], depths: list[list[int]]) -> tuple[np.ndarray, int]:
+        """Resources (a vector) and cycles of a group's kernels, the dataflow folded as it is now."""
+        total, cycles = np.zeros(len(RESOURCE_FIELDS), dtype=np.int64), 0
+        for member in members:
+            if member[0] == "stage":
+                index = member[1]
+                stage = self.stages[index]
+                total += self._priced(("stage", index, stage.in_elems, stage.out_elems),
+                                      lambda: [self._built(index)[0]])
+                cycles = max(cycles, stage.cycles())
+            elif member[0] == "link":
+                _, index, port = member
+                ends = (self._out_port(self.stages[index].sources[port]), self._ports(index)[0][port], depths[index][port])
+                total += self._priced(("link", *ends), lambda: self._link_specs(*ends))
+            else:
+                ends = (self._out_port(member[1]), len(self._readers[member[1]]))
+                total += self._priced(("fork", *ends), lambda: [self._fork_spec(*ends)])
+        return total, cycles
+
+    def _terms(self) -> dict[tuple, tuple[np.ndarray, np.ndarray]]:
+        """Per group of :meth:`_group_terms`, its resources (vectors) and cycles for every combination of
+        its sides' keys, indexed as ``_domains`` orders them."""
+        if self._priced_as not in self._term_tables:
+            held = branch_holds(self.stages)
+            tables = {}
+            for scope, members in self._groups.items():
+                dims = [len(self._domains[entry]) for entry in scope]
+                resources, cycles = np.zeros((*dims, len(RESOURCE_FIELDS)), dtype=np.int64), np.zeros(dims, dtype=np.int64)
+                for position in np.ndindex(*dims):
+                    for (k, side), at in zip(scope, position):
+                        self._set_side(k, self._domains[(k, side)][at], side)
+                    self._follow()
+                    resources[position], cycles[position] = self._price_group(
+                        members, fifo_depths(self.dataflow, self.fifo_depth, held))
+                tables[scope] = (resources, cycles)
+            self._term_tables[self._priced_as] = tables
+        return self._term_tables[self._priced_as]
+
+    def _position(self, entry: tuple[int, str], choice: Choice) -> int:
+        """Where ``choice`` of stage ``entry[0]`` puts its side ``entry[1]`` in ``_domains``."""
+        if (entry, choice) not in self._positions:
+            k, side = entry
+            self._positions[(entry, choice)] = self._domains[entry].index(
+                (self.in_key if side == "in" else self.out_key)(k, choice))
+        return self._positions[(entry, choice)]
+
+    def _terms_at(self, assignment: list[Choice], stage: int | None = None,
+                  choices: list[Choice] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Resources (vectors) and cycles of the terms of a branching design folded as ``assignment``;
+        with ``stage``, of those that depend on it, for each of its ``choices`` (a row each)."""
+        count = 1 if choices is None else len(choices)
+        total, cycles = np.zeros((count, len(RESOURCE_FIELDS)), dtype=np.int64), np.zeros(count, dtype=np.int64)
+        for scope, (resources, reached) in self._terms().items():
+            if stage is None or any(k == stage for k, _ in scope):
+                position = tuple(np.array([self._position(entry, c) for c in choices]) if entry[0] == stage
+                                 else self._position(entry, assignment[entry[0]]) for entry in scope)
+                total += resources[position]
+                cycles = np.maximum(cycles, reached[position])
+        return total, cycles
+
+
+    def apply(self, assignment: list[Choice]) -> None:
+        """Fold the dataflow's stages as ``assignment`` says, followers included."""
+        for k, choice in enumerate(assignment):
+            self._set(k, choice)
+        self._follow()
+
+    def fastest_assignment(self) -> list[Choice]:
+        """Each foldable stage at its fewest cycles (the most lanes among equals)."""
+        return [min(options, key=lambda c: (self.node_cycles(k, c), -math.prod(self.folded(k, c))))
+                for k, options in enumerate(self.options)]
+
+    def plan(self, assignment: list[Choice], limits: dict[str, int]) -> Plan:
+        resources, cycles, styles = self.placed_design(assignment, limits)
+        for table in self.dataflow.tables:
+            table.ram_style = styles.get(table.name, "auto")
+        folding = {self.stages[index].name: {knob.name: value for knob, value in zip(knobs, choice)}
+                   for index, knobs, choice in zip(self.foldable, self.knobs, assignment)}
+        folding.update({table.name: {"ram_style": table.ram_style} for table in self.dataflow.tables})
+        return Plan(folding=folding, cycles=cycles, resources=resources, device=self.device.name,
+                    fits=not over_limits(resources, limits))
+
+    def placed_design(self, assignment: list[Choice], limits: dict[str, int]
+                      ) -> tuple[ResourceEstimate, int, dict[str, str]]:
+        """Resources and cycles per frame of the design folded as ``assignment`` (the dataflow is
+        left so folded) once its lookup tables are placed, and where each goes (``{table: "block"}``
+        for those moved): into the block RAM the folding leaves free where that saves LUTs, the
+        most LUTs per block RAM first, while no resource goes past ``limits`` (or past what the
+        design already takes, if more).
+
+        A table's lanes follow its producer, so it is placed once the folding is chosen: the design
+        never takes more LUTs than the folding priced. The tables themselves stay at ``"auto"``;
+        :meth:`plan` sets them.
+        """
+        resources, cycles = self.evaluate(assignment)
+        self.apply(assignment)
+        if not self.placement:
+            return resources, cycles, {}
+        moves = []
+        for table in self.dataflow.tables:
+            spec = self._stage_spec(table)
+            here = estimate_kernel(spec, self._family, dsp=self._dsp)
+            there = estimate_kernel(with_placement(spec, ram_style="block"), self._family, dsp=self._dsp)
+            if there.lut < here.lut:
+                moves.append(((here.lut - there.lut) / max(there.bram - here.bram, 1), table.name, here, there))
+        styles = {}
+        for _, name, here, there in sorted(moves, key=lambda move: -move[0]):
+            trial = resources - here + there
+            if all(getattr(trial, key) <= max(limits[key], getattr(resources, key)) for key in LIMITED):
+                styles[name], resources = "block", trial
+        return resources, cycles, styles
+
+
+
+RESOURCE_FIELDS = [f.name for f in fields(ResourceEstimate)]
+
+
+def as_vector(resources: ResourceEstimate) -> tuple[int, ...]:
+    return tuple(getattr(resources, name) for name in RESOURCE_FIELDS)
+
+
+def set_knobs(stage: Stage, knobs: tuple[Knob, ...], choice: Choice) -> None:
+    for knob, value in zip(knobs, choice):
+        setattr(stage, knob.name, value)
+
+
+def lanes_of(stage: Stage) -> str:
+    return f"{stage.in_elems} lanes in, {stage.out_elems} out"
+

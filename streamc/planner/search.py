@@ -1,0 +1,495 @@
+"""The planner's search: the folding of fewest LUTs within a cycle count (a shortest path over a
+chain, elimination over a branching design), resource limits met by pricing what overflows, and the
+fewest cycles within a budget."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+
+import numpy as np
+
+from ..devices import Device, get_device
+from ..errors import FoldingError
+from ..folding import target_cycles
+from ..hw import Dataflow
+from ..resources import ResourceEstimate
+from .cost import (
+    FF_WEIGHT,
+    LIMITED,
+    RESOURCE_FIELDS,
+    Chain,
+    Choice,
+    Plan,
+    as_vector,
+    device_limits,
+    lanes_of,
+    over_limits,
+)
+
+#: The first price, in LUTs, of a block RAM, SPRAM, DSP or flip-flop over its limit; how many times it
+#: doubles before giving up; how many halvings then look for the least price that still fits.
+_START_PRICE, _PRICE_ROUNDS, _BISECTIONS = 8.0, 16, 6
+
+
+class Planner(Chain):
+    """The cost model with the searches over it."""
+
+    def _eliminate(self, cycles: int, prices: dict[str, float]) -> list[Choice] | None:
+        """The folding of least priced cost within ``cycles`` of a branching design, exactly: the cost
+        is a sum of terms over few stages each, so stages are eliminated one at a time, each replaced
+        by the least cost it can add for every combination of the sides its terms share with stages
+        still there (the one leaving the smallest table first), then chosen back in reverse order."""
+        weights = np.array([prices.get(name, 0.0) for name in RESOURCE_FIELDS])
+        count = len(self.foldable)
+        choices = [self._placed_cheapest(k, list(weights), cycles) for k in range(count)]
+        if not all(choices):
+            return None
+        # A factor: the (stage, side) entries it depends on and its priced cost per combination of
+        # their keys; ("choice") indexes a stage's own choices.
+        factors = [([(k, "choice")], np.array([float(np.dot(weights, as_vector(self.node(k, c)))) for c in opts]))
+                   for k, opts in enumerate(choices)]
+        for scope, (resources, reached) in self._terms().items():
+            factors.append((list(scope), np.where(reached > cycles, np.inf, resources @ weights)))
+        size = {entry: len(self._domains[entry]) for entry in self._domains}
+        positions = {(k, side): np.array([self._position((k, side), c) for c in opts])
+                     for k, opts in enumerate(choices) for side in ("in", "out")}
+        positions.update({(k, "choice"): np.arange(len(opts)) for k, opts in enumerate(choices)})
+
+        def shared(k: int) -> list[tuple[int, str]]:
+            return sorted({entry for scope, _ in factors if any(v == k for v, _ in scope)
+                           for entry in scope if entry[0] != k})
+
+        remaining, trace = set(range(count)), []
+        while remaining:
+            k = min(remaining, key=lambda k: (math.prod(size[entry] for entry in shared(k)), k))
+            remaining.remove(k)
+            kept = shared(k)
+            total = np.zeros((len(choices[k]), *(size[entry] for entry in kept)))
+            rest = []
+            for scope, table in factors:
+                if not any(v == k for v, _ in scope):
+                    rest.append((scope, table))
+                    continue
+                index = []
+                for v, side in scope:
+                    shape = [1] * (1 + len(kept))
+                    if v == k:
+                        shape[0] = -1
+                        index.append(positions[(v, side)].reshape(shape))
+                    else:
+                        shape[1 + kept.index((v, side))] = -1
+                        index.append(np.arange(size[(v, side)]).reshape(shape))
+                total = total + table[tuple(index)]
+            factors = rest + [(kept, total.min(axis=0))]
+            trace.append((k, kept, total.argmin(axis=0)))
+        if not np.isfinite(sum(float(table) for _, table in factors)):
+            return None
+        chosen: dict[int, int] = {}
+        for k, kept, best in reversed(trace):
+            chosen[k] = int(best[tuple(self._position(entry, choices[entry[0]][chosen[entry[0]]]) for entry in kept)])
+        return [choices[k][chosen[k]] for k in range(count)]
+
+
+    def candidate_cycles(self) -> list[int]:
+        """Every cycles-per-frame value some stage takes under some folding, ascending."""
+        values = {self.node_cycles(k, c) for k, options in enumerate(self.options) for c in options}
+        if self.chain:
+            for s in range(len(self.segments)):
+                values |= {self.edge_cycles(s, o, i) for o, i in self._side_pairs(s)}
+        else:
+            for _, reached in self._terms().values():
+                values |= set(reached.flat)
+        return sorted(v for v in values if v > 0) or [1]
+
+    def _side_pairs(self, s: int) -> list[tuple[Choice, Choice]]:
+        outs = {self.out_key(s - 1, c) for c in self.options[s - 1]} if s > 0 else {()}
+        ins = {self.in_key(s, c) for c in self.options[s]} if s < len(self.foldable) else {()}
+        return [(o, i) for o in sorted(outs) for i in sorted(ins)]
+
+    def unreachable(self, cycles: int) -> tuple[int, list[str]]:
+        """The fewest cycles per frame any folding reaches, and each stage that cannot reach ``cycles``."""
+        assignment = self.fastest_assignment()
+        self.apply(assignment)
+        chosen = dict(zip(self.foldable, assignment))
+        reasons = []
+        for index, stage in enumerate(self.stages):
+            if stage.cycles() <= cycles:
+                continue
+            if index in chosen:
+                k = self.foldable.index(index)
+                values = ", ".join(f"{knob.name}={value}" for knob, value in zip(self.knobs[k], chosen[index])
+                                   if knob.folds)
+                how = f"at its fastest folding ({values})"
+                reasons.append(f"{stage.describe()} {how} takes {stage.cycles()} cycles per frame, "
+                               f"{stage.cycles() / cycles:.3g}x the {cycles} the target allows")
+            else:
+                reasons.append(f"{stage.describe()} takes {stage.cycles()} cycles per frame at its fastest "
+                               f"({lanes_of(stage)}), {stage.cycles() / cycles:.3g}x the {cycles} the target allows")
+        return max(stage.cycles() for stage in self.stages), reasons
+
+    def cheapest(self, cycles: int, prices: dict[str, float]) -> list[Choice] | None:
+        """The folding of least priced cost with every stage within ``cycles`` (None if there is none)."""
+        def price(resources: ResourceEstimate) -> float:
+            return sum(prices.get(f.name, 0.0) * getattr(resources, f.name) for f in fields(resources))
+
+        if not self.chain:
+            return self._eliminate(cycles, prices)
+        inf = float("inf")
+        count = len(self.foldable)
+        if count == 0:
+            return [] if self.edge_cycles(0, (), ()) <= cycles else None
+        # best[k][choice] = (cost of everything up to and including stage k, choice of stage k - 1)
+        best: list[dict[Choice, tuple[float, Choice | None]]] = []
+        for k in range(count):
+            layer: dict[Choice, tuple[float, Choice | None]] = {}
+            reachable: dict[Choice, tuple[float, Choice | None]] = {}
+            if k:
+                for choice, (cost, _) in best[-1].items():
+                    key = self.out_key(k - 1, choice)
+                    if cost < reachable.get(key, (inf, None))[0]:
+                        reachable[key] = (cost, choice)
+            else:
+                reachable[()] = (0.0, None)
+            # Cheapest predecessors first: a segment costs at least nothing, so once the cost so far
+            # reaches the best found, no later predecessor can win (and its segment is never priced).
+            ordered = sorted(reachable.items(), key=lambda item: item[1][0])
+            for choice in self._placed_cheapest(k, [prices.get(name, 0.0) for name in RESOURCE_FIELDS], cycles):
+                in_key, entry = self.in_key(k, choice), (inf, None)
+                for out_key, (cost, previous) in ordered:
+                    if cost >= entry[0]:
+                        break
+                    if self.edge_cycles(k, out_key, in_key) > cycles:
+                        continue
+                    total = cost + price(self.edge(k, out_key, in_key))
+                    if total < entry[0]:
+                        entry = (total, previous)
+                if entry[0] < inf:
+                    layer[choice] = (entry[0] + price(self.node(k, choice)), entry[1])
+            if not layer:
+                return None
+            best.append(layer)
+        final, last = inf, None
+        for choice, (cost, _) in best[-1].items():
+            out_key = self.out_key(count - 1, choice)
+            if self.edge_cycles(count, out_key, ()) <= cycles:
+                total = cost + price(self.edge(count, out_key, ()))
+                if total < final:
+                    final, last = total, choice
+        if last is None:
+            return None
+        assignment = [last]
+        for k in range(count - 1, 0, -1):
+            assignment.append(best[k][assignment[-1]][1])
+        return assignment[::-1]
+
+    def _placed_cheapest(self, k: int, weights: list[float], cycles: int) -> list[Choice]:
+        """Stage ``k``'s choices within ``cycles``, of those that fold it alike the one whose placement
+        costs least at ``weights`` (a price per resource): placement changes the stage alone, so the
+        others can never be part of the cheapest design."""
+        best: dict[Choice, tuple[float, Choice]] = {}
+        for folded, choice, vector in self._vectors(k, cycles):
+            cost = sum(w * v for w, v in zip(weights, vector))
+            if folded not in best or cost < best[folded][0]:
+                best[folded] = (cost, choice)
+        return [choice for _, choice in best.values()]
+
+    def _vectors(self, k: int, cycles: int) -> list[tuple[Choice, Choice, tuple[int, ...]]]:
+        """Each choice of stage ``k`` within ``cycles`` with its lanes and its resources as a vector
+        (only those are priced: a stage's spec is built per folding, in milliseconds)."""
+        if (k, cycles) not in self._node_vectors:
+            self._node_vectors[(k, cycles)] = [(self.folded(k, c), c, as_vector(self.node(k, c)))
+                                               for c in self.options[k] if self.node_cycles(k, c) <= cycles]
+        return self._node_vectors[(k, cycles)]
+
+    def _fits_nowhere(self, cycles: int, limits: dict[str, int]) -> bool:
+        """Whether the least each stage can take of some resource within ``cycles``, summed, is already
+        over ``limits`` (a bound: the links between stages take something too)."""
+        least = [0] * len(RESOURCE_FIELDS)
+        for k in range(len(self.options)):
+            vectors = [vector for _, _, vector in self._vectors(k, cycles)]
+            if not vectors:
+                return False
+            least = [total + min(v[i] for v in vectors) for i, total in enumerate(least)]
+        return any(least[RESOURCE_FIELDS.index(key)] > limit for key, limit in limits.items())
+
+    def cheapest_within(self, cycles: int, limits: dict[str, int]) -> list[Choice] | None:
+        """The fewest LUTs within ``cycles`` whose block RAM, SPRAM, DSP and flip-flop counts fit ``limits``.
+
+        LUTs are minimized exactly. A count over its limit gets a price in LUTs, doubled until it
+        fits, then bisected down to the least price that still fits (a higher price trades more
+        LUTs away than needed). Prices jump past foldings in between (four block RAMs allowed, the
+        priced optimum takes six or one), so on a chain the cheapest folding is also repaired one
+        stage at a time (:meth:`_repair`). Returns the fitting folding with the fewest LUTs found,
+        else the last one tried (which does not fit), or None when no folding reaches ``cycles``.
+        """
+        prices = {"lut": 1.0, "ff": FF_WEIGHT}
+        tried = []
+
+        def attempt() -> list[str] | None:
+            assignment = self.cheapest(cycles, prices)
+            if assignment is None:
+                return None
+            resources = self.evaluate(assignment)[0]
+            tried.append((resources, assignment))
+            return [key for key in over_limits(resources, limits) if key != "lut"]
+
+        over = attempt()
+        # The bound prices every choice of every stage: only worth it once the cheapest is over.
+        if tried and over_limits(tried[0][0], limits) and self._fits_nowhere(cycles, limits):
+            return tried[0][1]
+        priced = set()
+        for _ in range(_PRICE_ROUNDS):
+            if not over:
+                break
+            for key in over:
+                prices[key] = max(prices.get(key, 0.0) * 2, _START_PRICE)
+                priced.add(key)
+            over = attempt()
+        for key in sorted(priced) if over == [] else []:
+            low, high = 0.0, prices[key]
+            for _ in range(_BISECTIONS):
+                prices[key] = (low + high) / 2
+                if attempt():
+                    low = prices[key]
+                else:
+                    high = prices[key]
+            prices[key] = high
+        if not tried:
+            return None
+        if len(tried) > 1:
+            repaired = self._repair(tried[0][1], cycles, limits)
+            if repaired is not None:
+                tried.append((self.evaluate(repaired)[0], repaired))
+        fitting = [(r.lut, r.ff, a) for r, a in tried if not over_limits(r, limits)]
+        return min(fitting)[2] if fitting else tried[-1][1]
+
+    def _around(self, k: int, assignment: list[Choice]) -> tuple[tuple[int, ...], int]:
+        """Resources (as a vector) and cycles of what stage ``k``'s choice decides on a chain: the stage
+        and the segments on either side of it."""
+        parts = [self.node(k, assignment[k]), self.edge(k, *self.sides(k, assignment)),
+                 self.edge(k + 1, *self.sides(k + 1, assignment))]
+        cycles = max(self.node_cycles(k, assignment[k]), self.edge_cycles(k, *self.sides(k, assignment)),
+                     self.edge_cycles(k + 1, *self.sides(k + 1, assignment)))
+        return tuple(map(sum, zip(*(as_vector(part) for part in parts)))), cycles
+
+    def _moves(self, assignment: list[Choice], cycles: int) -> tuple[list[list[Choice]], np.ndarray]:
+        """Each folding one stage's choice away from ``assignment`` (which is within ``cycles``) that
+        stays within ``cycles``, and their resources (a row each)."""
+        total = np.array(as_vector(self.evaluate(assignment)[0]))
+        trials, rows = [], [np.zeros((0, len(RESOURCE_FIELDS)), dtype=np.int64)]
+        for k in range(len(self.options)):
+            others = [(c, v) for _, c, v in self._vectors(k, cycles) if c != assignment[k]]
+            if not others:
+                continue
+            if self.chain:
+                before, _ = self._around(k, assignment)
+                for choice, _ in others:
+                    trial = assignment[:k] + [choice] + assignment[k + 1:]
+                    after, reached = self._around(k, trial)
+                    if reached <= cycles:
+                        trials.append(trial)
+                        rows.append((total - np.array(before) + np.array(after))[None])
+                continue
+            # What changes with stage k's choice: the stage and the terms that depend on it.
+            vectors, reached = self._terms_at(assignment, stage=k, choices=[assignment[k]] + [c for c, _ in others])
+            vectors = vectors + np.array([as_vector(self.node(k, assignment[k]))] + [v for _, v in others])
+            within = reached[1:] <= cycles
+            rows.append(total - vectors[0] + vectors[1:][within])
+            trials += [assignment[:k] + [choice] + assignment[k + 1:] for (choice, _), ok in zip(others, within) if ok]
+        return trials, np.concatenate(rows)
+
+    def _repair(self, assignment: list[Choice], cycles: int, limits: dict[str, int]) -> list[Choice] | None:
+        """From a folding over ``limits`` (other than LUTs), change one stage at a time, each time the
+        one that gives up the fewest LUTs per share of the overflow it removes, until it fits; then
+        take the one-stage change that saves most LUTs and still fits, while there is one.
+        None if no change reduces the overflow."""
+        kept = [(RESOURCE_FIELDS.index(key), limits[key]) for key in LIMITED if key != "lut"]
+        lut, ff = RESOURCE_FIELDS.index("lut"), RESOURCE_FIELDS.index("ff")
+
+        def overflow(rows: np.ndarray) -> np.ndarray:
+            total = np.zeros(len(rows))
+            for i, limit in kept:
+                total = total + np.maximum(0, rows[:, i] - limit) / max(limit, 1)
+            return total
+
+        resources = np.array(as_vector(self.evaluate(assignment)[0]))
+        while (over := overflow(resources[None])[0]) > 0:
+            trials, rows = self._moves(assignment, cycles)
+            left = overflow(rows)
+            useful = np.flatnonzero(left < over)
+            if not len(useful):
+                return None
+            # The first of the least (LUTs given up per overflow removed, flip-flops).
+            ratio = (rows[useful, lut] - resources[lut]) / (over - left[useful])
+            best = useful[np.lexsort((rows[useful, ff], ratio))[0]]
+            assignment, resources = trials[best], rows[best]
+        while True:
+            trials, rows = self._moves(assignment, cycles)
+            better = np.flatnonzero((overflow(rows) == 0) & ((rows[:, lut] < resources[lut]) | (
+                (rows[:, lut] == resources[lut]) & (rows[:, ff] < resources[ff]))))
+            if not len(better):
+                return assignment
+            best = better[np.lexsort((rows[better, ff], rows[better, lut]))[0]]
+            assignment, resources = trials[best], rows[best]
+
+
+
+
+_UNITS = {"lut": "LUTs", "ff": "flip-flops", "bram": "block RAMs", "dsp": "DSPs", "spram": "SPRAMs"}
+
+
+def not_fitting(chain: Planner, assignment: list[Choice], limits: dict[str, int], what: str) -> FoldingError:
+    """Which resources overflow, by how much, and the layer that takes most of the first of them."""
+    device = chain.device
+    resources, _ = chain.evaluate(assignment)
+    over = over_limits(resources, limits)
+    problems = []
+    for key in over:
+        used, limit, has = getattr(resources, key), limits[key], getattr(device, key)
+        allowed = f"{limit} are available" if limit == has else f"{limit} ({limit / has:.0%} of {has}) are allowed"
+        problems.append(f"{used} {_UNITS[key]} where {allowed} ({used - limit} over)")
+    culprit, alone = "the design", ""
+    if chain.foldable:
+        k = max(range(len(chain.foldable)), key=lambda k: getattr(chain.node(k, assignment[k]), over[0]))
+        culprit = chain.stages[chain.foldable[k]].describe()
+        alone = f"; this layer alone takes {getattr(chain.node(k, assignment[k]), over[0])} {_UNITS[over[0]]}"
+    return FoldingError(f"{culprit} does not fit the {device.name} ({device.part}) {what}: the design needs "
+                        f"{'; '.join(problems)}{alone}")
+
+
+
+def plan_for_cycles(dataflow: Dataflow, *, cycles: int, device: Device, fifo_depth: int = 2,
+                    limits: dict[str, int] | None = None, target: str | None = None, placement: bool = True) -> Plan:
+    """The folding with the fewest LUTs in which every stage takes at most ``cycles`` per frame.
+
+    Parameters
+    ----------
+    cycles : int
+        Cycles per frame the slowest stage may take.
+    device : Device
+        Whose resource models price the folding.
+    limits : dict, optional
+        Resources the design must fit (``device_limits``). None: the fewest LUTs that fit the whole
+        device if any folding does, else the fewest LUTs (the plan then says it does not fit).
+    target : str, optional
+        How the user asked for ``cycles`` (``"target_fps=1e+06 at clock_mhz=100"``), for messages.
+    placement : bool
+        Whether to choose where each ROM goes (LUTs or block RAM); else Yosys does (``"auto"``).
+
+    Raises
+    ------
+    FoldingError
+        If some stage cannot reach ``cycles`` per frame (the message names each, with its fastest
+        folding and cycles), or, with ``limits``, if no folding that reaches it fits.
+    """
+    chain = Planner(dataflow, device, fifo_depth, placement)
+    # Without limits, still the device's: LUTs are not worth block RAMs the device does not have.
+    assignment = chain.cheapest_within(cycles, limits or device_limits(device))
+    if assignment is None:
+        fastest, reasons = chain.unreachable(cycles)
+        asked = target or f"{cycles} cycles per frame"
+        raise FoldingError(f"{asked} cannot be met: " + "; ".join(reasons)
+                           + f". The fastest folding takes {fastest} cycles per frame")
+    plan = chain.plan(assignment, limits or device_limits(device))
+    if limits and not plan.fits:
+        at = f"at {target} ({cycles} cycles per frame)" if target else f"at {cycles} cycles per frame"
+        raise not_fitting(chain, assignment, limits, f"{at}, even folded as cheaply as possible")
+    if not plan.fits:
+        plan = chain.plan(chain.cheapest(cycles, {"lut": 1.0, "ff": FF_WEIGHT}), device_limits(device))
+    return plan
+
+
+def search_budget(chain: Planner, limits: dict[str, int], fold) -> tuple[list[Choice], int] | None:
+    """The fewest cycles per frame at which ``fold(cycles)`` gives a folding within ``limits``."""
+    candidates = chain.candidate_cycles()
+
+    def fitting(index: int) -> list[Choice] | None:
+        assignment = fold(candidates[index])
+        if assignment is None:
+            return None
+        # With its tables placed: a table moved into block RAM frees LUTs for a faster folding.
+        resources, _, _ = chain.placed_design(assignment, limits)
+        return None if over_limits(resources, limits) else assignment
+
+    if fitting(len(candidates) - 1) is None:
+        return None
+    low, high = 0, len(candidates) - 1      # candidates[high] fits
+    while low < high:
+        middle = (low + high) // 2
+        if fitting(middle) is not None:
+            high = middle
+        else:
+            low = middle + 1
+    return fitting(high), candidates[high]
+
+
+def plan_for_budget(dataflow: Dataflow, *, device: Device, budget: float, fifo_depth: int = 2,
+                    placement: bool = True, reserved: ResourceEstimate | None = None) -> Plan:
+    """The fewest cycles per frame whose cheapest folding fits ``budget`` of ``device``'s LUTs
+    (and its block RAM, SPRAM, DSPs and flip-flops, less ``reserved``); ``placement`` as for
+    :func:`plan_for_cycles`.
+
+    Raises
+    ------
+    FoldingError
+        If even the slowest, cheapest folding does not fit: the message says which resource, by how
+        much, and which layer takes most of it.
+    """
+    chain = Planner(dataflow, device, fifo_depth, placement)
+    limits = device_limits(device, budget=budget, reserved=reserved)
+    found = search_budget(chain, limits, lambda cycles: chain.cheapest_within(cycles, limits))
+    if found is None:
+        slowest = chain.candidate_cycles()[-1]
+        assignment = chain.cheapest_within(slowest, limits)
+        raise not_fitting(chain, assignment, limits, f"within budget={budget:g}, even folded as cheaply as "
+                                                      f"possible (which takes {chain.evaluate(assignment)[1]} cycles "
+                                                      f"per frame)")
+    return chain.plan(found[0], limits)
+
+
+
+
+
+# --- The build's entry point ------------------------------------------------------------------------
+
+def plan_folding(dataflow: Dataflow, config) -> Plan:
+    """Fold ``dataflow`` as a build configuration asks (``target_fps`` or ``budget``) and return the plan.
+
+    Costs are those of the first device in ``config.devices`` (iCE40 UP5K if the list is empty).
+    With ``target_fps``, the plan must fit that device when the configuration names ``devices``.
+    Where the configuration names a board on that device, what its shell takes stays free.
+
+    Raises
+    ------
+    FoldingError
+        If the target cannot be reached (which stage, and how far it is), or the design does not
+        fit (which resource, by how much, and the layer that takes most of it).
+    """
+    from ..boards import get_board, shell_resources
+    from ..protocol import FrameFormat
+
+    device = get_device(config.devices[0] if config.devices else "ice40-up5k")
+
+    def plan(reserved: ResourceEstimate | None) -> Plan:
+        if config.budget is not None:
+            return plan_for_budget(dataflow, device=device, budget=config.budget, fifo_depth=config.fifo_depth,
+                                   reserved=reserved)
+        cycles = target_cycles(target_fps=config.target_fps, clock_mhz=config.clock_mhz)
+        must_fit = "devices" in config.model_fields_set and bool(config.devices)
+        return plan_for_cycles(dataflow, cycles=cycles, device=device, fifo_depth=config.fifo_depth,
+                               limits=device_limits(device, reserved=reserved) if must_fit else None,
+                               target=f"target_fps={config.target_fps:g} at clock_mhz={config.clock_mhz:g}")
+
+    board = get_board(config.board) if config.board else None
+    if board is None or board.device != device.name:
+        return plan(None)
+    # The shell's beat registers grow with the lanes the folding gives the accelerator's ends: planned
+    # for the beats of the dataflow as it comes, and once more if the plan's beats need more.
+    assumed = shell_resources(board, FrameFormat.from_dataflow(dataflow))
+    found = plan(assumed)
+    needed = shell_resources(board, FrameFormat.from_dataflow(dataflow))
+    if any(getattr(needed, key) > getattr(assumed, key) for key in LIMITED):
+        found = plan(needed)
+    return found
+
