@@ -9,7 +9,7 @@ YoWASP cannot see /tmp), and its cell counts stored with the kernel's parameters
 takes about 50 minutes on two cores (CNV-w2a2's last convolution, a 1.2 Mbit ROM, alone 16–18
 minutes per family); small widths first. Without it only the stored results are used. Then the LUT and FF coefficients of :mod:`streamc.resources`
 are fitted (least squares on relative error) on the training designs and written to
-``benchmarks/calibration/fit.json`` and (when both devices are fitted) ``streamc/resource_coefficients.py``
+``benchmarks/calibration/fit.json`` and (when both devices are fitted) ``streamc/resources/coefficients.json``
 (what streamc ships), and
 a table compares the model with every stored design, ending with the share within +-15 % on the
 training and on the held-out designs apart.
@@ -759,8 +759,8 @@ FITTED_TOGETHER = {"ice40"}
 
 #: The share of each kernel kind's designs that the fit never sees (see :func:`held_out_keys`).
 HELD_OUT_SHARE = 0.2
-#: Where ``main`` writes the fitted coefficients that streamc ships (data only).
-COEFFICIENTS_MODULE = Path(__file__).resolve().parent.parent / "streamc" / "resource_coefficients.py"
+#: Where ``main`` writes the fitted coefficients that streamc ships (read by streamc.resources.coefficients).
+COEFFICIENTS_FILE = Path(__file__).resolve().parent.parent / "streamc" / "resources" / "coefficients.json"
 
 
 def held_out_keys(records: list[dict]) -> set[str]:
@@ -894,15 +894,6 @@ def print_table(rows: list[dict]) -> None:
     print_accuracy(rows)
 
 
-def coefficients_source(fitted: dict) -> str:
-    """``streamc/resource_coefficients.py`` for the coefficients ``fitted``: one coefficient a line."""
-    return ('"""The resource models\' fitted coefficients: family -> kernel -> "lut"/"ff" -> feature -> weight.\n\n'
-            "Written by benchmarks/calibrate_resources.py (also to benchmarks/calibration/fit.json) from the\n"
-            "training part of the stored Yosys 0.70 calibration designs; do not edit by hand.\n"
-            '"""\n\n'
-            f"COEFFICIENTS: dict[str, dict[str, dict[str, dict[str, float]]]] = {json.dumps(fitted, indent=4)}\n")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--synthesize", action="store_true", help="synthesize what the stored data lacks")
@@ -918,7 +909,7 @@ def main(argv: list[str] | None = None) -> int:
     fitted = fit(args.devices)
     (CALIBRATION / "fit.json").write_text(json.dumps(fitted, indent=1) + "\n")
     if set(args.devices) >= {"ice40-up5k", "ecp5-85f"}:   # both families: what streamc ships
-        COEFFICIENTS_MODULE.write_text(coefficients_source(fitted))
+        COEFFICIENTS_FILE.write_text(json.dumps(fitted, indent=1) + "\n")
         # The table's estimates use the coefficients just written.
         resources.COEFFICIENTS.clear()
         resources.COEFFICIENTS.update(fitted)

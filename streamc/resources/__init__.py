@@ -37,7 +37,7 @@ Each kernel's spec and model live in the module named as its generator's in :mod
 :mod:`.model` reads the spec of any unit and prices it with the fitted coefficients.
 """
 
-from ..resource_coefficients import COEFFICIENTS
+from .coefficients import COEFFICIENTS
 from .arithmetic import dsp_count
 from .branch import AddSpec, ConcatSpec, ForkSpec
 from .lut import LUTSpec, table_pieces

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-from ..resource_coefficients import COEFFICIENTS
+from .coefficients import COEFFICIENTS
 from .branch import AddSpec, ConcatSpec, ForkSpec, add_parts, concat_parts, fork_parts
 from .lut import LUTSpec, lut_parts
 from .memories import Memories
