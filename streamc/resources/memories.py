@@ -36,7 +36,9 @@ def rom_live_bits(rows: list[int], width: int) -> int:
     packed = np.frombuffer(b"".join(int(row).to_bytes(size, "little") for row in rows), dtype=np.uint8)
     bits = np.unpackbits(packed.reshape(len(rows), size), axis=1, bitorder="little")[:, :width]
     varying = bits[:, bits.min(axis=0) != bits.max(axis=0)]
-    return len({column.tobytes() for column in np.packbits(varying, axis=0).T})
+    if not varying.shape[1]:
+        return 0
+    return len(np.unique(np.packbits(varying, axis=0).T, axis=0))
 
 
 def live_bits_of(rows_of, width: int, depth: int) -> int:

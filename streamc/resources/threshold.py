@@ -63,17 +63,17 @@ def threshold_structure(thresholds: np.ndarray, elems: int, lo: int, hi: int, wi
     compares with column ``l`` of channels ``j, j + elems, ...`` (constants when ``shared``).
     Yosys merges the compares of equal columns (``merge_equal``) unless they are read from block
     RAM, whose words it cannot see."""
-    levels = thresholds.shape[1]
+    thresholds = np.asarray(thresholds, dtype=np.int64)
     live = live_bits = full_adders = 0
     for j in range(elems):
-        columns = [tuple(int(t) for t in thresholds[j::elems, l]) for l in range(levels)]
-        if merge_equal:
-            columns = list(dict.fromkeys(columns))
+        columns = thresholds[j::elems].T
+        if merge_equal and columns.size:
+            columns = np.unique(columns, axis=0)
         # A column every input reaches (t <= lo) or none does (t >= hi) folds to a constant.
-        distinct = [column for column in columns
-                    if not (all(t <= lo for t in column) or all(t >= hi for t in column))]
+        distinct = columns[~((columns <= lo).all(axis=1) | (columns >= hi).all(axis=1))]
         live += len(distinct)
-        live_bits += sum(width - _low_zero_bits(column[0], width) if shared else width for column in distinct)
+        live_bits += (sum(width - _low_zero_bits(int(first), width) for first in distinct[:, 0]) if shared
+                      else width * len(distinct))
         full_adders += compressor_full_adders(len(distinct))
     return live, live_bits, full_adders
 
