@@ -6,9 +6,10 @@ Run: python benchmarks/bench_zoo.py [--verilator] [--models PATTERN] [--devices 
 For each model of ``tests/models/zoo`` (made by its ``make_zoo.py``) and each device, two plans:
 at the model's ``target_fps`` (the cheapest folding that reaches it) and at ``budget: 0.5`` (the
 fastest folding within half the device). Each row is one run of ``streamc estimate``'s
-computation (``streamc.estimate.run_estimate``: the front end, the planner and the resource
-estimate), timed once (no median: some take minutes), in a child process killed after
-``--timeout`` seconds. A model streamc refuses shows the refusal's first line instead of figures.
+computation (``streamc.estimate.run_estimate``: the front end, the planner, the resource estimate
+and its report with charts), timed once (no median: some take minutes), in a child process killed
+after ``--timeout`` seconds; ``fold s`` is the planner's own share (the ``fold`` step, timed). A model streamc refuses shows the refusal's first line instead of figures (its
+seconds: the front end and the planner until it refused).
 
 With ``--verilator``, every row that planned is also built to RTL and simulated for 4 frames
 (``streamc.pipeline.runner.run_build``, steps up to ``sim``, ``verify`` with the zoo's frames and
@@ -66,21 +67,39 @@ def _first_line(exc: BaseException) -> str:
 
 def _estimate_child(config_path: str, device: str, results) -> None:
     """Runs in a child process, so that a planner that runs on can be stopped."""
-    start = time.perf_counter()
+    start, fold = time.perf_counter(), {}
     try:
         from streamc.estimate import run_estimate
 
+        _timing_fold(fold)
         start = time.perf_counter()  # the imports are not the planner's time
         report = run_estimate(Path(config_path))
         seconds = time.perf_counter() - start
         totals = report["devices"][device]
-        results.put({"seconds": seconds, "cycles": report["predicted_cycles_per_frame"],
+        results.put({"seconds": seconds, "fold_seconds": fold.get("fold"),
+                     "cycles": report["predicted_cycles_per_frame"],
                      **{key: totals["total"][key] for key in RESOURCES}, "fits": totals["fits"],
                      "over": totals["over_budget"]})
     except BaseException as exc:  # noqa: BLE001 - the line is the result
         # how long the planner searched before refusing is part of the answer
-        results.put({"error": _first_line(exc), "seconds": time.perf_counter() - start,
+        results.put({"error": _first_line(exc), "seconds": time.perf_counter() - start, "fold_seconds": fold.get("fold"),
                      "trace": traceback.format_exc()})
+
+
+def _timing_fold(seconds: dict) -> None:
+    """Time the build's ``fold`` step (the planner) wherever it runs in this process, into ``seconds``."""
+    from streamc.pipeline.steps import STEP_FUNCTIONS
+
+    fold = STEP_FUNCTIONS["fold"]
+
+    def timed(state):
+        start = time.perf_counter()
+        try:
+            fold(state)
+        finally:
+            seconds["fold"] = time.perf_counter() - start
+
+    STEP_FUNCTIONS["fold"] = timed
 
 
 def _verilator_child(config_path: str, results) -> None:
@@ -135,7 +154,7 @@ def run(models: list[str], devices: list[str], verilator: bool, timeout: float) 
     return rows
 
 
-HEADER = ["model", "device", "plan", "estimate s", "cycles/frame", "LUT", "FF", "BRAM", "DSP", "fits"]
+HEADER = ["model", "device", "plan", "estimate s", "fold s", "cycles/frame", "LUT", "FF", "BRAM", "DSP", "fits"]
 SIM_HEADER = ["sim s", "mismatches", "expected mismatches"]
 
 
@@ -143,11 +162,13 @@ def _cells(row: dict, verilator: bool) -> list[str]:
     cells = [row["model"], row["device"], row["plan"]]
     if "cycles" in row:
         fits = "yes" if row["fits"] else f"no ({', '.join(row['over'])})"
-        cells += [f"{row['seconds']:.1f}", f"{row['cycles']:,}", *(f"{row[key]:,}" for key in RESOURCES), fits]
+        fold = f"{row['fold_seconds']:.1f}" if row.get("fold_seconds") is not None else "-"
+        cells += [f"{row['seconds']:.1f}", fold, f"{row['cycles']:,}", *(f"{row[key]:,}" for key in RESOURCES), fits]
     else:
         failure = row.get("error") or row.get("timeout")
         seconds = f"{row['seconds']:.1f}" if "seconds" in row else ""
-        cells += [seconds, f"**{failure}**"] + [""] * 5
+        fold = f"{row['fold_seconds']:.1f}" if row.get("fold_seconds") is not None else ""
+        cells += [seconds, fold, f"**{failure}**"] + [""] * 5
     if verilator:
         if "mismatches" in row:
             cells += [f"{row['sim_seconds']:.0f}", str(row["mismatches"]), str(row["expected_mismatches"])]
