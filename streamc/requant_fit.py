@@ -123,7 +123,7 @@ def fit_corrected(thresholds: np.ndarray, lo: np.ndarray, hi: np.ndarray, out_bi
             found = None
             if lifted is None or lifted[2] or lifted[3]:
                 found = _fit_channel(thresholds[c], int(lo[c]), int(hi[c]), out_bias, shift, slopes[c])
-            if found is None or (lifted is not None and len(found[2]) + len(found[3]) >= len(lifted[2]) + len(lifted[3])):
+            if found is None or (lifted is not None and _size(found) >= _size(lifted)):
                 found = lifted
             if found is None or abs(found[0]) * max(abs(int(lo[c])), abs(int(hi[c])) + 1) >= 1 << 61:
                 break
@@ -131,7 +131,7 @@ def fit_corrected(thresholds: np.ndarray, lo: np.ndarray, hi: np.ndarray, out_bi
         if len(searched) < len(thresholds):
             break  # past exact int64 arithmetic
         fits = searched
-        worst = max(len(up) + len(down) for _, _, up, down in fits)
+        worst = max(map(_size, fits))
         if best is None or worst < best[0]:
             best, worse = (worst, shift, fits), 0
         else:
@@ -159,7 +159,7 @@ def _slope(thresholds: np.ndarray, lo: int, hi: int) -> tuple[float, float] | No
     inside = np.flatnonzero((thresholds > lo) & (thresholds <= hi))
     if len(inside) < 3:
         return None
-    (slope, intercept), residual = np.polyfit(inside, thresholds[inside], 1, full=True)[:2]
+    (slope, _), residual = np.polyfit(inside, thresholds[inside], 1, full=True)[:2]
     if slope <= 0:
         return None
     spread = float(((inside - inside.mean()) ** 2).sum())
@@ -207,10 +207,7 @@ def _corrections(t, lo, hi, reach, multiplier, offset) -> tuple[list[int], list[
     """Where the requantization's steps and the thresholds differ: raise at the threshold, lower at
     the requantization's step; points past ``hi`` never apply, and a raise and a lower at the same
     point cancel."""
-    if multiplier:
-        steps = np.clip(-((offset - reach) // multiplier), lo, hi + 1)
-    else:
-        steps = np.where(offset >= reach, lo, hi + 1)
+    steps = _steps(reach, multiplier, offset, lo, hi)
     off = steps != t
     up = sorted(int(p) for p in t[off] if p <= hi)
     down = sorted(int(p) for p in steps[off] if p <= hi)
@@ -222,19 +219,30 @@ def _corrections(t, lo, hi, reach, multiplier, offset) -> tuple[list[int], list[
     return up, down
 
 
+def _size(fit: tuple) -> int:
+    """Correction points of a channel's fit (:func:`_fit_channel`)."""
+    return len(fit[2]) + len(fit[3])
+
+
+def _steps(reach: np.ndarray, multiplier: int, offset: int, lo: int, hi: int) -> np.ndarray:
+    """The least accumulator in ``[lo, hi]`` at which ``acc * multiplier + offset`` reaches each of
+    ``reach`` (``hi + 1``: none)."""
+    if multiplier:
+        return np.clip(-((offset - reach) // multiplier), lo, hi + 1)
+    return np.where(offset >= reach, lo, hi + 1)
+
+
 def _equal_at_steps(requant: Requant, thresholds, lo, hi, out_bias) -> bool:
     """Both are step functions of the accumulator: equal at the start of every step of either, and at
     ``lo``, they are equal on the whole range."""
+    reach = (out_bias + 1 + np.arange(thresholds.shape[1], dtype=np.int64)) << requant.shift
+    columns = []
     for c in range(len(thresholds)):
-        rq = Requant(multiplier=requant.multiplier[c:c + 1], offset=requant.offset[c:c + 1], shift=requant.shift,
-                     rounding=requant.rounding, lo=requant.lo, hi=requant.hi,
-                     raise_at=requant.raise_at[c:c + 1], lower_at=requant.lower_at[c:c + 1])
-        reach = (out_bias + 1 + np.arange(thresholds.shape[1], dtype=np.int64)) << requant.shift
-        m, b = int(requant.multiplier[c]), int(requant.offset[c])
-        steps = -((b - reach) // m) if m else np.array([], np.int64)
+        steps = _steps(reach, int(requant.multiplier[c]), int(requant.offset[c]), int(lo[c]), int(hi[c]))
         points = np.concatenate([[lo[c]], thresholds[c], steps, requant.raise_at[c], requant.lower_at[c]])
-        points = np.unique(points[(points >= lo[c]) & (points <= hi[c])])
-        expected = out_bias + (points[:, None] >= thresholds[c][None, :]).sum(axis=1)
-        if not np.array_equal(requantize(points[:, None], rq)[:, 0], expected):
-            return False
-    return True
+        columns.append(np.unique(points[(points >= lo[c]) & (points <= hi[c])]))
+    # One column of points per channel, the shorter ones repeating their last point.
+    length = max(len(column) for column in columns)
+    points = np.stack([np.pad(column, (0, length - len(column)), mode="edge") for column in columns], axis=1)
+    expected = out_bias + (points[:, :, None] >= thresholds[None]).sum(axis=2)
+    return np.array_equal(requantize(points, requant), expected)

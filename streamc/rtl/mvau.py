@@ -155,9 +155,8 @@ class MatrixVectorUnit(wiring.Component):
             self._requant = requant
             self._prepare_requant()
             # Correction points compare with the complete sum, as thresholds do.
-            points = np.concatenate([requant.raise_at, requant.lower_at], axis=1)
-            self._correction_points = np.clip(-((self._offsets[:, None] - points) // self._scale),
-                                              full_lo, full_hi + 1)
+            self._correction_points = self._compared_with_sum(
+                np.concatenate([requant.raise_at, requant.lower_at], axis=1))
             if requant.corrections:
                 acc_hi = max(acc_hi, full_hi + 1)
         elif thresholds is None:
@@ -186,10 +185,7 @@ class MatrixVectorUnit(wiring.Component):
                 raise ValueError(f"node {name!r}: out_dtype {out_dtype} cannot hold the "
                                  f"outputs out_bias + [0, {n_thr}] = "
                                  f"[{self._out_bias}, {self._out_bias + n_thr}]")
-            # scale * a + offset >= t  <=>  a >= ceil((t - offset) / scale).
-            thresholds = -((self._offsets[:, None] - thresholds.astype(np.int64)) // self._scale)
-            # Out-of-range thresholds compare the same once clamped, and need no extra bits.
-            self._thresholds = np.clip(thresholds, full_lo, full_hi + 1)
+            self._thresholds = self._compared_with_sum(thresholds)
             acc_hi += 1
         self.acc_shape = shape_of_range(acc_lo, acc_hi)
 
@@ -231,6 +227,14 @@ class MatrixVectorUnit(wiring.Component):
     def requant(self) -> Requant | None:
         """The requantization of the output stage, or ``None``."""
         return self._requant
+
+    def _compared_with_sum(self, points: np.ndarray) -> np.ndarray:
+        """Per-channel points ``t`` of ``W x >= t`` as points of the sum ``a`` the lanes add (see
+        :meth:`_accumulator_domain`): ``scale * a + offset >= t``  <=>  ``a >= ceil((t - offset) / scale)``.
+        Points beyond the reachable sums compare the same once clamped, and need no extra bits."""
+        full_lo, full_hi = self.output_sum_range
+        points = -((self._offsets[:, None] - points.astype(np.int64)) // self._scale)
+        return np.clip(points, full_lo, full_hi + 1)
 
     def _check_requant(self, requant, thresholds, out_dtype: DataType) -> None:
         name, mh = self.name, self._weights.shape[0]
