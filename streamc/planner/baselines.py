@@ -156,7 +156,7 @@ def _exhaustive_branching(chain: Planner, options: list[list[Choice]], cycles: i
         total = total + along(k, [as_vector(chain.node(k, c)) for c in opts])
         reached = np.maximum(reached, along(k, [chain.node_cycles(k, c) for c in opts]))
     for scope, (resources, term_cycles) in chain._terms().items():
-        index = tuple(along(k, [chain._position((k, side), c) for c in options[k]]) for k, side in scope)
+        index = tuple(along(k, chain.positions_of((k, side), options[k])) for k, side in scope)
         total, reached = total + resources[index], np.maximum(reached, term_cycles[index])
     fits = reached <= cycles
     for key, limit in (limits or {}).items():

@@ -399,13 +399,19 @@ class Chain:
             self._term_tables[self._priced_as] = tables
         return self._term_tables[self._priced_as]
 
-    def _position(self, entry: tuple[int, str], choice: Choice) -> int:
+    def position(self, entry: tuple[int, str], choice: Choice) -> int:
         """Where ``choice`` of stage ``entry[0]`` puts its side ``entry[1]`` in ``_domains``."""
-        if (entry, choice) not in self._positions:
-            k, side = entry
-            self._positions[(entry, choice)] = self._domains[entry].index(
-                (self.in_key if side == "in" else self.out_key)(k, choice))
-        return self._positions[(entry, choice)]
+        return self.positions_of(entry, [choice])[0]
+
+    def positions_of(self, entry: tuple[int, str], choices: list[Choice]) -> list[int]:
+        """:meth:`_position` of each of ``choices`` (the searches ask for hundreds of thousands)."""
+        known = self._positions
+        for choice in choices:
+            if (entry, choice) not in known:
+                k, side = entry
+                known[(entry, choice)] = self._domains[entry].index(
+                    (self.in_key if side == "in" else self.out_key)(k, choice))
+        return [known[(entry, choice)] for choice in choices]
 
     def _terms_at(self, assignment: list[Choice], stage: int | None = None,
                   choices: list[Choice] | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -415,8 +421,8 @@ class Chain:
         total, cycles = np.zeros((count, len(RESOURCE_FIELDS)), dtype=np.int64), np.zeros(count, dtype=np.int64)
         for scope, (resources, reached) in self._terms().items():
             if stage is None or any(k == stage for k, _ in scope):
-                position = tuple(np.array([self._position(entry, c) for c in choices]) if entry[0] == stage
-                                 else self._position(entry, assignment[entry[0]]) for entry in scope)
+                position = tuple(np.array(self.positions_of(entry, choices)) if entry[0] == stage
+                                 else self.position(entry, assignment[entry[0]]) for entry in scope)
                 total += resources[position]
                 cycles = np.maximum(cycles, reached[position])
         return total, cycles

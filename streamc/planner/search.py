@@ -52,7 +52,7 @@ class Planner(Chain):
         for scope, (resources, reached) in self._terms().items():
             factors.append((list(scope), np.where(reached > cycles, np.inf, resources @ weights)))
         size = {entry: len(self._domains[entry]) for entry in self._domains}
-        positions = {(k, side): np.array([self._position((k, side), c) for c in opts])
+        positions = {(k, side): np.array(self.positions_of((k, side), opts))
                      for k, opts in enumerate(choices) for side in ("in", "out")}
         positions.update({(k, "choice"): np.arange(len(opts)) for k, opts in enumerate(choices)})
 
@@ -87,7 +87,7 @@ class Planner(Chain):
             return None
         chosen: dict[int, int] = {}
         for k, kept, best in reversed(trace):
-            chosen[k] = int(best[tuple(self._position(entry, choices[entry[0]][chosen[entry[0]]]) for entry in kept)])
+            chosen[k] = int(best[tuple(self.position(entry, choices[entry[0]][chosen[entry[0]]]) for entry in kept)])
         return [choices[k][chosen[k]] for k in range(count)]
 
 
@@ -187,9 +187,17 @@ class Planner(Chain):
         """Stage ``k``'s choices within ``cycles``, of those that fold it alike the one whose placement
         costs least at ``weights`` (a price per resource): placement changes the stage alone, so the
         others can never be part of the cheapest design."""
+        options = self._vectors(k, cycles)
+        if not options:
+            return []
+        matrix = np.array([vector for _, _, vector in options], dtype=np.float64)
+        # Summed resource by resource, in order: the same float sums as the scalar dot product, so that
+        # ties break alike.
+        costs = np.zeros(len(options))
+        for column, weight in enumerate(weights):
+            costs = costs + weight * matrix[:, column]
         best: dict[Choice, tuple[float, Choice]] = {}
-        for folded, choice, vector in self._vectors(k, cycles):
-            cost = sum(w * v for w, v in zip(weights, vector))
+        for (folded, choice, _), cost in zip(options, costs.tolist()):
             if folded not in best or cost < best[folded][0]:
                 best[folded] = (cost, choice)
         return [choice for _, choice in best.values()]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -38,7 +39,9 @@ def rom_live_bits(rows: list[int], width: int) -> int:
     varying = bits[:, bits.min(axis=0) != bits.max(axis=0)]
     if not varying.shape[1]:
         return 0
-    return len(np.unique(np.packbits(varying, axis=0).T, axis=0))
+    # Each column's bits as one opaque value: np.unique over those is a plain sort of byte strings.
+    columns = np.ascontiguousarray(np.packbits(varying, axis=0).T)
+    return len(np.unique(columns.view(np.dtype((np.void, columns.shape[1])))))
 
 
 def live_bits_of(rows_of, width: int, depth: int) -> int:
@@ -70,6 +73,8 @@ class MemoryMapping:
     banks: int = 1
 
 
+# Memoized: the planner asks the same few questions thousands of times.
+@cache
 def memory_mapping(*, width: int, depth: int, rom: bool, family: str, style: str = "auto") -> MemoryMapping:
     """Where ``memory_libmap`` puts a memory of ``depth`` words of ``width`` bits, as it decides.
 

@@ -64,17 +64,25 @@ def threshold_structure(thresholds: np.ndarray, elems: int, lo: int, hi: int, wi
     Yosys merges the compares of equal columns (``merge_equal``) unless they are read from block
     RAM, whose words it cannot see."""
     thresholds = np.asarray(thresholds, dtype=np.int64)
-    live = live_bits = full_adders = 0
-    for j in range(elems):
-        columns = thresholds[j::elems].T
-        if merge_equal and columns.size:
-            columns = np.unique(columns, axis=0)
-        # A column every input reaches (t <= lo) or none does (t >= hi) folds to a constant.
-        distinct = columns[~((columns <= lo).all(axis=1) | (columns >= hi).all(axis=1))]
-        live += len(distinct)
-        live_bits += (sum(width - _low_zero_bits(int(first), width) for first in distinct[:, 0]) if shared
-                      else width * len(distinct))
-        full_adders += compressor_full_adders(len(distinct))
+    channels, levels = thresholds.shape
+    lanes, groups = min(elems, channels), -(-channels // elems)
+    # Whole groups of ``elems`` channels, the last one filled with copies of each lane's first channel:
+    # a copy makes no column distinct and does not change whether one folds.
+    filled = thresholds[np.minimum(np.arange(groups * elems) % elems, channels - 1)]
+    filled[:channels] = thresholds
+    columns = filled.reshape(groups, elems, levels).transpose(1, 2, 0)[:lanes]  # [lane, level, channel group]
+    # A column every input reaches (t <= lo) or none does (t >= hi) folds to a constant.
+    kept = ~((columns <= lo).all(axis=2) | (columns >= hi).all(axis=2)).reshape(-1)
+    flat, lane = columns.reshape(-1, groups), np.repeat(np.arange(lanes), levels)
+    if merge_equal:
+        order = np.lexsort((*flat.T[::-1], lane))
+        flat, lane, kept = flat[order], lane[order], kept[order]
+        kept[1:] &= (lane[1:] != lane[:-1]) | (flat[1:] != flat[:-1]).any(axis=1)
+    per_lane = np.bincount(lane[kept], minlength=lanes)
+    live = int(per_lane.sum())
+    live_bits = (sum(width - _low_zero_bits(int(first), width) for first in flat[kept, 0]) if shared
+                 else width * live)
+    full_adders = sum(compressor_full_adders(int(count)) for count in per_lane)
     return live, live_bits, full_adders
 
 
