@@ -57,7 +57,7 @@ from streamc.errors import FoldingError, StreamcError
 from streamc.fifo_sizing import fifo_depths
 from streamc.frontend.load import load_onnx
 from streamc.hw import to_hw
-from streamc.kernels import kernel_rows, stage_components
+from streamc.kernels import kernel_rows
 from streamc.planner import plan_for_budget
 from streamc.resources import ChainSpec, estimate_kernel, kernel_name
 from streamc.rtl.top import StreamAccelerator, to_verilog
@@ -107,7 +107,7 @@ def build(path: Path, device: str, budget: float) -> tuple[list[dict], StreamAcc
     depths = fifo_depths(flow, FIFO_DEPTH)
     components, sources, component_depths, last_of, kernel_count = [], [], [], {-1: -1}, {}
     for index, stage in enumerate(flow.stages):
-        kernels = stage_components(stage)
+        kernels = stage.components()
         sources.append([last_of[s] for s in stage.sources])
         component_depths.append(depths[index])
         sources += [[len(components) + k] for k in range(len(kernels) - 1)]

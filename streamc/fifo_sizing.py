@@ -20,7 +20,8 @@ import math
 
 import numpy as np
 
-from .hw import AddStage, ConcatStage, Dataflow, LUTStage, MVAULayer, PoolStage, Stage, VVAULayer, WindowStage
+from .hw import Dataflow
+from .stages import Stage
 
 INPUT = -1
 #: Beats of slack on a sized FIFO: the join's own pipeline and the handshake registers.
@@ -31,51 +32,12 @@ MAX_PATHS = 4096
 
 def need(stage: Stage, port: int) -> np.ndarray:
     """``need[k]``: elements port ``port`` must have taken before the stage can put out ``k`` (one frame)."""
-    out = np.arange(stage.out_count)          # output element index e; need[e + 1] is its requirement
-    if isinstance(stage, MVAULayer):
-        required = (out // stage.mh + 1) * stage.mw
-    elif isinstance(stage, VVAULayer):
-        pixel, channel = np.divmod(out, stage.channels)
-        required = pixel * stage.taps * stage.channels + (stage.taps - 1) * stage.channels + channel + 1
-    elif isinstance(stage, PoolStage):
-        pixel, channel = np.divmod(out, stage.channels)
-        required = pixel * stage.window * stage.channels + (stage.window - 1) * stage.channels + channel + 1
-    elif isinstance(stage, WindowStage):
-        required = _window_need(stage)
-    elif isinstance(stage, (LUTStage, AddStage)):
-        required = out + 1
-    elif isinstance(stage, ConcatStage):
-        total = sum(stage.channels)
-        pixel, within = np.divmod(out, total)
-        start = sum(stage.channels[:port])
-        inside = np.clip(within - start + 1, 0, stage.channels[port])
-        required = pixel * stage.channels[port] + inside
-    else:
-        raise TypeError(f"no dependency model for {type(stage).__name__}")
-    return np.concatenate([[0], np.maximum.accumulate(required)]).astype(np.int64)
-
-
-def _window_need(stage: WindowStage) -> np.ndarray:
-    """The reader starts a patch once the last image pixel it reads is written."""
-    (height, width, channels), (out_h, out_w) = stage.in_shape, stage.out_shape
-    (kh, kw), (sh, sw), (dh, dw) = stage.kernel, stage.strides, stage.dilations
-    top, left = stage.padding[:2]
-    rows = np.minimum(np.arange(out_h) * sh - top + (kh - 1) * dh, height - 1)
-    cols = np.minimum(np.arange(out_w) * sw - left + (kw - 1) * dw, width - 1)
-    # the last real pixel of each patch: its bottom row, and its rightmost column inside the image
-    last_pixel = (rows[:, None] * width + cols[None, :] + 1) * channels
-    per_pixel = np.clip(last_pixel.reshape(-1), 0, height * width * channels)
-    return np.repeat(per_pixel, int(np.prod(stage.kernel)) * channels)
+    return np.concatenate([[0], np.maximum.accumulate(stage.need(port))]).astype(np.int64)
 
 
 def _two_frames(stage: Stage, port: int) -> np.ndarray:
     one = need(stage, port)
-    frame_in = _port_count(stage, port)
-    return np.concatenate([one, frame_in + one[1:]])
-
-
-def _port_count(stage: Stage, port: int) -> int:
-    return stage.pixels * stage.channels[port] if isinstance(stage, ConcatStage) else stage.in_count
+    return np.concatenate([one, stage.port_count(port) + one[1:]])
 
 
 def fifo_depths(dataflow: Dataflow, minimum: int, held: dict[tuple[int, int], int] | None = None) -> list[list[int]]:
@@ -87,8 +49,8 @@ def fifo_depths(dataflow: Dataflow, minimum: int, held: dict[tuple[int, int], in
     stages = dataflow.stages
     depths = [[0 if source == INPUT else minimum for source in stage.sources] for stage in stages]
     for k, stage in enumerate(stages):
-        if isinstance(stage, MVAULayer) and stage.sources[0] != INPUT:
-            depths[k][0] = max(depths[k][0], stage.mw // stage.simd)
+        if stage.sources[0] != INPUT:
+            depths[k][0] = max(depths[k][0], stage.input_burst)
     for (k, j), elements in (branch_holds(stages) if held is None else held).items():
         depths[k][j] = max(depths[k][j], math.ceil(elements / stages[k].in_elems) + SLACK)
     return depths

@@ -7,12 +7,9 @@ import numbers
 from fractions import Fraction
 
 from .errors import FoldingError
-from .hw import AddStage, ConcatStage, Dataflow, LUTStage, MVAULayer, PoolStage, Stage, VVAULayer, WindowStage
+from .hw import Dataflow
 from .rtl.placement import RAM_STYLES, RES_TYPES
-
-
-def divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+from .stages import LUTStage, MVAULayer, Stage, divisors
 
 
 def _decimal(value: float) -> Fraction:
@@ -116,31 +113,18 @@ def apply_folding(layers: list[MVAULayer], folding: dict[str, dict], *, source: 
 
 
 def fold_vector_units(stages: list[Stage], bottleneck: int) -> None:
-    """With an explicit MVAU folding: the fewest channels per cycle that keep each vector unit within the
-    MVAU bottleneck, no faster than the pipeline needs."""
+    """With an explicit MVAU folding: the fewest lanes that keep each stage it does not name (a vector unit)
+    within the MVAU bottleneck, no faster than the pipeline needs."""
     for stage in stages:
-        if isinstance(stage, VVAULayer):
-            stage.simd = next((d for d in divisors(stage.channels) if stage.cycles(d) <= bottleneck), stage.channels)
+        stage.fit_to(bottleneck)
 
 
 def fold_streaming_stages(dataflow: Dataflow) -> None:
-    """Lanes for the stages without arithmetic to fold: a table keeps its producer's pace, a sliding
-    window its consumer's (channels per beat must divide the channels), a max pool its window's, an add
-    or concat its first producer's (as far as the channels allow)."""
+    """Lanes for the stages without arithmetic to fold, from their neighbours (:meth:`Stage.follow`): a table
+    keeps its producer's pace, a sliding window its consumer's (channels per beat must divide the channels),
+    a max pool its window's, an add or concat its first producer's (as far as the channels allow)."""
     stages = dataflow.stages
     for index, stage in enumerate(stages):
-        before = stages[stage.sources[0]] if stage.sources[0] >= 0 else None
         readers = dataflow.consumers(index)
-        after = stages[readers[0]] if readers else None
-        lanes = before.out_elems if before else 1
-        if isinstance(stage, LUTStage):
-            stage.elems = lanes
-        elif isinstance(stage, WindowStage):
-            wanted = after.simd if isinstance(after, (MVAULayer, VVAULayer)) else lanes
-            stage.elems = math.gcd(wanted, stage.in_shape[2])
-        elif isinstance(stage, PoolStage):
-            stage.elems = before.elems
-        elif isinstance(stage, AddStage):
-            stage.elems = math.gcd(lanes, stage.channels)
-        elif isinstance(stage, ConcatStage):
-            stage.elems = math.gcd(lanes, *stage.channels)
+        stage.follow(stages[stage.sources[0]] if stage.sources[0] >= 0 else None,
+                     stages[readers[0]] if readers else None)

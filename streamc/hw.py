@@ -11,337 +11,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .datatypes import DataType
 from .errors import LoweringError
-from .ir import Graph, TensorInfo
 from .execute import execute, tensor_shapes
-from .rtl.requant import Requant, requantize
-
-
-
-@dataclass
-class MVAULayer:
-    """One matrix-vector unit: integer weights, an output stage (thresholds, requantization or
-    none: the accumulator), and its folding."""
-
-    name: str
-    source: str
-    weights: np.ndarray
-    in_dtype: DataType
-    weight_dtype: DataType
-    thresholds: np.ndarray | None
-    out_dtype: DataType
-    out_bias: int
-    acc_lo: np.ndarray
-    acc_hi: np.ndarray
-    requant: Requant | None = None
-    vectors: int = 1          # input vectors per frame: output pixels of a convolution
-    pe: int = 1
-    simd: int = 1
-    # Where the weight and threshold ROMs go (streamc.rtl.placement.RAM_STYLES).
-    ram_style: str = "auto"
-    ram_style_thresholds: str = "auto"
-    res_type: str = "auto"    # where the lanes' multiplies go (streamc.rtl.placement.RES_TYPES)
-
-    @property
-    def mh(self) -> int:
-        return self.weights.shape[0]
-
-    @property
-    def mw(self) -> int:
-        return self.weights.shape[1]
-
-    @property
-    def in_count(self) -> int:
-        return self.vectors * self.mw
-
-    @property
-    def out_count(self) -> int:
-        return self.vectors * self.mh
-
-    @property
-    def in_elems(self) -> int:
-        return self.simd
-
-    @property
-    def out_elems(self) -> int:
-        return self.pe
-
-    def cycles(self, pe: int | None = None, simd: int | None = None) -> int:
-        return self.vectors * (self.mh // (pe or self.pe)) * (self.mw // (simd or self.simd))
-
-    def describe(self) -> str:
-        return f"node {self.source!r} (MatMul {self.mh}x{self.mw})"
-
-    sources: list[int] = field(default_factory=lambda: [-1])
-
-    def emulate(self, x: np.ndarray) -> np.ndarray:
-        acc = x.reshape(-1, self.mw) @ self.weights.T
-        return _activate(acc, self.thresholds, self.requant, self.out_dtype, self.out_bias).reshape(len(x), -1)
-
-    @property
-    def threshold_rom(self) -> bool:
-        """Whether the unit keeps thresholds in a ROM (a requantization replaces them)."""
-        return self.thresholds is not None and self.requant is None
-
-    @property
-    def output_stage(self) -> str:
-        if self.requant is not None:
-            corrections = f", {self.requant.corrections} corrections" if self.requant.corrections else ""
-            return f"requant (x{self.requant.multiplier.max()} >> {self.requant.shift}{corrections})"
-        if self.thresholds is not None:
-            return f"{self.thresholds.shape[1]} thresholds"
-        return "accumulator"
-
-
-def _activate(acc: np.ndarray, thresholds, requant, out_dtype: DataType, out_bias: int) -> np.ndarray:
-    """An output stage on accumulators (M, C): requantization, thresholds, or none."""
-    if requant is not None:
-        return requantize(acc, requant)
-    if thresholds is None:
-        return acc
-    count = (acc[:, :, None] >= thresholds[None]).sum(axis=2)
-    return np.where(count > 0, 1, -1) if out_dtype.bipolar else count + out_bias
-
-
-@dataclass
-class VVAULayer:
-    """A vector-vector unit: each channel's own taps over its window (a depthwise convolution, or an average
-    as taps of one), then thresholds or the bare accumulator; ``simd`` channels per cycle."""
-
-    name: str
-    source: str
-    weights: np.ndarray       # (C, K)
-    in_dtype: DataType
-    weight_dtype: DataType
-    thresholds: np.ndarray | None
-    out_dtype: DataType
-    out_bias: int
-    acc_lo: np.ndarray
-    acc_hi: np.ndarray
-    vectors: int = 1          # output pixels per frame
-    simd: int = 1
-    ram_style: str = "auto"   # where the weight ROM goes (streamc.rtl.placement.RAM_STYLES)
-    res_type: str = "auto"    # where the lanes' multiplies go (streamc.rtl.placement.RES_TYPES)
-    sources: list[int] = field(default_factory=lambda: [-1])
-
-    in_elems = out_elems = property(lambda self: self.simd)
-    output_stage = property(lambda self: "accumulator" if self.thresholds is None
-                            else f"{self.thresholds.shape[1]} thresholds")
-
-    @property
-    def channels(self) -> int:
-        return self.weights.shape[0]
-
-    @property
-    def taps(self) -> int:
-        return self.weights.shape[1]
-
-    @property
-    def in_count(self) -> int:
-        return self.vectors * self.taps * self.channels
-
-    @property
-    def out_count(self) -> int:
-        return self.vectors * self.channels
-
-    def cycles(self, simd: int | None = None) -> int:
-        return self.in_count // (simd or self.simd)
-
-    def emulate(self, x: np.ndarray) -> np.ndarray:
-        patches = x.reshape(len(x) * self.vectors, self.taps, self.channels)
-        acc = np.einsum("nkc,ck->nc", patches, self.weights)
-        return _activate(acc, self.thresholds, None, self.out_dtype, self.out_bias).reshape(len(x), -1)
-
-    def describe(self) -> str:
-        return f"node {self.source!r} (vector unit {self.channels}x{self.taps})"
-
-
-@dataclass
-class AddStage:
-    """A residual add: ``t = ka*a + kb*b`` element by element, then per-channel thresholds on ``t``."""
-
-    name: str
-    source: str
-    weights: tuple[int, int]
-    in_dtypes: tuple[DataType, DataType]
-    thresholds: np.ndarray    # (C, L)
-    out_dtype: DataType
-    out_bias: int
-    channels: int
-    count: int
-    elems: int = 1
-    sources: list[int] = field(default_factory=lambda: [-1, -1])
-
-    in_count = out_count = property(lambda self: self.count)
-    in_elems = out_elems = property(lambda self: self.elems)
-    in_dtype = property(lambda self: self.in_dtypes[0])
-    output_stage = property(lambda self: f"add, {self.thresholds.shape[1]} thresholds")
-
-    def cycles(self) -> int:
-        return self.count // self.elems
-
-    def emulate(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        total = self.weights[0] * a + self.weights[1] * b
-        per_channel = total.reshape(-1, self.channels)
-        return _activate(per_channel, self.thresholds, None, self.out_dtype, self.out_bias).reshape(total.shape)
-
-    def describe(self) -> str:
-        return f"residual add {self.source!r}"
-
-
-@dataclass
-class ConcatStage:
-    """Channels of several streams side by side, pixel by pixel."""
-
-    name: str
-    source: str
-    channels: tuple[int, ...]
-    pixels: int
-    dtype: DataType
-    elems: int = 1
-    sources: list[int] = field(default_factory=list)
-
-    in_elems = out_elems = property(lambda self: self.elems)
-    in_dtype = out_dtype = property(lambda self: self.dtype)
-    output_stage = "concat"
-
-    @property
-    def in_count(self) -> int:
-        return self.pixels * self.channels[0]
-
-    @property
-    def out_count(self) -> int:
-        return self.pixels * sum(self.channels)
-
-    def cycles(self) -> int:
-        return self.out_count // self.elems
-
-    def emulate(self, *parts: np.ndarray) -> np.ndarray:
-        frames = len(parts[0])
-        pixels = [p.reshape(frames, self.pixels, c) for p, c in zip(parts, self.channels)]
-        return np.concatenate(pixels, axis=2).reshape(frames, -1)
-
-    def describe(self) -> str:
-        return f"concat {self.source!r}"
-
-
-@dataclass
-class LUTStage:
-    """An elementwise lookup table between two quantizers; ``elems`` elements per cycle. ``table`` is
-    1-D, or one row per channel (a dense layer's output, a bias among the ops)."""
-
-    name: str
-    source: str
-    table: np.ndarray
-    in_dtype: DataType
-    out_dtype: DataType
-    count: int
-    elems: int = 1
-    sources: list[int] = field(default_factory=lambda: [-1])
-    ram_style: str = "auto"   # where each lane's ROM goes (streamc.rtl.placement.RAM_STYLES)
-
-    in_count = out_count = property(lambda self: self.count)
-    in_elems = out_elems = property(lambda self: self.elems)
-
-    def cycles(self) -> int:
-        return self.count // self.elems
-
-    def emulate(self, x: np.ndarray) -> np.ndarray:
-        index = (x + 1) // 2 if self.in_dtype.bipolar else x - self.in_dtype.min
-        if self.table.ndim == 1:
-            return self.table[index]
-        # One row per channel: element e of a frame is in channel e % channels.
-        return self.table[np.arange(x.shape[-1]) % len(self.table), index]
-
-    def describe(self) -> str:
-        per_channel = f", one table per channel of {len(self.table)}" if self.table.ndim == 2 else ""
-        return f"lookup table {self.source!r} ({self.in_dtype} -> {self.out_dtype}{per_channel})"
-
-    output_stage = "table"
-
-
-@dataclass
-class WindowStage:
-    """A sliding-window generator: each output pixel's (kh, kw, c) patch, channels-last, ``elems`` per cycle."""
-
-    name: str
-    source: str
-    in_shape: tuple[int, int, int]          # (H, W, C)
-    out_shape: tuple[int, int]              # (OH, OW)
-    kernel: tuple[int, int]
-    strides: tuple[int, int]
-    padding: tuple[int, int, int, int]      # top, left, bottom, right
-    dilations: tuple[int, int]
-    dtype: DataType
-    pad_value: int
-    elems: int = 1
-    sources: list[int] = field(default_factory=lambda: [-1])
-
-    in_elems = out_elems = property(lambda self: self.elems)
-    in_dtype = out_dtype = property(lambda self: self.dtype)
-    output_stage = "window"
-
-    @property
-    def in_count(self) -> int:
-        return int(np.prod(self.in_shape))
-
-    @property
-    def out_count(self) -> int:
-        return int(np.prod(self.out_shape) * np.prod(self.kernel) * self.in_shape[2])
-
-    def cycles(self) -> int:
-        return max(self.in_count, self.out_count) // self.elems
-
-    def emulate(self, x: np.ndarray) -> np.ndarray:
-        frames = x.reshape(len(x), *self.in_shape)
-        top, left, bottom, right = self.padding
-        padded = np.pad(frames, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=self.pad_value)
-        (oh, ow), (kh, kw), (sh, sw), (dh, dw) = self.out_shape, self.kernel, self.strides, self.dilations
-        patches = [padded[:, i * sh + a * dh, j * sw + b * dw, :]
-                   for i in range(oh) for j in range(ow) for a in range(kh) for b in range(kw)]
-        return np.stack(patches, axis=1).reshape(len(x), -1)
-
-    def describe(self) -> str:
-        return f"sliding window of {self.source!r}"
-
-
-@dataclass
-class PoolStage:
-    """Max over each window of ``window`` pixels, per channel: what follows a sliding window in a max pool."""
-
-    name: str
-    source: str
-    channels: int
-    window: int
-    vectors: int
-    dtype: DataType
-    elems: int = 1
-    sources: list[int] = field(default_factory=lambda: [-1])
-
-    in_elems = out_elems = property(lambda self: self.elems)
-    in_dtype = out_dtype = property(lambda self: self.dtype)
-    output_stage = "max pool"
-
-    @property
-    def in_count(self) -> int:
-        return self.vectors * self.window * self.channels
-
-    @property
-    def out_count(self) -> int:
-        return self.vectors * self.channels
-
-    def cycles(self) -> int:
-        return self.in_count // self.elems
-
-    def emulate(self, x: np.ndarray) -> np.ndarray:
-        return x.reshape(len(x), self.vectors, self.window, self.channels).max(axis=2).reshape(len(x), -1)
-
-    def describe(self) -> str:
-        return f"max pool {self.source!r}"
-
-
-Stage = MVAULayer | VVAULayer | AddStage | ConcatStage | LUTStage | WindowStage | PoolStage
+from .ir import Graph, TensorInfo
+from .stages import (
+    AddStage,
+    ConcatStage,
+    LUTStage,
+    MVAULayer,
+    PoolStage,
+    Stage,
+    VVAULayer,
+    sliding_window,
+)
 
 
 @dataclass
@@ -423,21 +105,6 @@ def hardware_name(source: str, taken: set[str]) -> str:
     return name
 
 
-def _window(name: str, source: str, in_shape, out_shape, kernel, strides, pads_begin, pads_end, dilations,
-            dtype: DataType, pad_value: int) -> WindowStage:
-    """A sliding window in 2-D terms: a 1-D convolution is one row high."""
-    if len(kernel) == 1:
-        in_shape, out_shape = (1, *in_shape), (1, *out_shape)
-        kernel, strides, dilations = (1, *kernel), (1, *strides), (1, *dilations)
-        pads_begin, pads_end = (0, *pads_begin), (0, *pads_end)
-    if len(kernel) != 2:
-        raise LoweringError(f"node {source!r}: {len(kernel)}-D windows are not supported; 1-D and 2-D are")
-    return WindowStage(name=name, source=source, in_shape=tuple(in_shape), out_shape=tuple(out_shape[:2]),
-                       kernel=tuple(kernel), strides=tuple(strides),
-                       padding=(pads_begin[0], pads_begin[1], pads_end[0], pads_end[1]),
-                       dilations=tuple(dilations), dtype=dtype, pad_value=pad_value)
-
-
 def _stream_positions(shape: tuple[int, ...]) -> np.ndarray:
     """Where each element of a frame of ``shape`` (C, *spatial) sits in its stream: channels last."""
     count = int(np.prod(shape, dtype=int))
@@ -470,7 +137,7 @@ def _stages(spec: dict, taken: set[str], positions: np.ndarray | None, in_count:
         kernel = tuple(attrs["kernel_shape"])
         pads = list(attrs.get("pads", [0] * 2 * len(kernel)))
         strides, dilations = attrs.get("strides", [1] * len(kernel)), attrs.get("dilations", [1] * len(kernel))
-        window = _window(hardware_name(spec["name"] + "_window", taken), spec["name"],
+        window = sliding_window(hardware_name(spec["name"] + "_window", taken), spec["name"],
                          (*spec["in_shape"][1:], channels), spec["out_shape"][1:], kernel, strides,
                          pads[:len(kernel)], pads[len(kernel):], dilations, spec["dtype"], spec["dtype"].min)
         pool = PoolStage(name=name, source=spec["name"], channels=channels, window=int(np.prod(kernel)),
@@ -498,7 +165,7 @@ def _stages(spec: dict, taken: set[str], positions: np.ndarray | None, in_count:
                           acc_hi=spec["acc_hi"], requant=spec.get("requant"), vectors=vectors)
     if not conv:
         return [layer]
-    window = _window(hardware_name(spec["name"] + "_window", taken), spec["name"], conv["in_shape"],
+    window = sliding_window(hardware_name(spec["name"] + "_window", taken), spec["name"], conv["in_shape"],
                      conv["out_shape"][:-1], conv["kernel"], conv["strides"], conv["pads_begin"], conv["pads_end"],
                      conv["dilations"], spec["in_dtype"], conv["pad_value"])
     return [window, layer]

@@ -1,6 +1,6 @@
 """The RTL kernels of a folded design, and what they take of a device.
 
-:func:`stage_components` gives the Amaranth components of one hardware stage and :func:`stitch` joins
+Each stage gives its Amaranth components (:meth:`~streamc.stages.base.Stage.components`) and :func:`stitch` joins
 the stages' kernels into the accelerator, as the rtl step generates it; :func:`kernel_rows` and
 :func:`estimate_design` apply :mod:`streamc.resources` to every stage and to the forks, FIFOs and width
 converters :func:`stitch` puts on the links between them. The fold step's estimates, ``streamc estimate``
@@ -13,62 +13,11 @@ import copy
 from dataclasses import asdict, dataclass, field
 from types import SimpleNamespace
 
-import numpy as np
 
 from .devices import Device
 from .fifo_sizing import INPUT, fifo_depths
-from .hw import AddStage, ConcatStage, LUTStage, MVAULayer, PoolStage, Stage, VVAULayer, WindowStage
+from .stages import Stage
 from .resources import ChainSpec, ResourceEstimate, Spec, estimate_kernel, spec_of_unit
-
-
-def stage_components(stage: Stage) -> list:
-    """The RTL kernels of one hardware stage, in stream order."""
-    # Imported here: only builds that reach the rtl step need Amaranth.
-    from .rtl.branch import ChannelConcat, ElementwiseAdd
-    from .rtl.lut import LookupTable
-    from .rtl.mvau import MatrixVectorUnit
-    from .rtl.threshold import ThresholdUnit
-    from .rtl.vvau import VectorVectorUnit
-    from .rtl.window import SlidingWindow, WindowReduce
-
-    if isinstance(stage, LUTStage):
-        return [LookupTable(table=stage.table, in_dtype=stage.in_dtype, out_dtype=stage.out_dtype,
-                            elems=stage.elems, frame_elems=stage.count, ram_style=stage.ram_style, name=stage.name)]
-    if isinstance(stage, WindowStage):
-        return [SlidingWindow(in_shape=stage.in_shape, kernel=stage.kernel, stride=stage.strides,
-                              padding=stage.padding, dilation=stage.dilations, dtype=stage.dtype,
-                              pad_value=stage.pad_value, simd=stage.elems, name=stage.name)]
-    if isinstance(stage, PoolStage):
-        return [WindowReduce(channels=stage.channels, window=stage.window, mode="max", in_dtype=stage.dtype,
-                             out_dtype=stage.dtype, simd=stage.elems, vectors=stage.vectors, name=stage.name)]
-    if isinstance(stage, ConcatStage):
-        return [ChannelConcat(channels=stage.channels, dtype=stage.dtype, elems=stage.elems, name=stage.name)]
-    if isinstance(stage, AddStage):
-        add = ElementwiseAdd(a_dtype=stage.in_dtypes[0], b_dtype=stage.in_dtypes[1], a_weight=stage.weights[0],
-                             b_weight=stage.weights[1], bias=0, elems=stage.elems, name=stage.name)
-        return [add, _thresholds(ThresholdUnit, stage, add.out_dtype, stage.channels, stage.elems)]
-    if isinstance(stage, VVAULayer):
-        unit = VectorVectorUnit(weights=stage.weights, in_dtype=stage.in_dtype, weight_dtype=stage.weight_dtype,
-                                simd=stage.simd, vectors=stage.vectors, ram_style=stage.ram_style,
-                                res_type=stage.res_type, name=stage.name)
-        if stage.thresholds is None:
-            return [unit]
-        return [unit, _thresholds(ThresholdUnit, stage, unit.out_dtype, stage.channels, stage.simd)]
-    return [MatrixVectorUnit(weights=stage.weights, in_dtype=stage.in_dtype, weight_dtype=stage.weight_dtype,
-                             pe=stage.pe, simd=stage.simd,
-                             thresholds=None if stage.requant is not None else stage.thresholds,
-                             requant=stage.requant, out_dtype=stage.out_dtype,
-                             out_bias=0 if stage.requant is not None else stage.out_bias,
-                             ram_style=stage.ram_style, ram_style_thresholds=stage.ram_style_thresholds,
-                             res_type=stage.res_type, name=stage.name)]
-
-
-def _thresholds(unit_class, stage, in_dtype, channels: int, elems: int):
-    # Thresholds the same in every channel (a residual add's usually are) need no ROM.
-    shared = np.all(stage.thresholds == stage.thresholds[:1])
-    return unit_class(thresholds=stage.thresholds[:1] if shared else stage.thresholds, in_dtype=in_dtype,
-                      out_dtype=stage.out_dtype, out_bias=stage.out_bias, channels=channels, elems=elems,
-                      name=f"{stage.name}_thresholds")
 
 
 def stitch(stages: list[Stage], kernels_of: list[list], depths: list[list[int]]):
@@ -102,7 +51,7 @@ class EstimateRow:
 
 def stage_spec(stage: Stage) -> Spec:
     """The resource-model spec of a folded stage: of the kernels the rtl step builds for it
-    (:func:`stage_components`), a :class:`~streamc.resources.ChainSpec` of several."""
+    (:meth:`~streamc.stages.base.Stage.components`), a :class:`~streamc.resources.ChainSpec` of several."""
     return stage_spec_and_ports(stage)[0]
 
 
@@ -114,7 +63,7 @@ def stage_spec_and_ports(stage: Stage) -> tuple[Spec, list[Port], Port]:
     kernels and of its output, as the rtl step links them (:func:`link_specs`)."""
     from .rtl.top import input_ports
 
-    kernels = _unused(stage_components(stage))
+    kernels = _unused(stage.components())
     ports = [(elems, width) for _, elems, width in input_ports(kernels[0])]
     return _spec_of_kernels(kernels), ports, (kernels[-1].out_elems, kernels[-1].out_width)
 
@@ -143,18 +92,6 @@ def _spec_of_kernels(kernels: list) -> Spec:
     return specs[0] if len(specs) == 1 else ChainSpec(kernels=tuple(specs))
 
 
-def _folding(stage: Stage) -> dict:
-    if isinstance(stage, MVAULayer):
-        return {"pe": stage.pe, "simd": stage.simd, "ram_style": stage.ram_style,
-                **({"ram_style_thresholds": stage.ram_style_thresholds} if stage.threshold_rom else {}),
-                "res_type": stage.res_type}
-    if isinstance(stage, VVAULayer):
-        return {"simd": stage.simd, "ram_style": stage.ram_style, "res_type": stage.res_type}
-    if isinstance(stage, LUTStage):
-        return {"elems": stage.in_elems, "ram_style": stage.ram_style}
-    return {"elems": stage.in_elems}
-
-
 #: What a link's kernel shows as its folding.
 _LINK_FOLDING = ("depth", "in_elems", "out_elems", "outputs")
 
@@ -169,7 +106,7 @@ def kernel_rows(stages: list[Stage], fifo_depth: int) -> list[tuple[EstimateRow,
     """
     stages = _renumbered(stages)
     depths = fifo_depths(SimpleNamespace(stages=stages), fifo_depth)
-    kernels_of = [_unused(stage_components(stage)) for stage in stages]
+    kernels_of = [_unused(stage.components()) for stage in stages]
     top = stitch(stages, kernels_of, depths)
     first_of = {id(kernels[0]): index for index, kernels in enumerate(kernels_of)}
     parts = {id(unit) for kernels in kernels_of for unit in kernels}
@@ -178,7 +115,7 @@ def kernel_rows(stages: list[Stage], fifo_depth: int) -> list[tuple[EstimateRow,
         _unused([unit])
         if id(unit) in first_of:
             stage = stages[first_of[id(unit)]]
-            rows.append((EstimateRow(stage.name, type(stage).__name__, stage.cycles(), _folding(stage)),
+            rows.append((EstimateRow(stage.name, type(stage).__name__, stage.cycles(), stage.folding()),
                          _spec_of_kernels(kernels_of[first_of[id(unit)]])))
         elif id(unit) not in parts:
             spec = spec_of_unit(unit)

@@ -40,27 +40,33 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import dialect_factory
 import numpy as np
 import onnx
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
-
-import dialect_factory
 from qonnx_factory import LayerSpec, MlpSpec, make_mlp, random_frames
-from streamc.pipeline.config import BuildConfig, LayerFolding
-from streamc.pipeline.folder import BuildFolder
-from streamc.pipeline.steps import TOP, STEP_FUNCTIONS, BuildState, _timeout_cycles, expected_hw_outputs
+from test_dialects_random import assert_matches
+
 from streamc.errors import BuildError, StreamcError
 from streamc.execute import execute
-from streamc.folding import divisors
-from streamc.rtl.placement import RAM_STYLES, RES_TYPES
 from streamc.frontend.load import graph_from_model
-from streamc.hw import Dataflow, MVAULayer, to_hw
+from streamc.hw import Dataflow, to_hw
 from streamc.ir import Graph
+from streamc.pipeline.config import BuildConfig, LayerFolding
+from streamc.pipeline.folder import BuildFolder
+from streamc.pipeline.steps import (
+    STEP_FUNCTIONS,
+    TOP,
+    BuildState,
+    _timeout_cycles,
+    expected_hw_outputs,
+)
+from streamc.rtl.placement import RAM_STYLES, RES_TYPES
 from streamc.sim.runner import simulate
+from streamc.stages import MVAULayer, divisors
 from streamc.transforms.streamline import streamline
 from streamc.transforms.tidy import tidy
-from test_dialects_random import assert_matches
 
 ROUNDING_MODES = dialect_factory.ROUNDING_MODES
 #: Dialect makers the ``dialect`` family draws from: all of them.

@@ -8,7 +8,15 @@ import pytest
 
 from streamc.execute import execute
 from streamc.frontend.load import load_onnx
-from streamc.hw import AddStage, ConcatStage, MVAULayer, PoolStage, VVAULayer, WindowStage, to_hw
+from streamc.hw import to_hw
+from streamc.stages import (
+    AddStage,
+    ConcatStage,
+    MVAULayer,
+    PoolStage,
+    VVAULayer,
+    WindowStage,
+)
 from streamc.transforms.streamline import streamline
 from streamc.transforms.tidy import tidy
 

@@ -5,8 +5,8 @@ import pytest
 
 from streamc.datatypes import BIPOLAR, INT
 from streamc.errors import FoldingError
-from streamc.folding import apply_folding, cycle_budget, divisors, target_cycles
-from streamc.hw import LUTStage, MVAULayer
+from streamc.folding import apply_folding, cycle_budget, target_cycles
+from streamc.stages import LUTStage, MVAULayer, divisors
 
 SOURCE = "cfg.yaml"
 

@@ -15,7 +15,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from streamc.errors import LoweringError
 from streamc.frontend.load import graph_from_model
-from streamc.hw import MVAULayer, VVAULayer, to_hw
+from streamc.hw import to_hw
+from streamc.stages import MVAULayer, VVAULayer
 from streamc.transforms.streamline import streamline
 from streamc.transforms.tidy import tidy
 

@@ -9,11 +9,10 @@ import pytest
 from amaranth.hdl import Module, Signal, signed, unsigned
 from amaranth.sim import Simulator
 
-from streamc.kernels import stage_components
 from streamc.datatypes import INT, UINT
 from streamc.devices import get_device
 from streamc.frontend.load import load_onnx
-from streamc.hw import MVAULayer, to_hw
+from streamc.hw import to_hw
 from streamc.planner import device_limits, exhaustive_for_cycles, plan_for_cycles
 from streamc.resources import estimate_kernel, memory_mapping, spec_of_unit
 from streamc.rtl.lut import LookupTable
@@ -21,6 +20,7 @@ from streamc.rtl.mvau import MatrixVectorUnit
 from streamc.rtl.placement import multiply
 from streamc.rtl.top import to_verilog
 from streamc.rtl.vvau import VectorVectorUnit
+from streamc.stages import MVAULayer
 from streamc.synth import synthesize
 from streamc.transforms.streamline import streamline
 from streamc.transforms.tidy import tidy
@@ -62,7 +62,7 @@ def test_yosys_places_the_roms_as_asked_and_the_estimate_counts_them(tfc, device
     luts = {}
     for weights, thresholds in (("distributed", "distributed"), ("block", "block")):
         layer.ram_style, layer.ram_style_thresholds = weights, thresholds
-        unit = stage_components(layer)[0]
+        unit = layer.components()[0]
         estimate = estimate_kernel(spec_of_unit(unit), device.split("-")[0])
         work = tmp_path / weights
         work.mkdir()
@@ -154,7 +154,7 @@ def test_multiplies_in_luts_take_no_dsp_on_the_ecp5(tmp_path):
     found = {}
     for res_type in ("auto", "lut"):
         layer.res_type = res_type
-        unit = stage_components(layer)[0]
+        unit = layer.components()[0]
         estimate = estimate_kernel(spec_of_unit(unit), "ecp5")
         work = tmp_path / res_type
         work.mkdir()

@@ -8,23 +8,32 @@ from types import SimpleNamespace
 import numpy as np
 import onnx
 import pytest
+from resnet_factory import ResNetSpec, make_resnet8
 
 from streamc import kernels
 from streamc.datatypes import BIPOLAR, INT, DataType
 from streamc.devices import get_device
 from streamc.errors import FoldingError
-from streamc.folding import divisors, target_cycles
+from streamc.folding import target_cycles
 from streamc.frontend.load import load_onnx
-from streamc.hw import Dataflow, MVAULayer, to_hw
+from streamc.hw import Dataflow, to_hw
 from streamc.kernels import estimate_design
-from streamc.planner import (PLACEMENTS, RES_TYPES, Knob, Planner, device_limits, exhaustive_for_budget, exhaustive_for_cycles,
-                             fold_knobs, greedy_for_budget, greedy_for_cycles, plan_folding, plan_for_budget,
-                             plan_for_cycles)
+from streamc.planner import (
+    Planner,
+    device_limits,
+    exhaustive_for_budget,
+    exhaustive_for_cycles,
+    greedy_for_budget,
+    greedy_for_cycles,
+    plan_folding,
+    plan_for_budget,
+    plan_for_cycles,
+)
 from streamc.resources import LUTSpec, ResourceEstimate
+from streamc.rtl.placement import RES_TYPES
+from streamc.stages import PLACEMENTS, Knob, MVAULayer, Stage, divisors
 from streamc.transforms.streamline import streamline
 from streamc.transforms.tidy import tidy
-
-from resnet_factory import ResNetSpec, make_resnet8
 
 ROOT = Path(__file__).parent.parent
 DIGITS = ROOT / "build_configs" / "models" / "digits_mlp.onnx"
@@ -73,21 +82,21 @@ def layer(name: str, mh: int, mw: int, vectors: int = 1) -> MVAULayer:
 
 def test_an_mvau_folds_simd_then_pe_and_other_stages_follow(digits):
     first = digits.stages[0]
-    assert fold_knobs(first) == (Knob("simd", tuple(divisors(first.mw)), "in"),
+    assert first.knobs() == (Knob("simd", tuple(divisors(first.mw)), "in"),
                                  Knob("pe", tuple(divisors(first.mh)), "out"),
                                  Knob("ram_style", PLACEMENTS, "none"), Knob("ram_style_thresholds", PLACEMENTS, "none"),
                                  Knob("res_type", RES_TYPES, "none"))
-    assert fold_knobs(first, placement=False)[2:] == (Knob("ram_style", ("auto",), "none"),
-                                                      Knob("ram_style_thresholds", ("auto",), "none"),
-                                                      Knob("res_type", ("auto",), "none"))
-    assert fold_knobs(SimpleNamespace()) == ()
+    assert first.knobs(placement=False)[2:] == (Knob("ram_style", ("auto",), "none"),
+                                                Knob("ram_style_thresholds", ("auto",), "none"),
+                                                Knob("res_type", ("auto",), "none"))
+    assert all(stage.knobs() == () for stage in digits.stages if stage.kind != "mvau")
 
 
 @pytest.mark.parametrize("device", [UP5K, ECP5], ids=lambda d: d.name)
 def test_the_plan_costs_what_the_estimate_says_and_leaves_the_dataflow_folded(digits, device):
     for cycles in (4096, 512, 64):
         plan = plan_for_cycles(digits, cycles=cycles, device=device)
-        assert plan.folding == {l.name: {k.name: getattr(l, k.name) for k in fold_knobs(l)} for l in digits.layers}
+        assert plan.folding == {l.name: {k.name: getattr(l, k.name) for k in l.knobs()} for l in digits.layers}
         assert plan.cycles == digits.cycles_per_frame() <= cycles
         assert plan.resources == total(digits, device)
 
@@ -229,8 +238,8 @@ def test_unreachable_target_names_the_layer_and_by_how_much():
 
 
 @dataclass
-class Fixed:
-    """A stage kind the planner does not know: it keeps its cycles."""
+class Fixed(Stage):
+    """A stage kind without knobs that the planner cannot price: it keeps its cycles."""
 
     name: str = "mystery"
     count: int = 64

@@ -2,15 +2,15 @@
 
 import numpy as np
 import pytest
-
 from amaranth.sim import Simulator
 from rtl_helpers import pack, unpack
-from streamc.kernels import stage_components
+
 from streamc.datatypes import INT, UINT
 from streamc.fifo_sizing import fifo_depths
-from streamc.hw import AddStage, Dataflow, MVAULayer, WindowStage
+from streamc.hw import Dataflow
 from streamc.ir import Graph
 from streamc.rtl.top import StreamAccelerator
+from streamc.stages import AddStage, MVAULayer, WindowStage
 
 HEIGHT, WIDTH, CHANNELS = 6, 6, 2
 
@@ -38,7 +38,7 @@ def residual_block() -> Dataflow:
 
 def simulate(dataflow: Dataflow, depths: list[list[int]], frames: np.ndarray, max_cycles: int = 6000) -> np.ndarray:
     """The block's outputs within ``max_cycles``, with random input gaps and output stalls."""
-    components = [kernel for stage in dataflow.stages for kernel in stage_components(stage)]
+    components = [kernel for stage in dataflow.stages for kernel in stage.components()]
     sources = [[-1], [0], [1, -1], [2]]   # the add stage is two kernels in a row: add, then thresholds
     top = StreamAccelerator(stages=components, sources=sources, fifo_depths=[*depths, [0]])
     beats = pack(frames.reshape(-1), UINT(2), 1)

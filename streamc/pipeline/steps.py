@@ -18,12 +18,13 @@ from ..execute import execute
 from ..fifo_sizing import fifo_depths
 from ..folding import apply_folding, fold_streaming_stages, fold_vector_units
 from ..frontend.load import load_onnx
-from ..hw import Dataflow, MVAULayer, Stage, VVAULayer, to_hw
+from ..hw import Dataflow, to_hw
 from ..ir import Graph
-from ..kernels import estimate_design, stage_components, stitch
+from ..kernels import estimate_design, stitch
 from ..planner import plan_folding
 from ..protocol import FrameFormat
 from ..resources import ResourceEstimate
+from ..stages import Stage
 from ..transforms.streamline import streamline
 from ..transforms.tidy import tidy
 from .config import BuildConfig
@@ -127,16 +128,7 @@ def _stage_estimate(stage: Stage) -> dict:
     common = dict(name=stage.name, source=stage.source, cycles=stage.cycles(), in_dtype=stage.in_dtype.name,
                   out_dtype=stage.out_dtype.name, output_stage=stage.output_stage, in_elems=stage.in_elems,
                   out_elems=stage.out_elems)
-    if isinstance(stage, MVAULayer):
-        return dict(kind="mvau", mh=stage.mh, mw=stage.mw, vectors=stage.vectors, pe=stage.pe, simd=stage.simd,
-                    ram_style=stage.ram_style, ram_style_thresholds=stage.ram_style_thresholds,
-                    res_type=stage.res_type, weight_dtype=stage.weight_dtype.name,
-                    weight_bits=stage.mh * stage.mw * stage.weight_dtype.bitwidth, **common)
-    if isinstance(stage, VVAULayer):
-        return dict(kind="vvau", channels=stage.channels, taps=stage.taps, vectors=stage.vectors, simd=stage.simd,
-                    ram_style=stage.ram_style, res_type=stage.res_type,
-                    weight_dtype=stage.weight_dtype.name, **common)
-    return dict(kind=type(stage).__name__, **common)
+    return {**stage.report(), **common}
 
 
 @step("rtl")
@@ -145,7 +137,7 @@ def rtl_step(state: BuildState) -> None:
 
     stages = state.dataflow.stages
     state.fifo_depths = fifo_depths(state.dataflow, state.config.fifo_depth)
-    top = stitch(stages, [stage_components(stage) for stage in stages], state.fifo_depths)
+    top = stitch(stages, [stage.components() for stage in stages], state.fifo_depths)
     state.verilog = to_verilog(top, name=TOP)
     state.folder.write_text("verilog", f"{TOP}.v", text=state.verilog)
     state.folder.write_text("verilog", "filelist.f", text=f"{TOP}.v\n")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from ..hw import MVAULayer, VVAULayer
 from ..synth import CAPACITY
 from .steps import BuildState
 
@@ -15,10 +14,7 @@ def summary_data(state: BuildState, timings: dict[str, float]) -> dict:
     if state.dataflow is not None:
         df = state.dataflow
         data["stages"] = [dict(name=st.name, cycles=st.cycles(), in_dtype=st.in_dtype.name, out_dtype=st.out_dtype.name,
-                               output_stage=st.output_stage,
-                               sources=st.sources,
-                               **(dict(shape=[st.mh, st.mw], pe=st.pe, simd=st.simd, weight_dtype=st.weight_dtype.name)
-                                  if isinstance(st, MVAULayer) else dict(elems=st.in_elems, kind=type(st).__name__)))
+                               output_stage=st.output_stage, sources=st.sources, **st.summary()["fields"])
                           for st in df.stages]
         data["host_head_ops"] = [n.op_type for n in df.head.nodes]
         data["host_tail_ops"] = [n.op_type for n in df.tail.nodes]
@@ -41,15 +37,9 @@ def print_summary(state: BuildState, timings: dict[str, float], console: Console
     for column in ("stage", "MH x MW", "in", "weights", "out", "output stage", "PE", "SIMD", "cycles/frame"):
         layers.add_column(column, justify="right" if column in ("PE", "SIMD", "cycles/frame") else "left")
     for st in df.stages:
-        if isinstance(st, MVAULayer):
-            layers.add_row(st.name, f"{st.mh} x {st.mw}", st.in_dtype.name, st.weight_dtype.name, st.out_dtype.name,
-                           st.output_stage, str(st.pe), str(st.simd), str(st.cycles()))
-        elif isinstance(st, VVAULayer):
-            layers.add_row(st.name, f"{st.channels} x {st.taps}", st.in_dtype.name, st.weight_dtype.name,
-                           st.out_dtype.name, st.output_stage, "", str(st.simd), str(st.cycles()))
-        else:
-            layers.add_row(st.name, f"{st.out_count} elements", st.in_dtype.name, "", st.out_dtype.name,
-                           st.output_stage, str(st.in_elems), "", str(st.cycles()))
+        row = st.summary()
+        layers.add_row(st.name, row["shape"], st.in_dtype.name, row["weights"], st.out_dtype.name, st.output_stage,
+                       row["pe"], row["simd"], str(st.cycles()))
     console.print(layers)
     console.print(f"Host head: {' -> '.join(n.op_type for n in df.head.nodes) or '(none)'}   "
                   f"Host float tail: {' -> '.join(n.op_type for n in df.tail.nodes) or '(none)'}")

@@ -7,7 +7,7 @@ Two questions, both answered on the resource models of :mod:`streamc.resources` 
 - :func:`plan_for_budget`: the fewest cycles per frame whose cheapest folding fits a fraction of
   the device's LUTs, with its block RAM, SPRAM, DSPs and flip-flops.
 
-The design is a chain of foldable stages (those :func:`fold_knobs` gives knobs) with stages
+The design is a chain of foldable stages (those with knobs, :meth:`~streamc.stages.base.Stage.knobs`) with stages
 between them whose lanes follow their neighbours (a lookup table keeps its producer's pace, a
 sliding window its consumer's). What a stage costs depends on its own folding; what the stages,
 FIFOs and width converters between two foldable stages cost depends only on the output side of
@@ -41,16 +41,12 @@ from .baselines import (
 )
 from .cost import (
                         LIMITED,
-                        PLACEMENTS,
-                        RES_TYPES,
                         Chain,
-                        Knob,
                         Plan,
                         device_limits,
-                        fold_knobs,
 )
 from .search import Planner, plan_folding, plan_for_budget, plan_for_cycles
 
-__all__ = ["EXHAUSTIVE_LIMIT", "EXHAUSTIVE_LIMIT_BRANCHING", "LIMITED", "PLACEMENTS", "RES_TYPES", "Chain", "Knob", "Plan",
+__all__ = ["EXHAUSTIVE_LIMIT", "EXHAUSTIVE_LIMIT_BRANCHING", "LIMITED", "Chain", "Plan",
            "Planner", "device_limits", "exhaustive_for_budget", "exhaustive_for_cycles", "exhaustive_size",
-           "fold_knobs", "greedy_for_budget", "greedy_for_cycles", "plan_folding", "plan_for_budget", "plan_for_cycles"]
+           "greedy_for_budget", "greedy_for_cycles", "plan_folding", "plan_for_budget", "plan_for_cycles"]

@@ -17,7 +17,6 @@ from .cost import (
     Plan,
     as_vector,
     device_limits,
-    fold_knobs,
     is_chain,
     over_limits,
     set_knobs,
@@ -65,7 +64,7 @@ def exhaustive_size(dataflow: Dataflow, *, cycles: int | None = None, placement:
     """How many foldings :func:`exhaustive_for_cycles` would try (all of them when ``cycles`` is None)."""
     count = 1
     for stage in dataflow.stages:
-        knobs = fold_knobs(stage, placement=placement)
+        knobs = stage.knobs(placement=placement)
         folded = tuple(getattr(stage, knob.name) for knob in knobs)
         options = list(itertools.product(*(k.values for k in knobs)))
         if cycles is not None:

@@ -1,7 +1,7 @@
 """The planner's cost model: the design as foldable stages and the segments between them, and the cost
 of every choice of each, computed once by the estimate's own code (:mod:`streamc.kernels`).
 
-Also the vocabulary the search and the baselines share: a stage's knobs (:func:`fold_knobs`), a
+Also the vocabulary the search and the baselines share: a stage's knobs (:meth:`Stage.knobs`), a
 :class:`Plan`, a device's limits.
 """
 
@@ -10,71 +10,20 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, fields
-from typing import Literal
 
 import numpy as np
 
 from .. import kernels
 from ..devices import Device
 from ..fifo_sizing import INPUT, branch_holds, fifo_depths
-from ..folding import divisors, fold_streaming_stages
-from ..hw import Dataflow, MVAULayer, Stage, VVAULayer
+from ..folding import fold_streaming_stages
+from ..hw import Dataflow
 from ..resources import ResourceEstimate, estimate_kernel, family_of, with_placement
+from ..stages import Knob, Stage
 
 LIMITED = ("lut", "ff", "bram", "dsp", "spram")
 #: The flip-flop count only breaks ties between foldings with equal LUTs.
 FF_WEIGHT = 1e-6
-
-
-@dataclass(frozen=True)
-class Knob:
-    """One choice a stage makes: attribute ``name`` takes one of ``values``.
-
-    ``side`` says which stream it shapes: ``"in"`` (lanes the stage takes per beat), ``"out"``
-    (lanes it gives) or ``"both"``; the stages between two foldable ones depend only on those.
-    ``"none"``: a choice that changes only the stage's own resources (where a ROM goes).
-    """
-
-    name: str
-    values: tuple
-    side: Literal["in", "out", "both", "none"]
-
-    @property
-    def folds(self) -> bool:
-        return self.side != "none"
-
-
-#: Where the planner may put a ROM (:mod:`streamc.rtl.placement`): Yosys' own choice ("auto") is
-#: always one of them, so weighing both finds at least as good a design.
-PLACEMENTS = ("distributed", "block")
-#: Where it may put a stage's multiplies: where Yosys maps them, or in LUTs.
-RES_TYPES = ("auto", "lut")
-
-
-def fold_knobs(stage: Stage, *, placement: bool = True) -> tuple[Knob, ...]:
-    """What ``stage`` can choose: its folding, in the order FINN's greedy pass raises it, then where
-    each of its ROMs and its multiplies go (without ``placement``: where Yosys puts them, ``"auto"``);
-    ``()`` if nothing.
-
-    The one place that knows which stage kinds fold. Stages without knobs keep the cycles they
-    have, or take their lanes from their neighbours (``streamc.folding.fold_streaming_stages``).
-    """
-    if isinstance(stage, MVAULayer):
-        knobs = (Knob("simd", tuple(divisors(stage.mw)), "in"), Knob("pe", tuple(divisors(stage.mh)), "out"))
-        roms = ["ram_style"] + (["ram_style_thresholds"] if stage.threshold_rom else [])
-        multiplies = not (stage.in_dtype.bipolar or stage.weight_dtype.bipolar)
-    elif isinstance(stage, VVAULayer):
-        knobs = (Knob("simd", tuple(divisors(stage.channels)), "both"),)
-        # Weights all alike (an average) are a constant, not a ROM, and fold into shifts.
-        constant = bool(np.all(stage.weights == stage.weights.flat[0]))
-        roms = [] if constant else ["ram_style"]
-        multiplies = not (constant or stage.in_dtype.bipolar or stage.weight_dtype.bipolar)
-    else:
-        return ()
-    knobs += tuple(Knob(name, PLACEMENTS if placement else ("auto",), "none") for name in roms)
-    if multiplies:
-        knobs += (Knob("res_type", RES_TYPES if placement else ("auto",), "none"),)
-    return knobs
 
 
 Choice = tuple[int, ...]
@@ -165,8 +114,8 @@ class Chain:
         self.chain = is_chain(dataflow)
         self.placement = placement
         self._family, self._dsp = family_of(device.name), device.dsp > 0
-        self.foldable = [index for index, stage in enumerate(self.stages) if fold_knobs(stage)]
-        self.knobs = [fold_knobs(self.stages[index], placement=placement) for index in self.foldable]
+        self.foldable = [index for index, stage in enumerate(self.stages) if stage.knobs()]
+        self.knobs = [self.stages[index].knobs(placement=placement) for index in self.foldable]
         self.options: list[list[Choice]] = [list(itertools.product(*(k.values for k in knobs)))
                                             for knobs in self.knobs]
         bounds = [-1, *self.foldable, len(self.stages)]

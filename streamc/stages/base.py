@@ -1,0 +1,148 @@
+"""What every hardware stage tells the compiler: the protocol the stage kinds implement.
+
+A stage is one kernel of the dataflow graph as the compiler sees it, before and after folding. Each
+kind lives in its own module of :mod:`streamc.stages` and answers, for itself, every question the
+build asks of a stage; the build never asks which kind a stage is:
+
+==========================  =================================================================
+``cycles()``                cycles per frame at its folding
+``emulate(*inputs)``        its integer outputs for integer inputs (frames are rows)
+``need(port)``              data dependencies: inputs port ``port`` must have taken before the
+                            stage can put out output element ``e`` (FIFO sizing)
+``knobs(placement)``        what the planner may choose for it (:class:`Knob`); ``()``: nothing
+``follow(before, after)``   a stage without knobs takes its lanes from its neighbours
+``fit_to(cycles)``          the fewest lanes within ``cycles`` where an explicit folding leaves
+                            it out (a vector unit)
+``components()``            the Amaranth components the rtl step builds for it, in stream order
+``folding()``               its folding as reports show it and a ``folding`` config takes it
+``report()``                what ``reports/estimates.json`` says of it besides the common fields
+``summary()``               its row of the build summary
+==========================  =================================================================
+
+The resource model of a stage is the one of the components it builds (:mod:`streamc.resources`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from ..datatypes import DataType
+from ..rtl.placement import RES_TYPES
+from ..rtl.requant import Requant, requantize
+
+#: Where the planner may put a ROM (:mod:`streamc.rtl.placement`): Yosys' own choice ("auto") is
+#: always one of them, so weighing both finds at least as good a design.
+PLACEMENTS = ("distributed", "block")
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One choice a stage makes: attribute ``name`` takes one of ``values``.
+
+    ``side`` says which stream it shapes: ``"in"`` (lanes the stage takes per beat), ``"out"``
+    (lanes it gives) or ``"both"``; the stages between two foldable ones depend only on those.
+    ``"none"``: a choice that changes only the stage's own resources (where a ROM goes).
+    """
+
+    name: str
+    values: tuple
+    side: Literal["in", "out", "both", "none"]
+
+    @property
+    def folds(self) -> bool:
+        return self.side != "none"
+
+
+def placement_knobs(roms: list[str], multiplies: bool, placement: bool) -> tuple[Knob, ...]:
+    """Where each of a stage's ROMs (attributes ``roms``) and, if it ``multiplies``, its multiplies go;
+    without ``placement``, where Yosys puts them (``"auto"``)."""
+    knobs = tuple(Knob(name, PLACEMENTS if placement else ("auto",), "none") for name in roms)
+    if multiplies:
+        knobs += (Knob("res_type", RES_TYPES if placement else ("auto",), "none"),)
+    return knobs
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+class Stage:
+    """The protocol of a hardware stage, with what most kinds share (see the module's documentation).
+
+    A kind is a dataclass with at least ``name``, ``source`` (the model's node), ``sources`` (the
+    stages it reads, -1 for the hardware input), ``in_dtype``, ``out_dtype``, ``in_count``,
+    ``out_count`` (elements per frame), ``in_elems`` and ``out_elems`` (per beat) and
+    ``output_stage`` (what its output stage is, for people)."""
+
+    #: The kind's name in reports, summaries and the streamline step's stage records.
+    kind: str = ""
+
+    def cycles(self) -> int:
+        raise NotImplementedError
+
+    def emulate(self, *inputs: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def need(self, port: int) -> np.ndarray:
+        """For each output element ``e`` of one frame, the inputs port ``port`` must have taken before the
+        stage can put it out (not yet made monotonic: :func:`streamc.fifo_sizing.need` does that)."""
+        raise NotImplementedError
+
+    def port_count(self, port: int) -> int:
+        """Elements input port ``port`` takes per frame."""
+        return self.in_count
+
+    @property
+    def input_burst(self) -> int:
+        """Beats the stage takes on its first input in one burst, which the FIFO in front must hold."""
+        return 0
+
+    def knobs(self, *, placement: bool = True) -> tuple[Knob, ...]:
+        """What the planner may choose, in the order FINN's greedy pass raises it, then where each ROM and
+        the multiplies go (without ``placement``: ``"auto"``); ``()`` for a stage without knobs."""
+        return ()
+
+    def follow(self, before: "Stage | None", after: "Stage | None") -> None:
+        """A stage without knobs takes its lanes from the stage before it (``None``: the hardware input) and
+        the one after it (``None``: the output)."""
+
+    def fit_to(self, cycles: int) -> None:
+        """Where an explicit folding does not name the stage: its fewest lanes within ``cycles``."""
+
+    def components(self) -> list:
+        raise NotImplementedError
+
+    def folding(self) -> dict:
+        return {"elems": self.in_elems}
+
+    def report(self) -> dict:
+        return {"kind": type(self).__name__}
+
+    def summary(self) -> dict:
+        """The build summary's row: ``shape``, ``weights`` (their type), ``pe`` and ``simd`` as text (empty
+        where the stage has none), and the fields ``summary.json`` adds."""
+        return {"shape": f"{self.out_count} elements", "weights": "", "pe": str(self.in_elems), "simd": "",
+                "fields": {"elems": self.in_elems, "kind": type(self).__name__}}
+
+
+def activate(acc: np.ndarray, thresholds, requant: Requant | None, out_dtype: DataType, out_bias: int) -> np.ndarray:
+    """An output stage on accumulators (M, C): requantization, thresholds, or none."""
+    if requant is not None:
+        return requantize(acc, requant)
+    if thresholds is None:
+        return acc
+    count = (acc[:, :, None] >= thresholds[None]).sum(axis=2)
+    return np.where(count > 0, 1, -1) if out_dtype.bipolar else count + out_bias
+
+
+def channel_need(out_count: int, channels: int, window: int) -> np.ndarray:
+    """A unit that reduces each channel's window of ``window`` pixels: output ``(pixel, channel)`` needs
+    the last pixel of its window up to that channel."""
+    pixel, channel = np.divmod(np.arange(out_count), channels)
+    return pixel * window * channels + (window - 1) * channels + channel + 1

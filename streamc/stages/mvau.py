@@ -1,0 +1,129 @@
+"""The matrix-vector unit: a dense layer, or a convolution behind its sliding window."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..datatypes import DataType
+from ..rtl.requant import Requant
+from .base import Knob, Stage, activate, divisors, placement_knobs
+
+
+@dataclass
+class MVAULayer(Stage):
+    """One matrix-vector unit: integer weights, an output stage (thresholds, requantization or
+    none: the accumulator), and its folding."""
+
+    name: str
+    source: str
+    weights: np.ndarray
+    in_dtype: DataType
+    weight_dtype: DataType
+    thresholds: np.ndarray | None
+    out_dtype: DataType
+    out_bias: int
+    acc_lo: np.ndarray
+    acc_hi: np.ndarray
+    requant: Requant | None = None
+    vectors: int = 1          # input vectors per frame: output pixels of a convolution
+    pe: int = 1
+    simd: int = 1
+    # Where the weight and threshold ROMs go (streamc.rtl.placement.RAM_STYLES).
+    ram_style: str = "auto"
+    ram_style_thresholds: str = "auto"
+    res_type: str = "auto"    # where the lanes' multiplies go (streamc.rtl.placement.RES_TYPES)
+    sources: list[int] = field(default_factory=lambda: [-1])
+
+    kind = "mvau"
+
+    @property
+    def mh(self) -> int:
+        return self.weights.shape[0]
+
+    @property
+    def mw(self) -> int:
+        return self.weights.shape[1]
+
+    @property
+    def in_count(self) -> int:
+        return self.vectors * self.mw
+
+    @property
+    def out_count(self) -> int:
+        return self.vectors * self.mh
+
+    @property
+    def in_elems(self) -> int:
+        return self.simd
+
+    @property
+    def out_elems(self) -> int:
+        return self.pe
+
+    def cycles(self, pe: int | None = None, simd: int | None = None) -> int:
+        return self.vectors * (self.mh // (pe or self.pe)) * (self.mw // (simd or self.simd))
+
+    def describe(self) -> str:
+        return f"node {self.source!r} (MatMul {self.mh}x{self.mw})"
+
+    def emulate(self, x: np.ndarray) -> np.ndarray:
+        acc = x.reshape(-1, self.mw) @ self.weights.T
+        return activate(acc, self.thresholds, self.requant, self.out_dtype, self.out_bias).reshape(len(x), -1)
+
+    @property
+    def threshold_rom(self) -> bool:
+        """Whether the unit keeps thresholds in a ROM (a requantization replaces them)."""
+        return self.thresholds is not None and self.requant is None
+
+    @property
+    def output_stage(self) -> str:
+        if self.requant is not None:
+            corrections = f", {self.requant.corrections} corrections" if self.requant.corrections else ""
+            return f"requant (x{self.requant.multiplier.max()} >> {self.requant.shift}{corrections})"
+        if self.thresholds is not None:
+            return f"{self.thresholds.shape[1]} thresholds"
+        return "accumulator"
+
+    def need(self, port: int) -> np.ndarray:
+        # Every output of a vector needs the whole input vector.
+        return (np.arange(self.out_count) // self.mh + 1) * self.mw
+
+    @property
+    def input_burst(self) -> int:
+        # The unit takes its input vector in a burst during its first neuron fold.
+        return self.mw // self.simd
+
+    def knobs(self, *, placement: bool = True) -> tuple[Knob, ...]:
+        roms = ["ram_style"] + (["ram_style_thresholds"] if self.threshold_rom else [])
+        multiplies = not (self.in_dtype.bipolar or self.weight_dtype.bipolar)
+        return (Knob("simd", tuple(divisors(self.mw)), "in"), Knob("pe", tuple(divisors(self.mh)), "out"),
+                *placement_knobs(roms, multiplies, placement))
+
+    def components(self) -> list:
+        from ..rtl.mvau import MatrixVectorUnit
+
+        return [MatrixVectorUnit(weights=self.weights, in_dtype=self.in_dtype, weight_dtype=self.weight_dtype,
+                                 pe=self.pe, simd=self.simd,
+                                 thresholds=None if self.requant is not None else self.thresholds,
+                                 requant=self.requant, out_dtype=self.out_dtype,
+                                 out_bias=0 if self.requant is not None else self.out_bias,
+                                 ram_style=self.ram_style, ram_style_thresholds=self.ram_style_thresholds,
+                                 res_type=self.res_type, name=self.name)]
+
+    def folding(self) -> dict:
+        return {"pe": self.pe, "simd": self.simd, "ram_style": self.ram_style,
+                **({"ram_style_thresholds": self.ram_style_thresholds} if self.threshold_rom else {}),
+                "res_type": self.res_type}
+
+    def report(self) -> dict:
+        return {"kind": self.kind, "mh": self.mh, "mw": self.mw, "vectors": self.vectors, "pe": self.pe,
+                "simd": self.simd, "ram_style": self.ram_style, "ram_style_thresholds": self.ram_style_thresholds,
+                "res_type": self.res_type, "weight_dtype": self.weight_dtype.name,
+                "weight_bits": self.mh * self.mw * self.weight_dtype.bitwidth}
+
+    def summary(self) -> dict:
+        return {"shape": f"{self.mh} x {self.mw}", "weights": self.weight_dtype.name, "pe": str(self.pe),
+                "simd": str(self.simd), "fields": {"shape": [self.mh, self.mw], "pe": self.pe, "simd": self.simd,
+                                                   "weight_dtype": self.weight_dtype.name}}

@@ -1,0 +1,59 @@
+"""The max pool: the largest code of each window, per channel, behind a sliding window."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..datatypes import DataType
+from .base import Stage, channel_need
+
+
+@dataclass
+class PoolStage(Stage):
+    """Max over each window of ``window`` pixels, per channel: what follows a sliding window in a max pool."""
+
+    name: str
+    source: str
+    channels: int
+    window: int
+    vectors: int
+    dtype: DataType
+    elems: int = 1
+    sources: list[int] = field(default_factory=lambda: [-1])
+
+    kind = "pool"
+    in_elems = out_elems = property(lambda self: self.elems)
+    in_dtype = out_dtype = property(lambda self: self.dtype)
+    output_stage = "max pool"
+
+    @property
+    def in_count(self) -> int:
+        return self.vectors * self.window * self.channels
+
+    @property
+    def out_count(self) -> int:
+        return self.vectors * self.channels
+
+    def cycles(self) -> int:
+        return self.in_count // self.elems
+
+    def emulate(self, x: np.ndarray) -> np.ndarray:
+        return x.reshape(len(x), self.vectors, self.window, self.channels).max(axis=2).reshape(len(x), -1)
+
+    def describe(self) -> str:
+        return f"max pool {self.source!r}"
+
+    def need(self, port: int) -> np.ndarray:
+        return channel_need(self.out_count, self.channels, self.window)
+
+    def follow(self, before: Stage | None, after: Stage | None) -> None:
+        # Its window's lanes: the window before it always is one.
+        self.elems = before.elems
+
+    def components(self) -> list:
+        from ..rtl.window import WindowReduce
+
+        return [WindowReduce(channels=self.channels, window=self.window, mode="max", in_dtype=self.dtype,
+                             out_dtype=self.dtype, simd=self.elems, vectors=self.vectors, name=self.name)]

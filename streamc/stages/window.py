@@ -1,0 +1,99 @@
+"""The sliding window: each output pixel's patch of a convolution or pool, channels-last."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..datatypes import DataType
+from ..errors import LoweringError
+from .base import Stage
+
+
+@dataclass
+class WindowStage(Stage):
+    """A sliding-window generator: each output pixel's (kh, kw, c) patch, channels-last, ``elems`` per cycle."""
+
+    name: str
+    source: str
+    in_shape: tuple[int, int, int]          # (H, W, C)
+    out_shape: tuple[int, int]              # (OH, OW)
+    kernel: tuple[int, int]
+    strides: tuple[int, int]
+    padding: tuple[int, int, int, int]      # top, left, bottom, right
+    dilations: tuple[int, int]
+    dtype: DataType
+    pad_value: int
+    elems: int = 1
+    sources: list[int] = field(default_factory=lambda: [-1])
+
+    kind = "window"
+    in_elems = out_elems = property(lambda self: self.elems)
+    in_dtype = out_dtype = property(lambda self: self.dtype)
+    output_stage = "window"
+
+    @property
+    def in_count(self) -> int:
+        return int(np.prod(self.in_shape))
+
+    @property
+    def out_count(self) -> int:
+        return int(np.prod(self.out_shape) * np.prod(self.kernel) * self.in_shape[2])
+
+    def cycles(self) -> int:
+        return max(self.in_count, self.out_count) // self.elems
+
+    def emulate(self, x: np.ndarray) -> np.ndarray:
+        frames = x.reshape(len(x), *self.in_shape)
+        top, left, bottom, right = self.padding
+        padded = np.pad(frames, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=self.pad_value)
+        (oh, ow), (kh, kw), (sh, sw), (dh, dw) = self.out_shape, self.kernel, self.strides, self.dilations
+        patches = [padded[:, i * sh + a * dh, j * sw + b * dw, :]
+                   for i in range(oh) for j in range(ow) for a in range(kh) for b in range(kw)]
+        return np.stack(patches, axis=1).reshape(len(x), -1)
+
+    def describe(self) -> str:
+        return f"sliding window of {self.source!r}"
+
+    def need(self, port: int) -> np.ndarray:
+        """The reader starts a patch once the last image pixel it reads is written."""
+        (height, width, channels), (out_h, out_w) = self.in_shape, self.out_shape
+        (kh, kw), (sh, sw), (dh, dw) = self.kernel, self.strides, self.dilations
+        top, left = self.padding[:2]
+        rows = np.minimum(np.arange(out_h) * sh - top + (kh - 1) * dh, height - 1)
+        cols = np.minimum(np.arange(out_w) * sw - left + (kw - 1) * dw, width - 1)
+        # the last real pixel of each patch: its bottom row, and its rightmost column inside the image
+        last_pixel = (rows[:, None] * width + cols[None, :] + 1) * channels
+        per_pixel = np.clip(last_pixel.reshape(-1), 0, height * width * channels)
+        return np.repeat(per_pixel, int(np.prod(self.kernel)) * channels)
+
+    def follow(self, before: Stage | None, after: Stage | None) -> None:
+        # Its consumer's pace where the consumer folds, else its producer's; channels per beat divide the
+        # channels.
+        folds = after is not None and bool(after.knobs(placement=False))
+        wanted = after.in_elems if folds else (before.out_elems if before else 1)
+        self.elems = math.gcd(wanted, self.in_shape[2])
+
+    def components(self) -> list:
+        from ..rtl.window import SlidingWindow
+
+        return [SlidingWindow(in_shape=self.in_shape, kernel=self.kernel, stride=self.strides,
+                              padding=self.padding, dilation=self.dilations, dtype=self.dtype,
+                              pad_value=self.pad_value, simd=self.elems, name=self.name)]
+
+
+def sliding_window(name: str, source: str, in_shape, out_shape, kernel, strides, pads_begin, pads_end, dilations,
+                   dtype: DataType, pad_value: int) -> WindowStage:
+    """A sliding window in 2-D terms: a 1-D convolution is one row high."""
+    if len(kernel) == 1:
+        in_shape, out_shape = (1, *in_shape), (1, *out_shape)
+        kernel, strides, dilations = (1, *kernel), (1, *strides), (1, *dilations)
+        pads_begin, pads_end = (0, *pads_begin), (0, *pads_end)
+    if len(kernel) != 2:
+        raise LoweringError(f"node {source!r}: {len(kernel)}-D windows are not supported; 1-D and 2-D are")
+    return WindowStage(name=name, source=source, in_shape=tuple(in_shape), out_shape=tuple(out_shape[:2]),
+                       kernel=tuple(kernel), strides=tuple(strides),
+                       padding=(pads_begin[0], pads_begin[1], pads_end[0], pads_end[1]),
+                       dilations=tuple(dilations), dtype=dtype, pad_value=pad_value)
