@@ -14,16 +14,7 @@ import numpy as np
 from .errors import LoweringError
 from .execute import execute, tensor_shapes
 from .ir import Graph, TensorInfo
-from .stages import (
-    AddStage,
-    ConcatStage,
-    LUTStage,
-    MVAULayer,
-    PoolStage,
-    Stage,
-    VVAULayer,
-    sliding_window,
-)
+from .stages import STAGE_KINDS, LUTStage, MVAULayer, Stage, sliding_window
 
 
 @dataclass
@@ -113,62 +104,17 @@ def _stream_positions(shape: tuple[int, ...]) -> np.ndarray:
     return np.moveaxis(np.arange(count).reshape(*shape[1:], shape[0]), -1, 0)
 
 
-def _stages(spec: dict, taken: set[str], positions: np.ndarray | None, in_count: int) -> list[Stage]:
-    """The stages of one spec of the streamline step, in stream order. ``positions``: where each
-    element of a dense layer's input sits in the stream, if shape ops reordered it (None: in order)."""
-    name = hardware_name(spec["name"], taken)
-    kind = spec["kind"]
-    if kind == "lut":
-        return [LUTStage(name=name, source=spec["name"], table=spec["table"], in_dtype=spec["in_dtype"],
-                         out_dtype=spec["out_dtype"], count=in_count)]
-    if kind == "add":
-        return [AddStage(name=name, source=spec["name"], weights=tuple(spec["weights"]),
-                         in_dtypes=tuple(spec["in_dtypes"]), thresholds=spec["thresholds"],
-                         out_dtype=spec["out_dtype"], out_bias=spec["out_bias"], channels=spec["channels"],
-                         count=spec["count"])]
-    if kind == "concat":
-        if len(set(spec["in_dtypes"])) != 1:
-            raise LoweringError(f"node {spec['name']!r} (Concat): its inputs have different types "
-                                f"({', '.join(str(d) for d in spec['in_dtypes'])}); streamc concatenates one type")
-        return [ConcatStage(name=name, source=spec["name"], channels=spec["channels"], pixels=spec["pixels"],
-                            dtype=spec["dtype"], sources=[-1] * len(spec["channels"]))]
-    if kind == "maxpool":
-        attrs, channels = spec["attrs"], spec["in_shape"][0]
-        kernel = tuple(attrs["kernel_shape"])
-        pads = list(attrs.get("pads", [0] * 2 * len(kernel)))
-        strides, dilations = attrs.get("strides", [1] * len(kernel)), attrs.get("dilations", [1] * len(kernel))
-        window = sliding_window(hardware_name(spec["name"] + "_window", taken), spec["name"],
-                         (*spec["in_shape"][1:], channels), spec["out_shape"][1:], kernel, strides,
-                         pads[:len(kernel)], pads[len(kernel):], dilations, spec["dtype"], spec["dtype"].min)
-        pool = PoolStage(name=name, source=spec["name"], channels=channels, window=int(np.prod(kernel)),
-                         vectors=int(np.prod(spec["out_shape"][1:])), dtype=spec["dtype"])
-        return [window, pool]
-    weights = spec["weights"]
-    if positions is not None:
-        # Weight j of the model meets the element the stream carries at positions[j].
-        reordered = np.empty_like(weights)
-        reordered[:, positions.reshape(-1)] = weights
-        weights = reordered
-    conv = spec.get("conv")
-    vectors = int(np.prod(conv["out_shape"][:-1])) if conv else 1
-    if kind == "vvau":
-        layer = VVAULayer(name=name, source=spec["name"], weights=weights, in_dtype=spec["in_dtype"],
-                          weight_dtype=spec["weight_dtype"], thresholds=spec["thresholds"],
-                          out_dtype=spec["out_dtype"], out_bias=spec["out_bias"], acc_lo=spec["acc_lo"],
-                          acc_hi=spec["acc_hi"], vectors=vectors)
-        if conv["kernel"] == tuple(conv["in_shape"][:-1]) and not any(conv["pads_begin"] + conv["pads_end"]):
-            return [layer]  # a global average: the stream already is its one window, in (k, c) order
-    else:
-        layer = MVAULayer(name=name, source=spec["name"], weights=weights, in_dtype=spec["in_dtype"],
-                          weight_dtype=spec["weight_dtype"], thresholds=spec["thresholds"],
-                          out_dtype=spec["out_dtype"], out_bias=spec["out_bias"], acc_lo=spec["acc_lo"],
-                          acc_hi=spec["acc_hi"], requant=spec.get("requant"), vectors=vectors)
-    if not conv:
-        return [layer]
-    window = sliding_window(hardware_name(spec["name"] + "_window", taken), spec["name"], conv["in_shape"],
-                     conv["out_shape"][:-1], conv["kernel"], conv["strides"], conv["pads_begin"], conv["pads_end"],
-                     conv["dilations"], spec["in_dtype"], conv["pad_value"])
-    return [window, layer]
+def _stages(record: dict, taken: set[str], positions: np.ndarray | None, in_count: int) -> list[Stage]:
+    """The stages of one record of the streamline step, in stream order: the stage, behind the sliding
+    window it reads through if it has one. ``positions``: where each element of a dense layer's input sits
+    in the stream, if shape ops reordered it (None: in order)."""
+    kind = STAGE_KINDS[record["kind"]]
+    stage = kind.from_record(record, name=hardware_name(record["name"], taken), in_count=in_count,
+                             positions=positions)
+    window = kind.window_of(record)
+    if window is None:
+        return [stage]
+    return [sliding_window(hardware_name(record["name"] + "_window", taken), record["name"], **window), stage]
 
 
 def to_hw(graph: Graph) -> Dataflow:

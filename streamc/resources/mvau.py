@@ -168,7 +168,11 @@ def _lanes_of(blocks: np.ndarray, distinct: bool) -> dict[str, int]:
 
 
 def mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[Memories, int, dict[str, float], dict[str, float]]:
-    """Memories, DSPs, and the LUT and FF features of an MVAU."""
+    """Memories, DSPs, and the LUT and FF features of an MVAU.
+
+    One long function: it is the feature list of the fitted model, each feature written beside the
+    synthesis result that gave it its form, and most of them read the same memory mappings and lane
+    counts."""
     lanes = spec.pe * spec.simd
     memories = Memories()
     # Yosys maps a ROM without its constant bit columns (where the contents are known).

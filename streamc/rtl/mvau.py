@@ -537,6 +537,8 @@ class MatrixVectorUnit(wiring.Component):
         return [bits[:ups] for bits in reached], [bits[ups:] for bits in reached]
 
     def elaborate(self, platform):
+        """Input buffer, weight ROM, lanes, accumulators and the output stage, in pipeline order. One long
+        function: the fold counters and the stage valid bits it declares first are read by every part."""
         m = Module()
         pe, simd, nf_count, sf_count = self._pe, self._simd, self._nf, self._sf
         iw, wb, ow = self.in_width, self._weight_dtype.bitwidth, self.out_width

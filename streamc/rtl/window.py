@@ -226,6 +226,9 @@ class SlidingWindow(wiring.Component):
         return self._top, self._left
 
     def elaborate(self, platform):
+        """The ring, its writer, the reader's loop nest and the output register. One long function: the
+        writer and the reader share the ring's credit and fill counts, and the reader's counters all
+        move in the one ``If`` chain that walks a patch; apart they would pass a dozen signals around."""
         m = Module()
         h, w, cf = self._h, self._w, self._cf
         kh, kw, sh, sw, dh, dw = self._kh, self._kw, self._sh, self._sw, self._dh, self._dw

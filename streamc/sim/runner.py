@@ -183,36 +183,61 @@ def simulate(
     build_model(runner, tools, verilog=verilog, top=top, build_dir=build_dir, timeout_s=build_timeout_s)
 
     run_dir = build_dir / "run"
+    stream = {"in_elems": in_elems, "in_width": in_width, "out_elems": out_elems, "out_width": out_width,
+              "n_out": n_out, "seed": seed, "input_gap_prob": input_gap_prob,
+              "output_stall_prob": output_stall_prob, "timeout_cycles": timeout_cycles}
+    log_path, sim_seconds = _run_testbench(runner, tools, top=top, build_dir=build_dir, run_dir=run_dir,
+                                           frames=frames, stream=stream, timeout_s=run_timeout_s)
+
+    result_path = run_dir / _RUN_FILES["result_file"]
+    if not result_path.exists():
+        raise BuildError(
+            f"simulation of {top!r} ended without a result: {last_line(log_path)}; see {log_path}"
+        )
+    result = json.loads(result_path.read_text())
+    if not result["passed"]:
+        raise BuildError(f"simulation of {top!r} failed after {result['cycles']} cycles: {result['message']}")
+
+    outputs = np.load(run_dir / _RUN_FILES["outputs_file"])
+    rerun_outputs = np.load(run_dir / _RUN_FILES["rerun_outputs_file"])
+    mismatches, first_mismatch = _compare(outputs, rerun_outputs, expected)
+    return SimResult(
+        outputs=outputs,
+        mismatches=mismatches,
+        first_mismatch=first_mismatch,
+        frames=len(frames),
+        measured_cycles_per_frame=result["cycles_per_frame"],
+        latency_cycles=result["latency_cycles"],
+        sim_seconds=sim_seconds,
+        simulated_cycles=result["cycles"],
+    )
+
+
+#: The files the testbench reads and writes in the run folder.
+_RUN_FILES = {
+    "frames_file": "frames.npy",
+    "outputs_file": "outputs.npy",
+    "rerun_outputs_file": "rerun_outputs.npy",
+    "result_file": "result.json",
+}
+
+
+def _run_testbench(runner, tools, *, top: str, build_dir: Path, run_dir: Path, frames: np.ndarray, stream: dict,
+                   timeout_s: float | None) -> tuple[Path, float]:
+    """Run the cocotb testbench on the built model with ``frames`` and the ``stream`` settings; returns the
+    log's path and the seconds it took. Its results are the files of :data:`_RUN_FILES` in ``run_dir``."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    files = {
-        "frames_file": "frames.npy",
-        "outputs_file": "outputs.npy",
-        "rerun_outputs_file": "rerun_outputs.npy",
-        "result_file": "result.json",
-    }
-    for name in files.values():
+    for name in _RUN_FILES.values():
         (run_dir / name).unlink(missing_ok=True)
-    np.save(run_dir / files["frames_file"], frames.astype(np.uint64))
-    config = {
-        **files,
-        "in_elems": in_elems,
-        "in_width": in_width,
-        "out_elems": out_elems,
-        "out_width": out_width,
-        "n_out": n_out,
-        "seed": seed,
-        "input_gap_prob": input_gap_prob,
-        "output_stall_prob": output_stall_prob,
-        "timeout_cycles": timeout_cycles,
-    }
+    np.save(run_dir / _RUN_FILES["frames_file"], frames.astype(np.uint64))
     config_path = run_dir / "config.json"
-    config_path.write_text(json.dumps(config, indent=1))
+    config_path.write_text(json.dumps({**_RUN_FILES, **stream}, indent=1))
 
     log_path = run_dir / "sim.log"
     started = time.perf_counter()
     with verilator_environment(tools.verilator):
         try:
-            with _wall_clock_limit(run_timeout_s):
+            with _wall_clock_limit(timeout_s):
                 runner.test(
                     test_module=TEST_MODULE,
                     hdl_toplevel=top,
@@ -225,36 +250,13 @@ def simulate(
                 )
         except (SystemExit, RuntimeError):
             # runner.test exits on a failed test under pytest only: the result file
-            # below decides in either case.
+            # decides in either case.
             pass
         except _OutOfTime:
             raise BuildError(
-                f"simulation of {top!r} did not finish within {run_timeout_s:g} s (wall clock); see {log_path}"
+                f"simulation of {top!r} did not finish within {timeout_s:g} s (wall clock); see {log_path}"
             ) from None
-    sim_seconds = time.perf_counter() - started
-
-    result_path = run_dir / files["result_file"]
-    if not result_path.exists():
-        raise BuildError(
-            f"simulation of {top!r} ended without a result: {last_line(log_path)}; see {log_path}"
-        )
-    result = json.loads(result_path.read_text())
-    if not result["passed"]:
-        raise BuildError(f"simulation of {top!r} failed after {result['cycles']} cycles: {result['message']}")
-
-    outputs = np.load(run_dir / files["outputs_file"])
-    rerun_outputs = np.load(run_dir / files["rerun_outputs_file"])
-    mismatches, first_mismatch = _compare(outputs, rerun_outputs, expected)
-    return SimResult(
-        outputs=outputs,
-        mismatches=mismatches,
-        first_mismatch=first_mismatch,
-        frames=len(frames),
-        measured_cycles_per_frame=result["cycles_per_frame"],
-        latency_cycles=result["latency_cycles"],
-        sim_seconds=sim_seconds,
-        simulated_cycles=result["cycles"],
-    )
+    return log_path, time.perf_counter() - started
 
 
 def _check_stream_arguments(

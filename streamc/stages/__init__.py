@@ -10,5 +10,9 @@ from .pool import PoolStage
 from .vvau import VVAULayer
 from .window import WindowStage, sliding_window
 
-__all__ = ["PLACEMENTS", "AddStage", "ConcatStage", "Knob", "LUTStage", "MVAULayer", "PoolStage", "Stage",
-           "VVAULayer", "WindowStage", "divisors", "sliding_window"]
+#: The stage kind of each kind of record the streamline step writes.
+STAGE_KINDS: dict[str, type[Stage]] = {kind.kind: kind for kind in (MVAULayer, VVAULayer, AddStage, ConcatStage,
+                                                                     LUTStage, PoolStage)}
+
+__all__ = ["PLACEMENTS", "STAGE_KINDS", "AddStage", "ConcatStage", "Knob", "LUTStage", "MVAULayer", "PoolStage",
+           "Stage", "VVAULayer", "WindowStage", "divisors", "sliding_window"]

@@ -29,6 +29,13 @@ class AddStage(Stage):
     sources: list[int] = field(default_factory=lambda: [-1, -1])
 
     kind = "add"
+
+    @classmethod
+    def from_record(cls, record: dict, *, name: str, in_count: int, positions: np.ndarray | None) -> "AddStage":
+        return cls(name=name, source=record["name"], weights=tuple(record["weights"]),
+                   in_dtypes=tuple(record["in_dtypes"]), thresholds=record["thresholds"],
+                   out_dtype=record["out_dtype"], out_bias=record["out_bias"], channels=record["channels"],
+                   count=record["count"])
     in_count = out_count = property(lambda self: self.count)
     in_elems = out_elems = property(lambda self: self.elems)
     in_dtype = property(lambda self: self.in_dtypes[0])

@@ -17,6 +17,8 @@ build asks of a stage; the build never asks which kind a stage is:
 ``folding()``               its folding as reports show it and a ``folding`` config takes it
 ``report()``                what ``reports/estimates.json`` says of it besides the common fields
 ``summary()``               its row of the build summary
+``from_record(...)``        the stage from the streamline step's record of it (``kind`` names the
+                            record kind), and ``window_of(record)`` the sliding window in front
 ==========================  =================================================================
 
 The resource model of a stage is the one of the components it builds (:mod:`streamc.resources`).
@@ -79,6 +81,19 @@ class Stage:
 
     #: The kind's name in reports, summaries and the streamline step's stage records.
     kind: str = ""
+
+    @classmethod
+    def from_record(cls, record: dict, *, name: str, in_count: int, positions: np.ndarray | None) -> "Stage":
+        """The stage the streamline step's ``record`` describes, named ``name`` in the hardware; ``in_count``:
+        the elements per frame its first input carries; ``positions``: where each of those sits in the
+        stream if shape ops reordered it (None: in order; only a dense layer takes such a stream)."""
+        raise NotImplementedError
+
+    @classmethod
+    def window_of(cls, record: dict) -> dict | None:
+        """The arguments of :func:`~streamc.stages.window.sliding_window` for the window the stage reads
+        through (a convolution's, a pool's), None where it reads its input as it comes."""
+        return None
 
     def cycles(self) -> int:
         raise NotImplementedError

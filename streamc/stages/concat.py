@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..datatypes import DataType
+from ..errors import LoweringError
 from .base import Stage
 
 
@@ -24,6 +25,14 @@ class ConcatStage(Stage):
     sources: list[int] = field(default_factory=list)
 
     kind = "concat"
+
+    @classmethod
+    def from_record(cls, record: dict, *, name: str, in_count: int, positions: np.ndarray | None) -> "ConcatStage":
+        if len(set(record["in_dtypes"])) != 1:
+            raise LoweringError(f"node {record['name']!r} (Concat): its inputs have different types "
+                                f"({', '.join(str(d) for d in record['in_dtypes'])}); streamc concatenates one type")
+        return cls(name=name, source=record["name"], channels=record["channels"], pixels=record["pixels"],
+                   dtype=record["dtype"], sources=[-1] * len(record["channels"]))
     in_elems = out_elems = property(lambda self: self.elems)
     in_dtype = out_dtype = property(lambda self: self.dtype)
     output_stage = "concat"

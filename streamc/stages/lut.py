@@ -26,6 +26,11 @@ class LUTStage(Stage):
     ram_style: str = "auto"   # where each lane's ROM goes (streamc.rtl.placement.RAM_STYLES)
 
     kind = "lut"
+
+    @classmethod
+    def from_record(cls, record: dict, *, name: str, in_count: int, positions: np.ndarray | None) -> "LUTStage":
+        return cls(name=name, source=record["name"], table=record["table"], in_dtype=record["in_dtype"],
+                   out_dtype=record["out_dtype"], count=in_count)
     in_count = out_count = property(lambda self: self.count)
     in_elems = out_elems = property(lambda self: self.elems)
     output_stage = "table"

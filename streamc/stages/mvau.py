@@ -9,6 +9,7 @@ import numpy as np
 from ..datatypes import DataType
 from ..rtl.requant import Requant
 from .base import Knob, Stage, activate, divisors, placement_knobs
+from .window import conv_window
 
 
 @dataclass
@@ -37,6 +38,25 @@ class MVAULayer(Stage):
     sources: list[int] = field(default_factory=lambda: [-1])
 
     kind = "mvau"
+
+    @classmethod
+    def from_record(cls, record: dict, *, name: str, in_count: int, positions: np.ndarray | None) -> "MVAULayer":
+        weights = record["weights"]
+        if positions is not None:
+            # Weight j of the model meets the element the stream carries at positions[j].
+            reordered = np.empty_like(weights)
+            reordered[:, positions.reshape(-1)] = weights
+            weights = reordered
+        conv = record.get("conv")
+        return cls(name=name, source=record["name"], weights=weights, in_dtype=record["in_dtype"],
+                   weight_dtype=record["weight_dtype"], thresholds=record["thresholds"],
+                   out_dtype=record["out_dtype"], out_bias=record["out_bias"], acc_lo=record["acc_lo"],
+                   acc_hi=record["acc_hi"], requant=record.get("requant"),
+                   vectors=int(np.prod(conv["out_shape"][:-1])) if conv else 1)
+
+    @classmethod
+    def window_of(cls, record: dict) -> dict | None:
+        return conv_window(record) if record.get("conv") else None
 
     @property
     def mh(self) -> int:

@@ -23,7 +23,23 @@ class PoolStage(Stage):
     elems: int = 1
     sources: list[int] = field(default_factory=lambda: [-1])
 
-    kind = "pool"
+    kind = "maxpool"
+
+    @classmethod
+    def from_record(cls, record: dict, *, name: str, in_count: int, positions: np.ndarray | None) -> "PoolStage":
+        return cls(name=name, source=record["name"], channels=record["in_shape"][0],
+                   window=int(np.prod(record["attrs"]["kernel_shape"])),
+                   vectors=int(np.prod(record["out_shape"][1:])), dtype=record["dtype"])
+
+    @classmethod
+    def window_of(cls, record: dict) -> dict | None:
+        attrs, kernel = record["attrs"], tuple(record["attrs"]["kernel_shape"])
+        pads = list(attrs.get("pads", [0] * 2 * len(kernel)))
+        # Padding holds the smallest code, which no max picks over a real one.
+        return dict(in_shape=(*record["in_shape"][1:], record["in_shape"][0]), out_shape=record["out_shape"][1:],
+                    kernel=kernel, strides=attrs.get("strides", [1] * len(kernel)), pads_begin=pads[:len(kernel)],
+                    pads_end=pads[len(kernel):], dilations=attrs.get("dilations", [1] * len(kernel)),
+                    dtype=record["dtype"], pad_value=record["dtype"].min)
     in_elems = out_elems = property(lambda self: self.elems)
     in_dtype = out_dtype = property(lambda self: self.dtype)
     output_stage = "max pool"

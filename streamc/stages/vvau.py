@@ -9,6 +9,7 @@ import numpy as np
 from ..datatypes import DataType
 from .base import Knob, Stage, activate, channel_need, divisors, placement_knobs
 from .threshold import threshold_unit
+from .window import conv_window
 
 
 @dataclass
@@ -33,6 +34,20 @@ class VVAULayer(Stage):
     sources: list[int] = field(default_factory=lambda: [-1])
 
     kind = "vvau"
+
+    @classmethod
+    def from_record(cls, record: dict, *, name: str, in_count: int, positions: np.ndarray | None) -> "VVAULayer":
+        return cls(name=name, source=record["name"], weights=record["weights"], in_dtype=record["in_dtype"],
+                   weight_dtype=record["weight_dtype"], thresholds=record["thresholds"],
+                   out_dtype=record["out_dtype"], out_bias=record["out_bias"], acc_lo=record["acc_lo"],
+                   acc_hi=record["acc_hi"], vectors=int(np.prod(record["conv"]["out_shape"][:-1])))
+
+    @classmethod
+    def window_of(cls, record: dict) -> dict | None:
+        conv = record["conv"]
+        if conv["kernel"] == tuple(conv["in_shape"][:-1]) and not any(conv["pads_begin"] + conv["pads_end"]):
+            return None  # a global average: the stream already is its one window, in (k, c) order
+        return conv_window(record)
     in_elems = out_elems = property(lambda self: self.simd)
     output_stage = property(lambda self: "accumulator" if self.thresholds is None
                             else f"{self.thresholds.shape[1]} thresholds")

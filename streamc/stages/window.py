@@ -84,6 +84,14 @@ class WindowStage(Stage):
                               pad_value=self.pad_value, simd=self.elems, name=self.name)]
 
 
+def conv_window(record: dict) -> dict:
+    """:func:`sliding_window`'s arguments for the window in front of a convolution or average ``record``."""
+    conv = record["conv"]
+    return dict(in_shape=conv["in_shape"], out_shape=conv["out_shape"][:-1], kernel=conv["kernel"],
+                strides=conv["strides"], pads_begin=conv["pads_begin"], pads_end=conv["pads_end"],
+                dilations=conv["dilations"], dtype=record["in_dtype"], pad_value=conv["pad_value"])
+
+
 def sliding_window(name: str, source: str, in_shape, out_shape, kernel, strides, pads_begin, pads_end, dilations,
                    dtype: DataType, pad_value: int) -> WindowStage:
     """A sliding window in 2-D terms: a 1-D convolution is one row high."""
