@@ -129,6 +129,7 @@ class Chain:
         self._domains = {(k, side): sorted({key(k, c) for c in self.options[k]})
                          for k in range(len(self.foldable)) for side, key in (("in", self.in_key), ("out", self.out_key))}
         self._positions: dict[tuple, int] = {}
+        self._edge_vectors: dict[tuple, tuple[int, ...]] = {}
         if not self.chain:
             self._widths: dict[int, tuple[list[int], int]] = {}
             self._readers: dict[int, list[tuple[int, int]]] = {}
@@ -230,6 +231,13 @@ class Chain:
             self._edge_cache[priced] = sum((estimate_kernel(spec, self._family, dsp=self._dsp)
                                             for spec in self._edge_specs[key]), ResourceEstimate())
         return self._edge_cache[priced]
+
+    def edge_vector(self, s: int, out_key: Choice, in_key: Choice) -> tuple[int, ...]:
+        """:meth:`edge` as a vector (:func:`as_vector`)."""
+        priced = (s, out_key, in_key, self._priced_as)
+        if priced not in self._edge_vectors:
+            self._edge_vectors[priced] = as_vector(self.edge(s, out_key, in_key))
+        return self._edge_vectors[priced]
 
     def sides(self, s: int, assignment: list[Choice]) -> tuple[Choice, Choice]:
         out_key = self.out_key(s - 1, assignment[s - 1]) if s > 0 else ()

@@ -291,13 +291,21 @@ class Planner(Chain):
             if not others:
                 continue
             if self.chain:
+                # Only the stage and the segments on either side of it change, between fixed neighbours.
+                left = self.out_key(k - 1, assignment[k - 1]) if k > 0 else ()
+                right = self.in_key(k + 1, assignment[k + 1]) if k + 1 < len(self.foldable) else ()
                 before, _ = self._around(k, assignment)
-                for choice, _ in others:
-                    trial = assignment[:k] + [choice] + assignment[k + 1:]
-                    after, reached = self._around(k, trial)
+                kept, vectors = [], []
+                for choice, node in others:
+                    inward, outward = self.in_key(k, choice), self.out_key(k, choice)
+                    reached = max(self.node_cycles(k, choice), self.edge_cycles(k, left, inward),
+                                  self.edge_cycles(k + 1, outward, right))
                     if reached <= cycles:
-                        trials.append(trial)
-                        rows.append((total - np.array(before) + np.array(after))[None])
+                        kept.append(choice)
+                        vectors.append((node, self.edge_vector(k, left, inward), self.edge_vector(k + 1, outward, right)))
+                if kept:
+                    trials += [assignment[:k] + [choice] + assignment[k + 1:] for choice in kept]
+                    rows.append(total - np.array(before) + np.array(vectors).sum(axis=1))
                 continue
             # What changes with stage k's choice: the stage and the terms that depend on it.
             vectors, reached = self._terms_at(assignment, stage=k, choices=[assignment[k]] + [c for c, _ in others])
