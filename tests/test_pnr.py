@@ -116,9 +116,10 @@ def add_one_verilog(tmp_path_factory):
 
 def test_icebreaker_bitstream(add_one_verilog, tmp_path):
     result = build_board(accelerator_verilog=add_one_verilog, frame_format=FORMAT, board="icebreaker", clock_mhz=36,
-                         workdir=tmp_path)
+                         workdir=tmp_path, seeds=3)
     require_timing(result)
     assert result.timing_met and result.fmax_mhz > result.pll_mhz == 36.0
+    assert list(result.fmax_by_seed) == [1]  # met with the first seed: no other is tried
     # An iCE40 bitstream: a comment block, the 0x7EAA997E preamble, then at least the UP5K's configuration.
     assert b"\x7e\xaa\x99\x7e" in result.bitstream.read_bytes()[:64]
     assert result.bitstream.stat().st_size > 100_000
@@ -137,8 +138,14 @@ def test_icebreaker_bitstream(add_one_verilog, tmp_path):
 
 def test_missed_timing_is_an_error_that_says_by_how_much(add_one_verilog, tmp_path):
     result = build_board(accelerator_verilog=add_one_verilog, frame_format=FORMAT, board="icebreaker", clock_mhz=250,
-                         workdir=tmp_path)
+                         workdir=tmp_path, seeds=3)
     assert not result.timing_met and result.bitstream is None
+    # Every seed was tried, and the fastest placement is the one reported, under the usual names.
+    assert list(result.fmax_by_seed) == [1, 2, 3]
+    assert result.fmax_mhz == pytest.approx(max(result.fmax_by_seed.values()), abs=1e-6)
+    assert result.fmax_by_seed[result.seed] == pytest.approx(result.fmax_mhz, abs=1e-6)
+    assert (tmp_path / "report.json").read_bytes() == (tmp_path / f"report.seed{result.seed}.json").read_bytes()
+    assert f"kept seed {result.seed}" in timing_report(result).splitlines()[1]
     with pytest.raises(BuildError, match=rf"^timing not met on icebreaker: the design reaches {result.fmax_mhz:.2f} "
                                          rf"MHz but the clock is 249\.00 MHz \(clock_mhz 250\), [\d.]+ MHz \(\d+ %\) "
                                          r"short; critical path [\d.]+ ns from \S+ to \S+\. Lower clock_mhz to at "

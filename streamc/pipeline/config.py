@@ -107,6 +107,8 @@ class BuildConfig(_Strict):
     """A board to build a bitstream for (the pnr step), with a PLL from its oscillator to clock_mhz."""
     verify: VerifyConfig = VerifyConfig()
     fifo_depth: PositiveInt = 2
+    pnr_seeds: PositiveInt = 1
+    """nextpnr placement seeds the pnr step tries while timing is not met; the fastest placement is kept."""
 
     @model_validator(mode="before")
     @classmethod

@@ -290,7 +290,8 @@ def pnr_step(state: BuildState) -> None:
     config, folder = state.config, state.folder
     result = build_board(accelerator_verilog=folder.path("verilog", f"{TOP}.v"),
                          frame_format=FrameFormat.from_dataflow(state.dataflow), board=config.board,
-                         clock_mhz=config.clock_mhz, workdir=folder.path("pnr", config.board, "x").parent)
+                         clock_mhz=config.clock_mhz, seeds=config.pnr_seeds,
+                         workdir=folder.path("pnr", config.board, "x").parent)
     state.pnr = asdict(result)
     if result.timing_met:
         state.pnr["bitstream"] = folder.write_bytes("bitstream", f"{config.board}{result.bitstream.suffix}",
