@@ -1,12 +1,14 @@
 """fmax after place and route, per design and board: the digits demo and TFC-w1a1 on iCEBreaker and ULX3S-85F.
 
 Run: python benchmarks/bench_fmax.py [--boards icebreaker ulx3s-85f] [--designs digits tfc-w1a1] [--out DIR]
+                                    [--seeds N]
 
 Each design is compiled to Verilog by the build steps (load .. rtl) with the folding the planner picks
 for ``target_fps`` at the board's target clock, then placed and routed inside the board top (PLL, board
 shell with its UART at 115200 baud) by :func:`streamc.pnr.build_board`, as ``streamc build`` does. The
 table gives nextpnr's fmax against the target (issue targets: 36 MHz on the UP5K, 100 MHz on the ECP5-85F), the
-logic used and the critical path's ends.
+logic used and the critical path's ends; with ``--seeds N``, the best of up to N placement seeds (``seeds``:
+the fmax of each one tried, as ``pnr_seeds`` does in a build).
 """
 
 from __future__ import annotations
@@ -58,10 +60,11 @@ def main() -> None:
     parser.add_argument("--designs", nargs="+", default=list(DESIGNS), choices=list(DESIGNS))
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "bench_fmax",
                         help="work folder (YoWASP tools cannot see /tmp paths given absolutely; any folder works)")
+    parser.add_argument("--seeds", type=int, default=1, help="placement seeds to try while timing is short")
     args = parser.parse_args()
 
     table = Table(title="fmax after place and route (nextpnr)", title_justify="left")
-    for column in ("design", "board", "cycles/frame", "target MHz", "fmax MHz", "met", "logic", "BRAM",
+    for column in ("design", "board", "cycles/frame", "target MHz", "fmax MHz", "met", "seeds", "logic", "BRAM",
                    "DSP", "critical path", "P&R s"):
         table.add_column(column)
     console = Console(width=240)
@@ -70,7 +73,7 @@ def main() -> None:
             verilog, state = accelerator_verilog(design, board, args.out)
             started = time.perf_counter()
             result = build_board(accelerator_verilog=verilog, frame_format=FrameFormat.from_dataflow(state.dataflow),
-                                 board=board, clock_mhz=TARGET_MHZ[board],
+                                 board=board, clock_mhz=TARGET_MHZ[board], seeds=args.seeds,
                                  workdir=args.out / f"{design}_{board}" / "pnr")
             family = get_board(board).family
             used = result.utilization
@@ -81,6 +84,7 @@ def main() -> None:
             ends = f"{path[0].from_cell} -> {path[-1].to_cell} ({result.critical_path_ns:.1f} ns)" if path else ""
             row = (design, board, str(state.dataflow.cycles_per_frame()), f"{TARGET_MHZ[board]:g}",
                    f"{result.fmax_mhz:.1f}", "yes" if result.timing_met else "NO",
+                   ", ".join(f"{seed}: {fmax:.1f}" for seed, fmax in result.fmax_by_seed.items()),
                    f"{logic['used']}/{logic['available']}", str(bram), str(dsp), ends,
                    f"{time.perf_counter() - started:.0f}")
             console.print(" | ".join(row))
