@@ -1,10 +1,13 @@
+# amaranth: UnusedElaboratable=no
 """The RTL kernels of a folded design, and what they take of a device.
 
 Each stage gives its Amaranth components (:meth:`~streamc.stages.base.Stage.components`) and :func:`stitch` joins
 the stages' kernels into the accelerator, as the rtl step generates it; :func:`kernel_rows` and
 :func:`estimate_design` apply :mod:`streamc.resources` to every stage and to the forks, FIFOs and width
 converters :func:`stitch` puts on the links between them. The fold step's estimates, ``streamc estimate``
-and the planner all price a folding here, from the very kernels the rtl step builds.
+and the planner all price a folding here, from the very kernels the rtl step builds. Most of those are
+built only to be priced, never elaborated: the first line of this module, of :mod:`streamc.stages`' kind
+modules and of :mod:`streamc.rtl.top` (Amaranth's linter option) keeps Amaranth from warning about them.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ def stage_spec_and_ports(stage: Stage) -> tuple[Spec, list[Port], Port]:
     kernels and of its output, as the rtl step links them (:func:`link_specs`)."""
     from .rtl.top import input_ports
 
-    kernels = _unused(stage.components())
+    kernels = stage.components()
     ports = [(elems, width) for _, elems, width in input_ports(kernels[0])]
     return _spec_of_kernels(kernels), ports, (kernels[-1].out_elems, kernels[-1].out_width)
 
@@ -74,8 +77,7 @@ def link_specs(producer: Port, port: Port, depth: int) -> list[Spec]:
     from .rtl.top import StreamAccelerator
 
     (elems, width), (port_elems, _) = producer, port
-    return [spec_of_unit(unit) for unit in
-            _unused([unit for _, unit in StreamAccelerator.link_parts("link", elems, port_elems, width, depth)])]
+    return [spec_of_unit(unit) for _, unit in StreamAccelerator.link_parts("link", elems, port_elems, width, depth)]
 
 
 def fork_spec(producer: Port, readers: int) -> Spec:
@@ -84,7 +86,7 @@ def fork_spec(producer: Port, readers: int) -> Spec:
     from .rtl.branch import StreamFork
 
     elems, width = producer
-    return spec_of_unit(_unused([StreamFork(elem_width=width, elems=elems, outputs=readers)])[0])
+    return spec_of_unit(StreamFork(elem_width=width, elems=elems, outputs=readers))
 
 
 def _spec_of_kernels(kernels: list) -> Spec:
@@ -106,13 +108,12 @@ def kernel_rows(stages: list[Stage], fifo_depth: int) -> list[tuple[EstimateRow,
     """
     stages = _renumbered(stages)
     depths = fifo_depths(SimpleNamespace(stages=stages), fifo_depth)
-    kernels_of = [_unused(stage.components()) for stage in stages]
+    kernels_of = [stage.components() for stage in stages]
     top = stitch(stages, kernels_of, depths)
     first_of = {id(kernels[0]): index for index, kernels in enumerate(kernels_of)}
     parts = {id(unit) for kernels in kernels_of for unit in kernels}
     rows = []
-    for name, unit in top._components:
-        _unused([unit])
+    for name, unit in top.components:
         if id(unit) in first_of:
             stage = stages[first_of[id(unit)]]
             rows.append((EstimateRow(stage.name, type(stage).__name__, stage.cycles(), stage.folding()),
@@ -121,7 +122,6 @@ def kernel_rows(stages: list[Stage], fifo_depth: int) -> list[tuple[EstimateRow,
             spec = spec_of_unit(unit)
             folding = {key: value for key, value in asdict(spec).items() if key in _LINK_FOLDING}
             rows.append((EstimateRow(name, type(unit).__name__, None, folding), spec))
-    _unused([top])
     return rows
 
 
@@ -136,13 +136,6 @@ def _renumbered(stages: list[Stage]) -> list[Stage]:
         stage.sources = [source - offset if source >= offset else INPUT for source in stage.sources]
         renumbered.append(stage)
     return renumbered
-
-
-def _unused(units: list) -> list:
-    """Components built only to read their parameters: never elaborated, so Amaranth must not warn."""
-    for unit in units:
-        unit._MustUse__used = True
-    return units
 
 
 def estimate_design(stages: list[Stage], devices: list[Device], fifo_depth: int) -> list[EstimateRow]:

@@ -136,6 +136,43 @@ def private_reads() -> list[str]:
     return sorted(set(found))
 
 
+#: Underscore names that are public API: a named tuple's methods.
+_NAMED_TUPLE_API = {"_asdict", "_replace", "_fields", "_make"}
+
+
+def _own_private_names(tree: ast.Module) -> set[str]:
+    """Underscore attributes a module defines: ``self._x = ...``, class and module level ``_x = ...``,
+    ``def _x``, ``class _X``."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return {name for name in names if name.startswith("_") and not name.startswith("__")}
+
+
+def object_private_reads() -> list[str]:
+    """``obj._x`` in one module where ``_x`` is an underscore attribute only another streamc module defines:
+    reading another module's object's private state (``self``/``cls`` reads of one's own are fine)."""
+    trees = {name: ast.parse(path.read_text()) for name, path in modules().items()}
+    own = {name: _own_private_names(tree) for name, tree in trees.items()}
+    defined_elsewhere = set().union(*own.values())
+    found = []
+    for name, tree in trees.items():
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and node.attr.startswith("_")
+                    and not node.attr.startswith("__") and node.attr not in _NAMED_TUPLE_API
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+                    and node.attr not in own[name] and node.attr in defined_elsewhere):
+                found.append(f"{name} (line {node.lineno}) reads {ast.unparse(node)}")
+    return sorted(found)
+
+
 def _dotted(node: ast.expr) -> str | None:
     """``a.b.c`` for a chain of attribute reads on a name, else None."""
     if isinstance(node, ast.Name):
@@ -146,5 +183,5 @@ def _dotted(node: ast.expr) -> str | None:
 
 
 def test_no_module_reads_private_names_of_another():
-    found = private_reads()
+    found = private_reads() + object_private_reads()
     assert not found, "\n".join(found)

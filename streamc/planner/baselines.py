@@ -99,7 +99,7 @@ def _exhaustive(chain: Planner, cycles: int, limits: dict[str, int] | None) -> l
     # priced with stage k): lower bounds that prune a branch over a limit or above the best LUTs.
     least_edges = []
     for s in range(len(chain.segments)):
-        costs = [e for e in (edge(s, *pair) for pair in chain._side_pairs(s)) if e is not None]
+        costs = [e for e in (edge(s, *pair) for pair in chain.side_pairs(s)) if e is not None]
         if not costs:
             return None
         least_edges.append(tuple(map(min, zip(*costs))))
@@ -154,7 +154,7 @@ def _exhaustive_branching(chain: Planner, options: list[list[Choice]], cycles: i
     for k, opts in enumerate(options):
         total = total + along(k, [as_vector(chain.node(k, c)) for c in opts])
         reached = np.maximum(reached, along(k, [chain.node_cycles(k, c) for c in opts]))
-    for scope, (resources, term_cycles) in chain._terms().items():
+    for scope, (resources, term_cycles) in chain.terms().items():
         index = tuple(along(k, chain.positions_of((k, side), options[k])) for k, side in scope)
         total, reached = total + resources[index], np.maximum(reached, term_cycles[index])
     fits = reached <= cycles

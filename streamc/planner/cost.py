@@ -337,7 +337,7 @@ class Chain:
                 total += self._priced(("fork", *ends), lambda: [self._fork_spec(*ends)])
         return total, cycles
 
-    def _terms(self) -> dict[tuple, tuple[np.ndarray, np.ndarray]]:
+    def terms(self) -> dict[tuple, tuple[np.ndarray, np.ndarray]]:
         """Per group of :meth:`_group_terms`, its resources (vectors) and cycles for every combination of
         its sides' keys, indexed as ``_domains`` orders them."""
         if self._priced_as not in self._term_tables:
@@ -376,7 +376,7 @@ class Chain:
         with ``stage``, of those that depend on it, for each of its ``choices`` (a row each)."""
         count = 1 if choices is None else len(choices)
         total, cycles = np.zeros((count, len(RESOURCE_FIELDS)), dtype=np.int64), np.zeros(count, dtype=np.int64)
-        for scope, (resources, reached) in self._terms().items():
+        for scope, (resources, reached) in self.terms().items():
             if stage is None or any(k == stage for k, _ in scope):
                 position = tuple(np.array(self.positions_of(entry, choices)) if entry[0] == stage
                                  else self.position(entry, assignment[entry[0]]) for entry in scope)

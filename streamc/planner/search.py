@@ -49,7 +49,7 @@ class Planner(Chain):
         # their keys; ("choice") indexes a stage's own choices.
         factors = [([(k, "choice")], np.array([float(np.dot(weights, as_vector(self.node(k, c)))) for c in opts]))
                    for k, opts in enumerate(choices)]
-        for scope, (resources, reached) in self._terms().items():
+        for scope, (resources, reached) in self.terms().items():
             factors.append((list(scope), np.where(reached > cycles, np.inf, resources @ weights)))
         size = {entry: len(self._domains[entry]) for entry in self._domains}
         positions = {(k, side): np.array(self.positions_of((k, side), opts))
@@ -96,13 +96,13 @@ class Planner(Chain):
         values = {self.node_cycles(k, c) for k, options in enumerate(self.options) for c in options}
         if self.chain:
             for s in range(len(self.segments)):
-                values |= {self.edge_cycles(s, o, i) for o, i in self._side_pairs(s)}
+                values |= {self.edge_cycles(s, o, i) for o, i in self.side_pairs(s)}
         else:
-            for _, reached in self._terms().values():
+            for _, reached in self.terms().values():
                 values |= set(reached.flat)
         return sorted(v for v in values if v > 0) or [1]
 
-    def _side_pairs(self, s: int) -> list[tuple[Choice, Choice]]:
+    def side_pairs(self, s: int) -> list[tuple[Choice, Choice]]:
         outs = {self.out_key(s - 1, c) for c in self.options[s - 1]} if s > 0 else {()}
         ins = {self.in_key(s, c) for c in self.options[s]} if s < len(self.foldable) else {()}
         return [(o, i) for o in sorted(outs) for i in sorted(ins)]

@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The stitched accelerator: kernels in a dataflow graph, joined by forks, width converters and FIFOs."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from contextlib import contextmanager
 
 from amaranth.back import rtlil, verilog
 from amaranth.hdl import Module, Shape, unsigned
-from amaranth.hdl._mem import MemoryData
+from amaranth.hdl import MemoryData
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -134,6 +135,12 @@ class StreamAccelerator(wiring.Component):
             "m_axis_tvalid": Out(1),
             "m_axis_tready": In(1),
         })
+
+    @property
+    def components(self) -> tuple[tuple[str, object], ...]:
+        """Every kernel with its instance name, in the Verilog's order: the stages, and the forks, width
+        converters and FIFOs on the links into them."""
+        return tuple(self._components)
 
     def _link(self, producer, readers, reader, port, consumer_name: str, depth: int) -> None:
         stream, elems, width, producer_name = producer

@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The residual add: two streams weighted and summed element by element, then thresholds."""
 
 from __future__ import annotations

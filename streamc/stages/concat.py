@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The concat: the channels of several streams side by side, pixel by pixel."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The lookup table: any elementwise function between two quantizers, one ROM read per element."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The matrix-vector unit: a dense layer, or a convolution behind its sliding window."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The max pool: the largest code of each window, per channel, behind a sliding window."""
 
 from __future__ import annotations

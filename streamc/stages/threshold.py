@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The threshold unit a stage without a multiplier of its own ends in (a vector unit, a residual add)."""
 
 from __future__ import annotations

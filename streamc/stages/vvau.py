@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The vector-vector unit: a depthwise convolution or an average, each channel over its own window."""
 
 from __future__ import annotations

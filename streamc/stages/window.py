@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The sliding window: each output pixel's patch of a convolution or pool, channels-last."""
 
 from __future__ import annotations
