@@ -98,13 +98,16 @@ def _spec_of_kernels(kernels: list) -> Spec:
 _LINK_FOLDING = ("depth", "in_elems", "out_elems", "outputs")
 
 
-def kernel_rows(stages: list[Stage], fifo_depth: int) -> list[tuple[EstimateRow, Spec]]:
+def kernel_rows(stages: list[Stage], fifo_depth: int, *,
+                unpriced: frozenset[str] = frozenset()) -> list[tuple[EstimateRow, Spec]]:
     """Every kernel the rtl step generates, in its order, with its spec: per stage its kernels, and
     per link the fork, width converter and FIFO :class:`~streamc.rtl.top.StreamAccelerator` puts
     there, with the depths :func:`~streamc.fifo_sizing.fifo_depths` gives for ``fifo_depth``.
 
     ``stages`` is a dataflow's whole stage list, or a run of consecutive stages of a chain (the
-    planner prices one segment so): a source before the run counts as the hardware input.
+    planner prices one segment so): a source before the run counts as the hardware input. The stages
+    named in ``unpriced`` are built for their ports only, and left out (the planner prices the layers at
+    a segment's ends apart).
     """
     stages = _renumbered(stages)
     depths = fifo_depths(SimpleNamespace(stages=stages), fifo_depth)
@@ -116,6 +119,8 @@ def kernel_rows(stages: list[Stage], fifo_depth: int) -> list[tuple[EstimateRow,
     for name, unit in top.components:
         if id(unit) in first_of:
             stage = stages[first_of[id(unit)]]
+            if stage.name in unpriced:
+                continue
             rows.append((EstimateRow(stage.name, type(stage).__name__, stage.cycles(), stage.folding()),
                          _spec_of_kernels(kernels_of[first_of[id(unit)]])))
         elif id(unit) not in parts:

@@ -224,8 +224,8 @@ class Chain:
         if key not in self._edge_specs:
             part = self._segment(s, out_key, in_key)
             ends = {self.stages[self.foldable[k]].name for k in (s - 1, s) if 0 <= k < len(self.foldable)}
-            self._edge_specs[key] = [spec for row, spec in self._kernel_rows(part, self.fifo_depth)
-                                     if row.name not in ends]
+            self._edge_specs[key] = [spec for _, spec in self._kernel_rows(part, self.fifo_depth,
+                                                                           unpriced=frozenset(ends))]
         priced = (*key, self._priced_as)
         if priced not in self._edge_cache:
             self._edge_cache[priced] = sum((estimate_kernel(spec, self._family, dsp=self._dsp)
