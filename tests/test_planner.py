@@ -257,6 +257,16 @@ class Fixed(Stage):
     def describe(self) -> str:
         return "stage 'mystery'"
 
+    def emulate(self, x: np.ndarray) -> np.ndarray:
+        return x
+
+    def need(self, port: int) -> np.ndarray:
+        return np.arange(self.out_count) + 1
+
+    def components(self) -> list:
+        """No hardware: the tests that plan with it price it with a cost model of their own."""
+        return []
+
 
 @pytest.fixture
 def stage_only_pricing(monkeypatch):

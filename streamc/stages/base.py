@@ -17,8 +17,9 @@ build asks of a stage; the build never asks which kind a stage is:
 ``folding()``               its folding as reports show it and a ``folding`` config takes it
 ``report()``                what ``reports/estimates.json`` says of it besides the common fields
 ``summary()``               its row of the build summary
-``from_record(...)``        the stage from the streamline step's record of it (``kind`` names the
-                            record kind), and ``window_of(record)`` the sliding window in front
+``from_record(...)``        a classmethod of each kind in ``STAGE_KINDS`` (``kind`` names the record
+                            kind): the stage from the streamline step's record of it, with
+                            ``window_of(record)`` the sliding window in front
 ==========================  =================================================================
 
 The resource model of a stage is the one of the components it builds (:mod:`streamc.resources`).
@@ -26,6 +27,7 @@ The resource model of a stage is the one of the components it builds (:mod:`stre
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Literal
 
@@ -71,7 +73,7 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-class Stage:
+class Stage(ABC):
     """The protocol of a hardware stage, with what most kinds share (see the module's documentation).
 
     A kind is a dataclass with at least ``name``, ``source`` (the model's node), ``sources`` (the
@@ -83,31 +85,27 @@ class Stage:
     kind: str = ""
 
     @classmethod
-    def from_record(cls, record: dict, *, name: str, in_count: int, positions: np.ndarray | None) -> "Stage":
-        """The stage the streamline step's ``record`` describes, named ``name`` in the hardware; ``in_count``:
-        the elements per frame its first input carries; ``positions``: where each of those sits in the
-        stream if shape ops reordered it (None: in order; only a dense layer takes such a stream)."""
-        raise NotImplementedError
-
-    @classmethod
     def window_of(cls, record: dict) -> dict | None:
         """The arguments of :func:`~streamc.stages.window.sliding_window` for the window the stage reads
         through (a convolution's, a pool's), None where it reads its input as it comes."""
         return None
 
+    @abstractmethod
     def cycles(self) -> int:
-        raise NotImplementedError
+        """Cycles per frame at the stage's folding."""
 
+    @abstractmethod
     def emulate(self, *inputs: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
+        """Its integer outputs for integer inputs, a frame per row."""
 
+    @abstractmethod
     def describe(self) -> str:
-        raise NotImplementedError
+        """The stage for people, naming the model's node."""
 
+    @abstractmethod
     def need(self, port: int) -> np.ndarray:
         """For each output element ``e`` of one frame, the inputs port ``port`` must have taken before the
         stage can put it out (not yet made monotonic: :func:`streamc.fifo_sizing.need` does that)."""
-        raise NotImplementedError
 
     def port_count(self, port: int) -> int:
         """Elements input port ``port`` takes per frame."""
@@ -130,8 +128,9 @@ class Stage:
     def fit_to(self, cycles: int) -> None:
         """Where an explicit folding does not name the stage: its fewest lanes within ``cycles``."""
 
+    @abstractmethod
     def components(self) -> list:
-        raise NotImplementedError
+        """The Amaranth components the rtl step builds for it, in stream order."""
 
     def folding(self) -> dict:
         return {"elems": self.in_elems}

@@ -49,6 +49,7 @@ class VVAULayer(Stage):
         if conv["kernel"] == tuple(conv["in_shape"][:-1]) and not any(conv["pads_begin"] + conv["pads_end"]):
             return None  # a global average: the stream already is its one window, in (k, c) order
         return conv_window(record)
+
     in_elems = out_elems = property(lambda self: self.simd)
     output_stage = property(lambda self: "accumulator" if self.thresholds is None
                             else f"{self.thresholds.shape[1]} thresholds")
