@@ -12,13 +12,12 @@ modules and of :mod:`streamc.rtl.top` (Amaranth's linter option) keeps Amaranth 
 
 from __future__ import annotations
 
-import copy
 from dataclasses import asdict, dataclass, field
 from types import SimpleNamespace
 
 
 from .devices import Device
-from .fifo_sizing import INPUT, fifo_depths
+from .fifo_sizing import fifo_depths
 from .stages import Stage
 from .resources import ChainSpec, ResourceEstimate, Spec, estimate_kernel, spec_of_unit
 
@@ -98,18 +97,12 @@ def _spec_of_kernels(kernels: list) -> Spec:
 _LINK_FOLDING = ("depth", "in_elems", "out_elems", "outputs")
 
 
-def kernel_rows(stages: list[Stage], fifo_depth: int, *,
-                unpriced: frozenset[str] = frozenset()) -> list[tuple[EstimateRow, Spec]]:
-    """Every kernel the rtl step generates, in its order, with its spec: per stage its kernels, and
-    per link the fork, width converter and FIFO :class:`~streamc.rtl.top.StreamAccelerator` puts
-    there, with the depths :func:`~streamc.fifo_sizing.fifo_depths` gives for ``fifo_depth``.
-
-    ``stages`` is a dataflow's whole stage list, or a run of consecutive stages of a chain (the
-    planner prices one segment so): a source before the run counts as the hardware input. The stages
-    named in ``unpriced`` are built for their ports only, and left out (the planner prices the layers at
-    a segment's ends apart).
+def kernel_rows(stages: list[Stage], fifo_depth: int) -> list[tuple[EstimateRow, Spec]]:
+    """Every kernel the rtl step generates for a dataflow's ``stages``, in its order, with its spec: per
+    stage its kernels, and per link the fork, width converter and FIFO
+    :class:`~streamc.rtl.top.StreamAccelerator` puts there, with the depths
+    :func:`~streamc.fifo_sizing.fifo_depths` gives for ``fifo_depth``.
     """
-    stages = _renumbered(stages)
     depths = fifo_depths(SimpleNamespace(stages=stages), fifo_depth)
     kernels_of = [stage.components() for stage in stages]
     top = stitch(stages, kernels_of, depths)
@@ -119,8 +112,6 @@ def kernel_rows(stages: list[Stage], fifo_depth: int, *,
     for name, unit in top.components:
         if id(unit) in first_of:
             stage = stages[first_of[id(unit)]]
-            if stage.name in unpriced:
-                continue
             rows.append((EstimateRow(stage.name, type(stage).__name__, stage.cycles(), stage.folding()),
                          _spec_of_kernels(kernels_of[first_of[id(unit)]])))
         elif id(unit) not in parts:
@@ -128,19 +119,6 @@ def kernel_rows(stages: list[Stage], fifo_depth: int, *,
             folding = {key: value for key, value in asdict(spec).items() if key in _LINK_FOLDING}
             rows.append((EstimateRow(name, type(unit).__name__, None, folding), spec))
     return rows
-
-
-def _renumbered(stages: list[Stage]) -> list[Stage]:
-    """``stages`` with sources counted from the first of them; any source before it: the input."""
-    offset = max(stages[0].sources) + 1
-    if offset <= 0:
-        return stages
-    renumbered = []
-    for stage in stages:
-        stage = copy.copy(stage)
-        stage.sources = [source - offset if source >= offset else INPUT for source in stage.sources]
-        renumbered.append(stage)
-    return renumbered
 
 
 def estimate_design(stages: list[Stage], devices: list[Device], fifo_depth: int) -> list[EstimateRow]:

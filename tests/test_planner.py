@@ -271,13 +271,14 @@ class Fixed(Stage):
 @pytest.fixture
 def stage_only_pricing(monkeypatch):
     """Each stage priced on its own, no FIFOs: a cost model for kinds the estimate cannot price."""
-    def rows(stages, fifo_depth, unpriced=frozenset()):
-        return [(kernels.EstimateRow(stage.name, type(stage).__name__, stage.cycles(), {}),
-                 kernels.stage_spec(stage) if isinstance(stage, MVAULayer)
-                 else LUTSpec(in_bits=1, out_bits=1, elems=stage.in_elems))
-                for stage in stages if stage.name not in unpriced]
+    def spec_and_ports(stage):
+        if isinstance(stage, MVAULayer):
+            return real(stage)
+        return LUTSpec(in_bits=1, out_bits=1, elems=stage.in_elems), [(stage.in_elems, 1)], (stage.out_elems, 1)
 
-    monkeypatch.setattr(kernels, "kernel_rows", rows)
+    real = kernels.stage_spec_and_ports
+    monkeypatch.setattr(kernels, "stage_spec_and_ports", spec_and_ports)
+    monkeypatch.setattr(kernels, "link_specs", lambda producer, port, depth: [])
 
 
 @pytest.fixture(scope="module")

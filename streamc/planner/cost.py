@@ -84,7 +84,7 @@ def _caches_of(dataflow: Dataflow, fifo_depth: int) -> tuple[dict, ...]:
     if key not in _CACHES or _CACHES[key][0] is not dataflow:
         while len(_CACHES) >= _CACHES_KEPT:
             del _CACHES[next(iter(_CACHES))]
-        _CACHES[key] = (dataflow, tuple({} for _ in range(9)))
+        _CACHES[key] = (dataflow, tuple({} for _ in range(8)))
     return _CACHES[key][1]
 
 
@@ -106,8 +106,7 @@ class Chain:
 
     def __init__(self, dataflow: Dataflow, device: Device, fifo_depth: int, placement: bool = True):
         # Looked up on the module here, not imported by name: a test prices with a cost model of its own.
-        self._kernel_rows, self._stage_spec, self._fold_followers = (kernels.kernel_rows, kernels.stage_spec,
-                                                                      fold_streaming_stages)
+        self._stage_spec, self._fold_followers = kernels.stage_spec, fold_streaming_stages
         self._spec_and_ports, self._link_specs, self._fork_spec = (kernels.stage_spec_and_ports,
                                                                    kernels.link_specs, kernels.fork_spec)
         self.dataflow, self.stages, self.device, self.fifo_depth = dataflow, dataflow.stages, device, fifo_depth
@@ -120,9 +119,8 @@ class Chain:
                                             for knobs in self.knobs]
         bounds = [-1, *self.foldable, len(self.stages)]
         self.segments = [list(range(bounds[k] + 1, bounds[k + 1])) for k in range(len(bounds) - 1)]
-        (self._node_specs, self._edge_specs, self._node_cycles, self._edge_cycles, self._node_cache,
-         self._edge_cache, self._term_tables, self._follower_specs, self._priced_kernels) = _caches_of(dataflow,
-                                                                                                       fifo_depth)
+        (self._node_specs, self._node_cycles, self._edge_cycles, self._node_cache, self._edge_cache,
+         self._term_tables, self._follower_specs, self._priced_kernels) = _caches_of(dataflow, fifo_depth)
         self._priced_as = (self._family, self._dsp)
         self._node_vectors: dict[tuple[int, int], list[tuple[Choice, Choice, tuple[int, ...]]]] = {}
         self._k_of = {index: k for k, index in enumerate(self.foldable)}
@@ -130,12 +128,13 @@ class Chain:
                          for k in range(len(self.foldable)) for side, key in (("in", self.in_key), ("out", self.out_key))}
         self._positions: dict[tuple, int] = {}
         self._edge_vectors: dict[tuple, tuple[int, ...]] = {}
+        self._widths: dict[int, tuple[list[int], int]] = {}
+        self._readers: dict[int, list[tuple[int, int]]] = {}
+        for index, stage in enumerate(self.stages):
+            for port, source in enumerate(stage.sources):
+                self._readers.setdefault(source, []).append((index, port))
+        self._held = branch_holds(self.stages)
         if not self.chain:
-            self._widths: dict[int, tuple[list[int], int]] = {}
-            self._readers: dict[int, list[tuple[int, int]]] = {}
-            for index, stage in enumerate(self.stages):
-                for port, source in enumerate(stage.sources):
-                    self._readers.setdefault(source, []).append((index, port))
             self._groups = self._group_terms()
 
     def folded(self, k: int, choice: Choice) -> Choice:
@@ -220,16 +219,16 @@ class Chain:
         return self._edge_cycles[key]
 
     def edge(self, s: int, out_key: Choice, in_key: Choice) -> ResourceEstimate:
-        key = (s, out_key, in_key)
-        if key not in self._edge_specs:
-            part = self._segment(s, out_key, in_key)
-            ends = {self.stages[self.foldable[k]].name for k in (s - 1, s) if 0 <= k < len(self.foldable)}
-            self._edge_specs[key] = [spec for _, spec in self._kernel_rows(part, self.fifo_depth,
-                                                                           unpriced=frozenset(ends))]
-        priced = (*key, self._priced_as)
+        """What segment ``s`` takes between its neighbours' given sides: its stages and the links into them
+        and into the stage after it, each kernel priced once per lanes and ports (:meth:`_price_group`),
+        however many segments and neighbours' foldings share it."""
+        priced = (s, out_key, in_key, self._priced_as)
         if priced not in self._edge_cache:
-            self._edge_cache[priced] = sum((estimate_kernel(spec, self._family, dsp=self._dsp)
-                                            for spec in self._edge_specs[key]), ResourceEstimate())
+            self._segment(s, out_key, in_key)
+            ends = self.segments[s] + ([self.foldable[s]] if s < len(self.foldable) else [])
+            members = [("stage", index) for index in self.segments[s]] + [("link", index, 0) for index in ends]
+            vector, _ = self._price_group(members, fifo_depths(self.dataflow, self.fifo_depth, self._held))
+            self._edge_cache[priced] = ResourceEstimate(**dict(zip(RESOURCE_FIELDS, map(int, vector))))
         return self._edge_cache[priced]
 
     def edge_vector(self, s: int, out_key: Choice, in_key: Choice) -> tuple[int, ...]:
@@ -341,7 +340,6 @@ class Chain:
         """Per group of :meth:`_group_terms`, its resources (vectors) and cycles for every combination of
         its sides' keys, indexed as ``_domains`` orders them."""
         if self._priced_as not in self._term_tables:
-            held = branch_holds(self.stages)
             tables = {}
             for scope, members in self._groups.items():
                 dims = [len(self._domains[entry]) for entry in scope]
@@ -351,7 +349,7 @@ class Chain:
                         self._set_side(k, self._domains[(k, side)][at], side)
                     self._follow()
                     resources[position], cycles[position] = self._price_group(
-                        members, fifo_depths(self.dataflow, self.fifo_depth, held))
+                        members, fifo_depths(self.dataflow, self.fifo_depth, self._held))
                 tables[scope] = (resources, cycles)
             self._term_tables[self._priced_as] = tables
         return self._term_tables[self._priced_as]
