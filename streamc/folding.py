@@ -49,7 +49,8 @@ def target_cycles(*, target_fps: float, clock_mhz: float) -> int:
 def apply_folding(layers: list[MVAULayer], folding: dict[str, dict], *, source: str,
                   tables: list[LUTStage] = ()) -> None:
     """Take an explicit per-layer folding (``{layer: {pe: .., simd: .., ram_style: ..,
-    ram_style_thresholds: .., res_type: ..}}``, the placements optional); every layer must be named.
+    ram_style_thresholds: .., res_type: .., operand_register: .., tree_every: ..}}``, the placements and
+    pipeline registers optional); every layer must be named.
     A lookup table of ``tables`` may be named with its ``ram_style`` alone (its lanes follow the
     layer before it); one not named stays ``"auto"``.
 
@@ -101,6 +102,13 @@ def apply_folding(layers: list[MVAULayer], folding: dict[str, dict], *, source: 
             if entry.get(key, "auto") not in valid:
                 raise FoldingError(f"{layer.describe()}: {key}={entry[key]!r} is not a placement; valid "
                                    f"{key}: {', '.join(valid)} (set folding.{layer.name}.{key} in {source})")
+        every = entry.get("tree_every")
+        if every is not None and (isinstance(every, bool) or not isinstance(every, numbers.Integral) or every < 0):
+            raise FoldingError(f"{layer.describe()}: tree_every={every!r} is not 0 (no registers in the adder "
+                               f"trees) or a number of adder levels (set folding.{layer.name}.tree_every in {source})")
+        if entry.get("operand_register") not in (None, True, False):
+            raise FoldingError(f"{layer.describe()}: operand_register={entry['operand_register']!r} is not true "
+                               f"or false (set folding.{layer.name}.operand_register in {source})")
     # Only once every entry is valid: a refused folding leaves the layers as they were.
     for layer in layers:
         entry = folding[layer.name]
@@ -108,6 +116,7 @@ def apply_folding(layers: list[MVAULayer], folding: dict[str, dict], *, source: 
         layer.ram_style = entry.get("ram_style", "auto")
         layer.ram_style_thresholds = entry.get("ram_style_thresholds", "auto")
         layer.res_type = entry.get("res_type", "auto")
+        layer.operand_register, layer.tree_every = entry.get("operand_register"), entry.get("tree_every")
     for table in tables:
         table.ram_style = folding.get(table.name, {}).get("ram_style", "auto")
 

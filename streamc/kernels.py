@@ -12,6 +12,7 @@ modules and of :mod:`streamc.rtl.top` (Amaranth's linter option) keeps Amaranth 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from types import SimpleNamespace
 
@@ -19,7 +20,7 @@ from types import SimpleNamespace
 from .devices import Device
 from .fifo_sizing import fifo_depths
 from .stages import Stage
-from .resources import ChainSpec, ResourceEstimate, Spec, estimate_kernel, spec_of_unit
+from .resources import ChainSpec, ResourceEstimate, Spec, estimate_kernel, spec_of_unit, specs_of_unit
 
 
 def stitch(stages: list[Stage], kernels_of: list[list], depths: list[list[int]]):
@@ -63,11 +64,23 @@ Port = tuple[int, int]
 def stage_spec_and_ports(stage: Stage) -> tuple[Spec, list[Port], Port]:
     """:func:`stage_spec`, with the (elements per beat, bits per element) of each input port of the stage's
     kernels and of its output, as the rtl step links them (:func:`link_specs`)."""
+    return stage_specs(stage)(stage.in_elems)
+
+
+def stage_specs(stage: Stage) -> Callable[[int], tuple[Spec, list[Port], Port]]:
+    """:func:`stage_spec_and_ports` of the stage as folded now, for a count of input elements per beat: its
+    kernels are built once and priced for any count their first kernel's spec can be read for
+    (:func:`~streamc.resources.specs_of_unit`: an MVAU's SIMD; the planner builds a layer once per PE)."""
     from .rtl.top import input_ports
 
     kernels = stage.components()
-    ports = [(elems, width) for _, elems, width in input_ports(kernels[0])]
-    return _spec_of_kernels(kernels), ports, (kernels[-1].out_elems, kernels[-1].out_width)
+    first, rest = specs_of_unit(kernels[0]), [spec_of_unit(unit) for unit in kernels[1:]]
+    widths = [width for _, _, width in input_ports(kernels[0])]
+    out = (kernels[-1].out_elems, kernels[-1].out_width)
+
+    def at(in_elems: int) -> tuple[Spec, list[Port], Port]:
+        return _joined([first(in_elems), *rest]), [(in_elems, width) for width in widths], out
+    return at
 
 
 def link_specs(producer: Port, port: Port, depth: int) -> list[Spec]:
@@ -89,7 +102,10 @@ def fork_spec(producer: Port, readers: int) -> Spec:
 
 
 def _spec_of_kernels(kernels: list) -> Spec:
-    specs = [spec_of_unit(unit) for unit in kernels]
+    return _joined([spec_of_unit(unit) for unit in kernels])
+
+
+def _joined(specs: list[Spec]) -> Spec:
     return specs[0] if len(specs) == 1 else ChainSpec(kernels=tuple(specs))
 
 

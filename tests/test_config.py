@@ -231,4 +231,5 @@ def test_a_folding_entry_of_ram_style_alone_is_a_lookup_table_s(tmp_path):
     config = load_config(write(tmp_path, BASE + "folding: {fc1: {pe: 2, simd: 4}, act: {ram_style: block}}\n"))
     assert config.folding["act"].model_dump() == {"ram_style": "block"}
     assert config.folding["fc1"].model_dump() == {"pe": 2, "simd": 4, "ram_style": "auto",
-                                                  "ram_style_thresholds": "auto", "res_type": "auto"}
+                                                  "ram_style_thresholds": "auto", "res_type": "auto",
+                                                  "operand_register": None, "tree_every": None}

@@ -86,15 +86,15 @@ def test_stream_forks_copy_every_beat_once_in_order_to_each_output_bmc_10_cycles
     _assert_passed(check(harnesses, mode="bmc", depth=FORK_BMC_DEPTH, timeout_s=TIMEOUT_S))
 
 
-def _mvau(pe: int, simd: int) -> MatrixVectorUnit:
+def _mvau(pe: int, simd: int, **pipelining) -> MatrixVectorUnit:
     return MatrixVectorUnit(weights=MVAU_WEIGHTS, in_dtype=UINT(2), weight_dtype=UINT(2),
-                            pe=pe, simd=simd, thresholds=None, out_dtype=UINT(4))
+                            pe=pe, simd=simd, thresholds=None, out_dtype=UINT(4), **pipelining)
 
 
-def test_mvau_2x2_emits_nf_beats_per_vector_in_fold_order_bmc_12_cycles():
+def _mvau_harnesses(foldings, **pipelining) -> list:
     harnesses = []
-    for pe, simd in MVAU_FOLDINGS:
-        mvau = _mvau(pe, simd)
+    for pe, simd in foldings:
+        mvau = _mvau(pe, simd, **pipelining)
         nf, sf = MVAU_WEIGHTS.shape[0] // pe, MVAU_WEIGHTS.shape[1] // simd
         # The first fold's beat needs the pipeline's latency; the input waits while the
         # other neuron folds replay the buffered vector.
@@ -103,7 +103,36 @@ def test_mvau_2x2_emits_nf_beats_per_vector_in_fold_order_bmc_12_cycles():
             name=f"mvau pe {pe} simd {simd}", dut=mvau, row_sums=MVAU_WEIGHTS.sum(axis=1),
             sf=sf, nf=nf, pe=pe, simd=simd, in_width=2, out_width=4, depth=MVAU_BMC_DEPTH,
             max_wait=max_wait))
+    return harnesses
+
+
+def test_mvau_2x2_emits_nf_beats_per_vector_in_fold_order_bmc_12_cycles():
+    _assert_passed(check(_mvau_harnesses(MVAU_FOLDINGS), mode="bmc", depth=MVAU_BMC_DEPTH, timeout_s=TIMEOUT_S))
+
+
+def test_pipelined_mvau_emits_the_same_beats_and_sums_bmc_12_cycles():
+    # Its datapath too: the harness checks each beat's sums, through the operand register and a register
+    # after each adder level.
+    harnesses = _mvau_harnesses([(1, 2), (2, 2)], operand_register=True, tree_every=1)
     _assert_passed(check(harnesses, mode="bmc", depth=MVAU_BMC_DEPTH, timeout_s=TIMEOUT_S))
+
+
+def test_mvau_whose_pipeline_register_ignores_a_stall_fails_bmc(monkeypatch):
+    import streamc.rtl.mvau as mvau
+
+    # The injected bug: the tree's register loads every cycle, so a stalled beat's sum is overwritten.
+    def register_that_never_stalls(m, advance):
+        def register(value):
+            staged = Signal(value.shape())
+            m.d.sync += staged.eq(value)
+            return staged
+        return register
+
+    monkeypatch.setattr(mvau, "_stage_register", register_that_never_stalls)
+    result = check(_mvau_harnesses([(1, 2)], tree_every=1), mode="bmc", depth=MVAU_BMC_DEPTH, timeout_s=TIMEOUT_S)
+    assert result.status == "FAIL"
+    # A stalled beat's sum is replaced by the next vector's: its values are not the fold's.
+    assert result.failed == ("mvau pe 1 simd 2: output beats in neuron fold order",)
 
 
 def test_converters_forks_and_mvau_hold_valid_and_payload_until_taken_proven_by_4_induction():
@@ -125,6 +154,8 @@ def test_converters_forks_and_mvau_hold_valid_and_payload_until_taken_proven_by_
         mvau = _mvau(pe, simd)
         harnesses.append(HandshakeHarness(name=f"mvau pe {pe} simd {simd}", dut=mvau,
                                           outputs=[mvau.o]))
+    mvau = _mvau(2, 2, operand_register=True, tree_every=1)
+    harnesses.append(HandshakeHarness(name="pipelined mvau", dut=mvau, outputs=[mvau.o]))
     _assert_passed(check(harnesses, mode="prove", depth=INDUCTION_DEPTH, timeout_s=TIMEOUT_S))
 
 

@@ -271,13 +271,13 @@ class Fixed(Stage):
 @pytest.fixture
 def stage_only_pricing(monkeypatch):
     """Each stage priced on its own, no FIFOs: a cost model for kinds the estimate cannot price."""
-    def spec_and_ports(stage):
+    def specs(stage):
         if isinstance(stage, MVAULayer):
             return real(stage)
-        return LUTSpec(in_bits=1, out_bits=1, elems=stage.in_elems), [(stage.in_elems, 1)], (stage.out_elems, 1)
+        return lambda elems: (LUTSpec(in_bits=1, out_bits=1, elems=elems), [(elems, 1)], (stage.out_elems, 1))
 
-    real = kernels.stage_spec_and_ports
-    monkeypatch.setattr(kernels, "stage_spec_and_ports", spec_and_ports)
+    real = kernels.stage_specs
+    monkeypatch.setattr(kernels, "stage_specs", specs)
     monkeypatch.setattr(kernels, "link_specs", lambda producer, port, depth: [])
 
 

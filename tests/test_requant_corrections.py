@@ -107,8 +107,9 @@ def steering_vectors(weights, targets) -> np.ndarray:
     return np.array(vectors)
 
 
-@pytest.mark.parametrize("pe,simd", [(1, 4), (2, 1), (4, 2)])
-def test_mvau_with_corrections_matches_float32_under_stalls(pe, simd):
+@pytest.mark.parametrize("pe,simd,pipelining", [(1, 4, {}), (2, 1, {}), (4, 2, {}),
+                                                (4, 2, dict(operand_register=True, tree_every=1))])
+def test_mvau_with_corrections_matches_float32_under_stalls(pe, simd, pipelining):
     """A 4x8 INT8 layer whose output stage is a corrected requantization of float32 steps, driven
     onto every correction point and the value below it."""
     rng = np.random.default_rng(pe * 10 + simd)
@@ -126,7 +127,7 @@ def test_mvau_with_corrections_matches_float32_under_stalls(pe, simd):
     requant = fit_corrected(thresholds, acc_lo, acc_hi, 0, max_corrections=32)
     assert requant is not None and requant.corrections
     dut = MatrixVectorUnit(weights=weights, in_dtype=INT(8), weight_dtype=INT(8), pe=pe, simd=simd,
-                           thresholds=None, out_dtype=UINT(8), requant=requant, name="fc")
+                           thresholds=None, out_dtype=UINT(8), requant=requant, name="fc", **pipelining)
     points = np.concatenate([requant.raise_at, requant.lower_at], axis=1)
     targets = [(c, int(p) + d) for c in range(4) for p in points[c] if p != NEVER for d in (-1, 0)]
     vectors = np.concatenate([steering_vectors(weights, targets), rng.integers(-128, 128, size=(8, 8))])

@@ -232,3 +232,41 @@ def test_a_monotone_table_costs_less_than_a_random_one():
         table=table.astype(np.int64), in_dtype=from_name("INT8"), out_dtype=from_name("INT8"), elems=1,
         frame_elems=16)), "ecp5").lut for name, table in tables.items()}
     assert costs["ramp"] < costs["random"] / 3
+
+
+def _weight_rom_reference(unit) -> tuple[int, int]:
+    """Live and varying bit columns of an MVAU's weight ROM, from the words the unit stores."""
+    rows, width = unit.weight_rom_rows, unit.in_elems * unit.out_elems * unit.weight_dtype.bitwidth
+    columns = [{(row >> bit) & 1 for row in rows} for bit in range(width)]
+    return resources.rom_live_bits(rows, width), sum(len(column) > 1 for column in columns)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_an_mvau_spec_at_any_simd_is_read_off_one_unit_per_pe(seed):
+    # The planner builds a layer once per PE and reads every SIMD's spec off that unit (MVAUSpecs): the
+    # same spec as the unit built at that SIMD, its weight ROM's columns as the unit lays out its words.
+    from streamc.rtl.mvau import MatrixVectorUnit
+
+    rng = np.random.default_rng(seed)
+    in_dt, w_dt = (from_name(name) for name in rng.choice(["BIPOLAR", "UINT2", "INT2", "INT3"], 2))
+    mh, mw = int(rng.choice([4, 6, 8])), int(rng.choice([6, 8, 12]))
+    values = np.array([-1, 1]) if w_dt.bipolar else np.arange(w_dt.min, w_dt.max + 1)
+    # Few distinct rows and columns, and zero columns, so that lanes and ROM columns repeat.
+    weights = rng.choice(values, (3, 4))[rng.integers(0, 3, mh)][:, rng.integers(0, 4, mw)]
+    if not w_dt.bipolar:
+        weights[:, rng.integers(0, mw)] = 0
+    levels = 1 if rng.integers(2) else 3
+    thresholds = np.sort(rng.integers(-mw * 4, mw * 4, (mh, levels)), axis=1)
+    out_dt = from_name("BIPOLAR" if levels == 1 else "UINT2")
+
+    def unit(pe, simd):
+        return MatrixVectorUnit(weights=weights, in_dtype=in_dt, weight_dtype=w_dt, pe=pe, simd=simd,
+                                thresholds=thresholds, out_dtype=out_dt)
+
+    for pe in (d for d in range(1, mh + 1) if mh % d == 0):
+        specs = resources.MVAUSpecs(unit(pe, mw))
+        for simd in (d for d in range(1, mw + 1) if mw % d == 0):
+            built = unit(pe, simd)
+            spec = specs.at(simd)
+            assert spec == resources.MVAUSpec.of_unit(built)
+            assert (spec.weight_rom_live, spec.weight_rom_varying) == _weight_rom_reference(built)

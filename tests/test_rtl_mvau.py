@@ -64,19 +64,19 @@ CASES = {
 ALL_FOLDINGS = [(pe, simd) for pe in (1, 2, 8) for simd in (1, 3, 12)]
 
 
-def build(case: str, pe: int, simd: int, seed: int = 0, res_type: str = "auto"):
+def build(case: str, pe: int, simd: int, seed: int = 0, res_type: str = "auto", **pipelining):
     in_dtype, weight_dtype, n_thr, out_dtype, out_bias = CASES[case]
     rng = np.random.default_rng(seed)
     weights = random_values(rng, weight_dtype, (MH, MW))
     thresholds = None if n_thr is None else random_thresholds(rng, weights, in_dtype, n_thr)
     dut = MatrixVectorUnit(weights=weights, in_dtype=in_dtype, weight_dtype=weight_dtype,
                            pe=pe, simd=simd, thresholds=thresholds, out_dtype=out_dtype,
-                           out_bias=out_bias, res_type=res_type, name="fc")
+                           out_bias=out_bias, res_type=res_type, name="fc", **pipelining)
     return dut, weights, thresholds, rng
 
 
-def check_against_reference(case, pe, simd, *, frames, in_gap, out_stall, seed=0, res_type="auto"):
-    dut, weights, thresholds, rng = build(case, pe, simd, seed, res_type)
+def check_against_reference(case, pe, simd, *, frames, in_gap, out_stall, seed=0, res_type="auto", **pipelining):
+    dut, weights, thresholds, rng = build(case, pe, simd, seed, res_type, **pipelining)
     in_dtype, _, _, out_dtype, out_bias = CASES[case]
     vectors = random_values(rng, in_dtype, (frames, MW))
     run = run_stream(dut, pack(vectors, in_dtype, simd), frames * MH // pe,
@@ -102,11 +102,26 @@ def test_multiplies_in_luts_match_reference(case):
     check_against_reference(case, 2, 3, frames=3, in_gap=0.3, out_stall=0.4, seed=11, res_type="lut")
 
 
+PIPELININGS = [dict(operand_register=True), dict(tree_every=1), dict(tree_every=2, operand_register=True),
+               dict(tree_every=3)]
+
+
+@pytest.mark.parametrize("pipelining", PIPELININGS, ids=str)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_pipelined_units_match_reference_under_stalls(case, pipelining):
+    # Every output stage (accumulator, thresholds, one bipolar threshold) behind the extra registers,
+    # with operands one or several levels of adders each.
+    for pe, simd in ((2, 3), (8, 12)):
+        check_against_reference(case, pe, simd, frames=3, in_gap=0.3, out_stall=0.4, seed=13, **pipelining)
+
+
 @pytest.mark.parametrize("pe,simd", [(1, 1), (2, 3), (8, 12), (1, 12), (8, 1)])
-@pytest.mark.parametrize("case", ["bipolar_x_bipolar_thr", "int4_x_bipolar_acc"])
-def test_frames_flow_back_to_back_without_bubbles(case, pe, simd):
+@pytest.mark.parametrize("case, pipelining", [("bipolar_x_bipolar_thr", {}), ("int4_x_bipolar_acc", {}),
+                                              ("uint2_x_int2_int4_out", dict(tree_every=1)),
+                                              ("int2_x_int3_acc", dict(tree_every=2, operand_register=True))])
+def test_frames_flow_back_to_back_without_bubbles(case, pipelining, pe, simd):
     frames = 4
-    dut, weights, thresholds, rng = build(case, pe, simd)
+    dut, weights, thresholds, rng = build(case, pe, simd, **pipelining)
     in_dtype, _, _, out_dtype, out_bias = CASES[case]
     vectors = random_values(rng, in_dtype, (frames, MW))
     run = run_stream(dut, pack(vectors, in_dtype, simd), frames * MH // pe)
@@ -153,6 +168,16 @@ def test_attributes_describe_the_streams():
     assert dut.i.payload.shape().width == 6 and dut.o.payload.shape().width == 4
     assert dut.cycles_per_frame == 16
     assert dut.latency == 5
+
+
+def test_pipelining_adds_the_registers_it_says():
+    # 12 products: 4 adder levels; 15 thresholds: 4 levels of their count.
+    assert build("uint2_x_int2_int4_out", 2, 12)[0].latency == 5
+    assert build("uint2_x_int2_int4_out", 2, 12, tree_every=1)[0].latency == 5 + 4 + 4
+    assert build("uint2_x_int2_int4_out", 2, 12, tree_every=3, operand_register=True)[0].latency == 5 + 1 + 2 + 2
+    assert build("int2_x_int3_acc", 2, 1, tree_every=1)[0].latency == 4
+    with pytest.raises(ValueError, match="tree_every must be 0"):
+        build("int2_x_int3_acc", 2, 3, tree_every=-1)
 
 
 def test_accumulator_is_sized_from_the_weights():
@@ -257,20 +282,20 @@ def random_requant(rng, weights, in_dtype, rounding, lo, hi, *, ties) -> Requant
                    lo=lo, hi=hi)
 
 
-def build_requant(case, pe, simd, rounding, *, ties, seed=0):
+def build_requant(case, pe, simd, rounding, *, ties, seed=0, **pipelining):
     in_dtype, weight_dtype, out_dtype, lo, hi = REQUANT_CASES[case]
     rng = np.random.default_rng(seed)
     weights = random_values(rng, weight_dtype, (MH, MW))
     requant = random_requant(rng, weights, in_dtype, rounding, lo, hi, ties=ties)
     dut = MatrixVectorUnit(weights=weights, in_dtype=in_dtype, weight_dtype=weight_dtype,
                            pe=pe, simd=simd, thresholds=None, out_dtype=out_dtype,
-                           requant=requant, name="fc")
+                           requant=requant, name="fc", **pipelining)
     return dut, weights, requant, rng
 
 
-def check_requant(case, pe, simd, rounding, *, ties, frames, in_gap, out_stall, seed=0):
+def check_requant(case, pe, simd, rounding, *, ties, frames, in_gap, out_stall, seed=0, **pipelining):
     """Runs the unit and compares with :func:`requantize`; returns the accumulators it saw."""
-    dut, weights, requant, rng = build_requant(case, pe, simd, rounding, ties=ties, seed=seed)
+    dut, weights, requant, rng = build_requant(case, pe, simd, rounding, ties=ties, seed=seed, **pipelining)
     in_dtype, _, out_dtype, _, _ = REQUANT_CASES[case]
     vectors = random_values(rng, in_dtype, (frames, MW))
     run = run_stream(dut, pack(vectors, in_dtype, simd), frames * MH // pe,
@@ -303,6 +328,13 @@ def test_requant_matches_requantize_under_stalls(case, rounding, ties):
 def test_requant_every_folding_matches_requantize(pe, simd):
     check_requant("int4_x_int3_to_int8", pe, simd, "HALF_EVEN", ties=True, frames=3,
                   in_gap=0.3, out_stall=0.4, seed=pe * 100 + simd)
+
+
+@pytest.mark.parametrize("pipelining", PIPELININGS, ids=str)
+def test_pipelined_requant_matches_requantize_under_stalls(pipelining):
+    for pe, simd in ((2, 3), (4, 12)):
+        check_requant("int4_x_int3_to_int8", pe, simd, "HALF_EVEN", ties=True, frames=3, in_gap=0.3,
+                      out_stall=0.4, seed=pe + simd, **pipelining)
 
 
 @pytest.mark.parametrize("pe,simd", [(1, 1), (2, 3), (8, 12), (8, 1)])

@@ -27,6 +27,7 @@ DEVICES = ("ice40-up5k", "ecp5-85f")
 ConfigPath = Annotated[Path, Field(strict=False)]
 PositiveFinite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 PositiveInt = Annotated[int, Field(gt=0)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
 DeviceFraction = Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)]
 Probability = Annotated[float, Field(ge=0.0, lt=1.0)]
 
@@ -44,6 +45,10 @@ class LayerFolding(_Strict):
     """Where the threshold ROM goes, likewise."""
     res_type: Literal[RES_TYPES] = "auto"
     """Where the multiplies go: auto (hard multipliers where Yosys maps them) or lut."""
+    operand_register: bool | None = None
+    """A register between the ROM reads and the multiplies; unset: as the clock needs (``pipelining``)."""
+    tree_every: NonNegativeInt | None = None
+    """Adder levels between pipeline registers in the lanes' trees (0: none); unset: as the clock needs."""
 
 
 class TableFolding(_Strict):
@@ -109,6 +114,9 @@ class BuildConfig(_Strict):
     fifo_depth: PositiveInt = 2
     pnr_seeds: PositiveInt = 1
     """nextpnr placement seeds the pnr step tries while timing is not met; the fastest placement is kept."""
+    pipelining: Literal["clock", "none"] = "clock"
+    """clock: the kernels get the pipeline registers clock_mhz needs on the first device's family, by its
+    delay model (streamc.timing); none: no registers beyond the kernels' fixed stages."""
 
     @model_validator(mode="before")
     @classmethod

@@ -84,7 +84,7 @@ def _caches_of(dataflow: Dataflow, fifo_depth: int) -> tuple[dict, ...]:
     if key not in _CACHES or _CACHES[key][0] is not dataflow:
         while len(_CACHES) >= _CACHES_KEPT:
             del _CACHES[next(iter(_CACHES))]
-        _CACHES[key] = (dataflow, tuple({} for _ in range(8)))
+        _CACHES[key] = (dataflow, tuple({} for _ in range(9)))
     return _CACHES[key][1]
 
 
@@ -107,8 +107,7 @@ class Chain:
     def __init__(self, dataflow: Dataflow, device: Device, fifo_depth: int, placement: bool = True):
         # Looked up on the module here, not imported by name: a test prices with a cost model of its own.
         self._stage_spec, self._fold_followers = kernels.stage_spec, fold_streaming_stages
-        self._spec_and_ports, self._link_specs, self._fork_spec = (kernels.stage_spec_and_ports,
-                                                                   kernels.link_specs, kernels.fork_spec)
+        self._stage_specs, self._link_specs, self._fork_spec = kernels.stage_specs, kernels.link_specs, kernels.fork_spec
         self.dataflow, self.stages, self.device, self.fifo_depth = dataflow, dataflow.stages, device, fifo_depth
         self.chain = is_chain(dataflow)
         self.placement = placement
@@ -120,7 +119,8 @@ class Chain:
         bounds = [-1, *self.foldable, len(self.stages)]
         self.segments = [list(range(bounds[k] + 1, bounds[k + 1])) for k in range(len(bounds) - 1)]
         (self._node_specs, self._node_cycles, self._edge_cycles, self._node_cache, self._edge_cache,
-         self._term_tables, self._follower_specs, self._priced_kernels) = _caches_of(dataflow, fifo_depth)
+         self._term_tables, self._follower_specs, self._priced_kernels, self._builds) = _caches_of(dataflow,
+                                                                                                  fifo_depth)
         self._priced_as = (self._family, self._dsp)
         self._node_vectors: dict[tuple[int, int], list[tuple[Choice, Choice, tuple[int, ...]]]] = {}
         self._k_of = {index: k for k, index in enumerate(self.foldable)}
@@ -181,15 +181,20 @@ class Chain:
 
     def _built(self, index: int):
         """Spec and ports (:func:`streamc.kernels.stage_spec_and_ports`) of stage ``index`` as it is
-        folded now: per folding of a foldable stage, per lanes of any other."""
+        folded now: per folding of a foldable stage, per lanes of any other. A foldable stage is built
+        once per choice of its knobs but those of its input lanes (:func:`streamc.kernels.stage_specs`)."""
         stage = self.stages[index]
         if index in self._k_of:
             k = self._k_of[index]
             key, cache = (k, tuple(getattr(stage, knob.name) for knob in self.knobs[k] if knob.folds)), self._node_specs
+            build = (k, tuple(getattr(stage, knob.name) for knob in self.knobs[k] if knob.side in ("out", "both")))
         else:
             key, cache = (index, stage.in_elems, stage.out_elems), self._follower_specs
+            build = key
         if key not in cache:
-            cache[key] = self._spec_and_ports(stage)
+            if build not in self._builds:
+                self._builds[build] = self._stage_specs(stage)
+            cache[key] = self._builds[build](stage.in_elems)
         return cache[key]
 
     def _segment(self, s: int, out_key: Choice, in_key: Choice) -> list[Stage]:

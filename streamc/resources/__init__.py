@@ -42,8 +42,9 @@ from .arithmetic import dsp_count
 from .branch import AddSpec, ConcatSpec, ForkSpec
 from .lut import LUTSpec, table_pieces
 from .memories import MemoryMapping, memory_mapping, rom_live_bits, varying_bits
-from .model import ChainSpec, Spec, estimate_kernel, features, kernel_name, spec_from_dict, spec_of_unit, with_placement
-from .mvau import MVAUSpec
+from .model import (ChainSpec, Spec, estimate_kernel, features, kernel_name, spec_from_dict, spec_of_unit, specs_of_unit,
+                    with_placement)
+from .mvau import MVAUSpec, MVAUSpecs
 from .shared import FAMILIES, ResourceEstimate, accumulator_range, family_of
 from .stream import ConverterSpec, FIFOSpec
 from .threshold import ThresholdSpec
@@ -51,7 +52,7 @@ from .vvau import VVAUSpec
 from .window import PoolSpec, WindowSpec
 
 __all__ = ["COEFFICIENTS", "FAMILIES", "AddSpec", "ChainSpec", "ConcatSpec", "ConverterSpec", "FIFOSpec", "ForkSpec",
-           "LUTSpec", "MVAUSpec", "MemoryMapping", "PoolSpec", "ResourceEstimate", "Spec", "ThresholdSpec", "VVAUSpec",
+           "LUTSpec", "MVAUSpec", "MVAUSpecs", "MemoryMapping", "PoolSpec", "ResourceEstimate", "Spec", "ThresholdSpec", "VVAUSpec",
            "WindowSpec", "accumulator_range", "dsp_count", "estimate_kernel", "family_of", "features", "kernel_name",
-           "memory_mapping", "rom_live_bits", "spec_from_dict", "spec_of_unit", "table_pieces", "varying_bits",
+           "memory_mapping", "rom_live_bits", "spec_from_dict", "spec_of_unit", "specs_of_unit", "table_pieces", "varying_bits",
            "with_placement"]

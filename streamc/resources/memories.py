@@ -16,14 +16,16 @@ def varying_bits(fields: np.ndarray, bits: int, word_axes: tuple[int, ...] = (0,
     """Bit columns of a ROM that differ between its words: ``fields`` holds the ROM's ``bits``-wide,
     non-negative fields, indexed along ``word_axes`` by word and along the others by position in the
     word. Yosys drops the constant columns before it maps the memory: they take no block RAM width."""
-    fields = np.asarray(fields, dtype=np.int64)
+    fields = np.asarray(fields)
     if np.prod([fields.shape[axis] for axis in word_axes]) < 2:
         return 0
-    same, any_set = fields, fields
-    for axis in sorted(word_axes, reverse=True):
-        same, any_set = np.bitwise_and.reduce(same, axis=axis), np.bitwise_or.reduce(any_set, axis=axis)
-    differ = same ^ any_set
-    return int(sum(((differ >> b) & 1).sum() for b in range(bits)))
+    # Reduced in the fields' own integers (weights as the ROM stores them are bytes), then the differing
+    # bits of the fields' ``bits`` counted over the bytes.
+    fields = fields.astype(np.uint64, copy=False) if fields.dtype.kind == "i" else fields
+    same, any_set = np.bitwise_and.reduce(fields, axis=word_axes), np.bitwise_or.reduce(fields, axis=word_axes)
+    mask = fields.dtype.type((1 << min(bits, 8 * fields.dtype.itemsize)) - 1)
+    differ = np.ascontiguousarray((same ^ any_set) & mask)
+    return int(np.unpackbits(differ.view(np.uint8)).sum())
 
 
 def rom_live_bits(rows: list[int], width: int) -> int:
@@ -35,7 +37,21 @@ def rom_live_bits(rows: list[int], width: int) -> int:
         return -1
     size = (width + 7) // 8
     packed = np.frombuffer(b"".join(int(row).to_bytes(size, "little") for row in rows), dtype=np.uint8)
-    bits = np.unpackbits(packed.reshape(len(rows), size), axis=1, bitorder="little")[:, :width]
+    return _live_columns(np.unpackbits(packed.reshape(len(rows), size), axis=1, bitorder="little")[:, :width])
+
+
+def live_columns(fields: np.ndarray, bits: int) -> int:
+    """:func:`rom_live_bits` of the ROM whose words hold ``fields`` (an array of words by positions in the
+    word, each a ``bits``-wide non-negative field), read off the fields without packing the words."""
+    fields = np.asarray(fields)
+    if not len(fields):
+        return -1
+    shifts = np.arange(bits, dtype=fields.dtype)
+    return _live_columns(((fields[:, :, None] >> shifts) & 1).astype(np.uint8).reshape(len(fields), -1))
+
+
+def _live_columns(bits: np.ndarray) -> int:
+    """The distinct non-constant columns of a ROM's ``bits`` (words by bit columns, 0 or 1)."""
     varying = bits[:, bits.min(axis=0) != bits.max(axis=0)]
     if not varying.shape[1]:
         return 0

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 
 from .coefficients import COEFFICIENTS
 from .branch import AddSpec, ConcatSpec, ForkSpec, add_parts, concat_parts, fork_parts
 from .lut import LUTSpec, lut_parts
 from .memories import Memories
-from .mvau import MVAUSpec, mvau_parts
+from .mvau import MVAUSpec, MVAUSpecs, mvau_parts
 from .shared import KernelSpec, ResourceEstimate
 from .stream import ConverterSpec, FIFOSpec, converter_parts, fifo_parts
 from .threshold import ThresholdSpec, threshold_parts
@@ -37,6 +38,24 @@ Spec = (MVAUSpec | LUTSpec | WindowSpec | PoolSpec | FIFOSpec | ConverterSpec | 
 _SPEC_OF_KERNEL = {"mvau": MVAUSpec, "lut": LUTSpec, "window": WindowSpec, "pool": PoolSpec, "fifo": FIFOSpec,
                    "convert": ConverterSpec, "vvau": VVAUSpec, "threshold": ThresholdSpec, "add": AddSpec,
                    "concat": ConcatSpec, "fork": ForkSpec}
+
+
+def specs_of_unit(unit) -> Callable[[int], Spec]:
+    """The spec of a constructed kernel for a count of input elements per beat: any count for an MVAU, whose
+    SIMD lays out its weight ROM and changes nothing else (:class:`~.mvau.MVAUSpecs`); the unit's own for
+    any other kernel, whose build its lanes shape."""
+    from ..rtl.mvau import MatrixVectorUnit
+
+    if isinstance(unit, MatrixVectorUnit):
+        return MVAUSpecs(unit).at
+    spec = spec_of_unit(unit)
+
+    def at(in_elems: int) -> Spec:
+        if in_elems != unit.in_elems:
+            raise ValueError(f"a {type(unit).__name__} of {unit.in_elems} input lanes is no kernel of {in_elems}: "
+                             f"build it again")
+        return spec
+    return at
 
 
 def spec_of_unit(unit) -> Spec:

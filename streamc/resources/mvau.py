@@ -7,7 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .arithmetic import dsp_count, product_operand_bits, shift_add_bits
-from .memories import LIVE_BITS_LIMIT, Memories, bram_bank_mux, live_bits_of, logic_rom, memory_mapping, varying_bits
+from .memories import (LIVE_BITS_LIMIT, Memories, bram_bank_mux, live_bits_of, live_columns, logic_rom, memory_mapping,
+                       varying_bits)
 from .shared import KernelSpec, known, range_bits
 from .threshold import compressor_full_adders, threshold_structure
 
@@ -90,9 +91,20 @@ class MVAUSpec(KernelSpec):
     @classmethod
     def of_unit(cls, unit) -> "MVAUSpec":
         """The spec of a constructed :class:`~streamc.rtl.mvau.MatrixVectorUnit` (not elaborated)."""
+        return MVAUSpecs(unit).at(unit.in_elems)
+
+
+class MVAUSpecs:
+    """The :class:`MVAUSpec` of a constructed :class:`~streamc.rtl.mvau.MatrixVectorUnit` at any SIMD: SIMD
+    only lays out the weight ROM's words (the unit's other parts depend on its PE, its weights and its
+    output stage), so the planner builds a layer's unit once per PE and reads every SIMD's spec off it.
+    What the weight ROM's layout decides is computed from the weights here, as
+    :attr:`~streamc.rtl.mvau.MatrixVectorUnit.weight_rom_rows` lays them out (tests compare the two)."""
+
+    def __init__(self, unit):
         in_dt, w_dt = unit.in_dtype, unit.weight_dtype
-        weights, pe, simd = unit.weights, unit.out_elems, unit.in_elems
-        lanes, nf = pe * simd, weights.shape[0] // pe
+        weights, pe = unit.weights, unit.out_elems
+        nf = weights.shape[0] // pe
         xnor = in_dt.bipolar and w_dt.bipolar
         if xnor or in_dt.bipolar or w_dt.bipolar:
             # XNOR: a bit; a masked weight: the weight; a complemented input: the input.
@@ -117,8 +129,7 @@ class MVAUSpec(KernelSpec):
                                    else max(unit.sum_shape.width - unit.requant.shift, 1)),
                       rq_multiplier_live=live_bits_of(lambda: unit.multiplier_rom_rows, pe * mult.width, nf),
                       rq_offset_live=live_bits_of(lambda: unit.offset_rom_rows, pe * unit.offset_shape.width, nf))
-        live = dict(weight_rom_live=live_bits_of(lambda: unit.weight_rom_rows, lanes * w_dt.bitwidth,
-                                                  nf * weights.shape[1] // simd))
+        live = {}
         if thresholds:
             live["threshold_rom_live"] = live_bits_of(lambda: unit.threshold_rom_rows,
                                                        pe * thresholds * unit.acc_shape.width, nf)
@@ -134,32 +145,51 @@ class MVAUSpec(KernelSpec):
         if start is not None:
             live.update(start_rom_bits=start.width,
                         start_rom_live=live_bits_of(lambda: unit.start_rom_rows, pe * start.width, nf))
-        sf = weights.shape[1] // simd
+        self._fields = dict(mh=weights.shape[0], mw=weights.shape[1], pe=pe,
+                            in_bits=in_dt.bitwidth, weight_bits=w_dt.bitwidth, out_bits=unit.out_width,
+                            acc_bits=unit.acc_shape.width, product_bits=product_bits, mul_a=mul_a, mul_b=mul_b,
+                            xnor=xnor, thresholds=thresholds,
+                            signed_multiply=bool(mul_a and in_dt.signed and w_dt.signed),
+                            starts_from_offsets=unit.starts_from_offsets, ram_style=unit.ram_style,
+                            ram_style_thresholds=unit.ram_style_thresholds, res_type=unit.res_type, **rq, **live)
+        self._weights, self._bits = weights, w_dt.bitwidth
+        # The weights as the ROM stores them, in the narrowest integers that hold them.
+        self._stored = w_dt.to_hw(weights).astype(np.min_scalar_type((1 << w_dt.bitwidth) - 1))
+        self._nonzero = weights != 0
+        self._spec_of: dict[int, MVAUSpec] = {}
+
+    def at(self, simd: int) -> MVAUSpec:
+        """The spec with ``simd`` lanes per PE."""
+        if simd not in self._spec_of:
+            self._spec_of[simd] = MVAUSpec(simd=simd, **self._fields, **self._weight_rom(simd))
+        return self._spec_of[simd]
+
+    def _weight_rom(self, simd: int) -> dict[str, int]:
+        """The fields of :class:`MVAUSpec` the weight ROM's layout decides: ROM word ``n * SF + s`` holds
+        weight ``(n * PE + j, s * SIMD + k)`` in field ``j * SIMD + k``."""
+        (mh, mw), pe, bits = self._weights.shape, self._fields["pe"], self._bits
+        nf, sf = mh // pe, mw // simd
+        words = self._stored.reshape(nf, pe, sf, simd)
+        fields = dict(weight_rom_varying=varying_bits(words, bits, word_axes=(0, 2)))
+        if mh * mw * bits <= LIVE_BITS_LIMIT:
+            fields["weight_rom_live"] = live_columns(words.transpose(0, 2, 1, 3).reshape(nf * sf, pe * simd), bits)
         # Lanes of equal weights matter where the ROM is logic, which past the size limit it is not.
-        live.update(_lanes_of(weights.reshape(nf, pe, sf, simd),
-                              distinct=lanes * nf * sf * w_dt.bitwidth <= LIVE_BITS_LIMIT))
-        live["weight_rom_varying"] = varying_bits(w_dt.to_hw(weights).reshape(nf, pe, sf, simd),
-                                                  w_dt.bitwidth, word_axes=(0, 2))
-        return cls(mh=weights.shape[0], mw=weights.shape[1], pe=pe, simd=simd,
-                   in_bits=in_dt.bitwidth, weight_bits=w_dt.bitwidth, out_bits=unit.out_width,
-                   acc_bits=unit.acc_shape.width, product_bits=product_bits, mul_a=mul_a, mul_b=mul_b,
-                   xnor=xnor, thresholds=thresholds,
-                   signed_multiply=bool(mul_a and in_dt.signed and w_dt.signed),
-                   starts_from_offsets=unit.starts_from_offsets, ram_style=unit.ram_style,
-                   ram_style_thresholds=unit.ram_style_thresholds, res_type=unit.res_type, **rq, **live)
+        fields.update(_lanes_of(self._weights.reshape(nf, pe, sf, simd), self._nonzero.reshape(nf, pe, sf, simd),
+                                distinct=mh * mw * bits <= LIVE_BITS_LIMIT))
+        return fields
 
 
-def _lanes_of(blocks: np.ndarray, distinct: bool) -> dict[str, int]:
+def _lanes_of(blocks: np.ndarray, nonzero: np.ndarray, distinct: bool) -> dict[str, int]:
     """``live_lanes`` and, with ``distinct``, ``distinct_lanes`` of :class:`MVAUSpec` from the weights as
-    the ROM holds them, ``blocks[nf, j, sf, k]``. Each lane's weights over the ROM's words are compared
-    by a random projection (equal columns project equally; different ones almost surely not): one
-    product over the matrix and a sort per SIMD position, cheap enough for every folding the planner
-    tries."""
+    the ROM holds them, ``blocks[nf, j, sf, k]``, and which of them are not 0 (``nonzero``, alike). Each
+    lane's weights over the ROM's words are compared by a random projection (equal columns project
+    equally; different ones almost surely not): one product over the matrix and a sort per SIMD
+    position, cheap enough for every folding the planner tries."""
     nf, pe, sf, simd = blocks.shape
-    columns = blocks.transpose(3, 1, 0, 2).reshape(simd, pe, nf * sf)
-    live = columns.any(axis=2)
+    live = nonzero.any(axis=(0, 2)).T
     if not distinct:
         return {"live_lanes": int(live.sum())}
+    columns = blocks.transpose(3, 1, 0, 2).reshape(simd, pe, nf * sf)
     keys = np.where(live, columns @ np.random.default_rng(0).random(nf * sf), np.nan)
     ordered = np.sort(keys, axis=1)
     first = np.ones(ordered.shape, bool)

@@ -11,7 +11,7 @@ from amaranth.lib.wiring import In, Out
 from streamc.datatypes import DataType
 from streamc.errors import FoldingError
 
-from .arithmetic import adder_tree, shape_of_range
+from .arithmetic import adder_tree, shape_of_range, tree_stages
 from .placement import check_res_type, multiply, rom_attrs
 from .requant import Requant
 
@@ -56,7 +56,10 @@ class MatrixVectorUnit(wiring.Component):
     The datapath is a pipeline that stalls as a whole while the output beat is not taken:
     issue (weight ROM and input buffer read) -> operands -> products -> adder tree and
     accumulator -> threshold compare, or requantization product -> sum -> output register.
-    The output register of a requantization also shifts, rounds and clamps. See :attr:`latency`.
+    The output register of a requantization also shifts, rounds and clamps. For a faster clock,
+    ``operand_register`` adds a stage between the memories and the multiplies, and ``tree_every``
+    registers the adder tree and the threshold count after every that many levels. See
+    :attr:`latency`.
 
     Parameters
     ----------
@@ -82,6 +85,13 @@ class MatrixVectorUnit(wiring.Component):
     res_type : str
         Where the lanes' multiplies go: ``"auto"`` (hard multipliers where Yosys maps them) or
         ``"lut"`` (partial products in LUTs); see :mod:`streamc.rtl.placement`.
+    operand_register : bool
+        Register the weight ROM's and the input buffer's words before the multiplies, so that a
+        block RAM's clock-to-output delay and a multiply are not one path.
+    tree_every : int
+        0: each lane's adder tree and the accumulator are one stage, as are the threshold count and
+        the output register. ``k`` > 0: a register after every ``k`` adder levels and after the last
+        (:func:`~streamc.rtl.arithmetic.adder_tree`), in the lanes' trees and the threshold count.
     name : str
         Node name, used in error messages.
 
@@ -104,7 +114,8 @@ class MatrixVectorUnit(wiring.Component):
         Cycles from the cycle that issues the last synapse fold of a neuron fold (for the
         first neuron fold: the cycle that accepts its last input beat) to the cycle in which
         that fold's output beat is first valid: 4 for the bare accumulator, 5 with
-        thresholds, 6 with requantization.
+        thresholds, 6 with requantization; plus 1 with ``operand_register`` and the registers
+        ``tree_every`` puts in the lanes' trees and the threshold count.
     acc_shape : amaranth.hdl.Shape
         Accumulator and comparator shape.
     multiplier_shape, offset_shape, product_shape, sum_shape : amaranth.hdl.Shape or None
@@ -117,7 +128,8 @@ class MatrixVectorUnit(wiring.Component):
     def __init__(self, *, weights: np.ndarray, in_dtype: DataType, weight_dtype: DataType,
                  pe: int, simd: int, thresholds: np.ndarray | None, out_dtype: DataType,
                  out_bias: int = 0, requant: Requant | None = None, ram_style: str = "auto",
-                 ram_style_thresholds: str = "auto", res_type: str = "auto", name: str = "mvau"):
+                 ram_style_thresholds: str = "auto", res_type: str = "auto",
+                 operand_register: bool = False, tree_every: int = 0, name: str = "mvau"):
         weights = np.asarray(weights)
         if weights.ndim != 2 or not np.issubdtype(weights.dtype, np.integer):
             raise ValueError(f"node {name!r}: weights must be a 2-D integer array, "
@@ -134,6 +146,10 @@ class MatrixVectorUnit(wiring.Component):
         self.ram_style, self.ram_style_thresholds = ram_style, ram_style_thresholds
         check_res_type(res_type, name=name)
         self.res_type = res_type
+        if not isinstance(tree_every, (int, np.integer)) or tree_every < 0:
+            raise ValueError(f"node {name!r}: tree_every must be 0 (no registers in the adder trees) or "
+                             f"a positive number of adder levels, not {tree_every!r}")
+        self.operand_register, self.tree_every = bool(operand_register), int(tree_every)
         self._weights = weights.astype(np.int64)
         self._in_dtype = in_dtype
         self._weight_dtype = weight_dtype
@@ -197,11 +213,18 @@ class MatrixVectorUnit(wiring.Component):
         #: The bare output's accumulator starts from a per-channel offset and sums scaled terms.
         self.starts_from_offsets = (self._requant is None and self._thresholds is None
                                     and (self._scale != 1 or bool(self._offsets.any())))
-        self.latency = 6 if self._requant is not None else 5 if self._thresholds is not None else 4
+        self.latency = (6 if self._requant is not None else 5 if self._thresholds is not None else 4) \
+            + self.operand_register + self.pipeline_stages
         super().__init__({
             "i": In(stream.Signature(unsigned(simd * self.in_width))),
             "o": Out(stream.Signature(unsigned(pe * self.out_width))),
         })
+
+    @property
+    def pipeline_stages(self) -> int:
+        """Registers ``tree_every`` adds: in each lane's adder tree, and in the threshold count."""
+        count = 0 if self._thresholds is None else self._thresholds.shape[1]
+        return tree_stages(self._simd, self.tree_every) + tree_stages(count, self.tree_every)
 
     @property
     def weights(self) -> np.ndarray:
@@ -422,8 +445,17 @@ class MatrixVectorUnit(wiring.Component):
         m.d.comb += [read.addr.eq(nf1), read.en.eq(advance)]
         return _channel_fields(read.data, self._pe, shape)
 
-    def _compare_thresholds(self, m, advance, valid3, nf2, acc3):
-        """Stage 4: threshold compares. Returns the output beat's valid and values."""
+    def _row(self, m, advance, rom, folds):
+        """The word of ``rom`` (a word per neuron fold) for the fold ``folds[1]`` names, a stage later: read
+        at ``folds[1]``, or with ``operand_register`` at ``folds[0]`` (the stage before) and registered, so
+        that a block RAM's clock-to-output delay is a path of its own."""
+        read = rom.read_port(domain="sync")
+        m.d.comb += [read.addr.eq(folds[0] if self.operand_register else folds[1]), read.en.eq(advance)]
+        return _stage_register(m, advance)(read.data) if self.operand_register else read.data
+
+    def _compare_thresholds(self, m, advance, valid3, folds, acc3):
+        """Stage 4: threshold compares, then their count (pipelined with ``tree_every``). Returns the
+        output beat's valid and values."""
         pe, n_thr, cw = self._pe, self._thresholds.shape[1], self.acc_shape.width
         # One ROM for all lanes, or, past the widest memory Amaranth builds, one per group of lanes.
         per_rom = max(1, min(pe, MAX_MEMORY_WIDTH // (n_thr * cw)))
@@ -433,26 +465,29 @@ class MatrixVectorUnit(wiring.Component):
             rom = Memory(shape=unsigned(lanes * n_thr * cw), depth=self._nf,
                          init=self._threshold_rom_rows(first, lanes), attrs=self._threshold_attrs)
             m.submodules["threshold_rom" if per_rom == pe else f"threshold_rom_{first}"] = rom
-            read = rom.read_port(domain="sync")
             # Read alongside the accumulator's last step, so the row arrives with the sum.
-            m.d.comb += [read.addr.eq(nf2), read.en.eq(advance)]
-            lane_reads += [(read, lane) for lane in range(lanes)]
+            row = self._row(m, advance, rom, folds)
+            lane_reads += [(row, lane) for lane in range(lanes)]
 
         # Registered to keep the compares off the adder's path.
         valid4 = Signal()
         reached4 = [Signal(n_thr, name=f"reached_{j}") for j in range(pe)]
         with m.If(advance):
             m.d.sync += valid4.eq(valid3)
-            for j, (read, lane) in enumerate(lane_reads):
+            for j, (row, lane) in enumerate(lane_reads):
                 for l in range(n_thr):
-                    raw = read.data[(lane * n_thr + l) * cw:(lane * n_thr + l + 1) * cw]
+                    raw = row[(lane * n_thr + l) * cw:(lane * n_thr + l + 1) * cw]
                     threshold = raw.as_signed() if self.acc_shape.signed else raw
                     m.d.sync += reached4[j][l].eq(acc3[j] >= threshold)
         if self._out_dtype.bipolar:
             return valid4, [reached[0] for reached in reached4]
-        return valid4, [self._out_bias + adder_tree(m, list(reached)) for reached in reached4]
+        register = _stage_register(m, advance)
+        counts = [adder_tree(m, list(reached), every=self.tree_every, register=register) for reached in reached4]
+        for _ in range(tree_stages(n_thr, self.tree_every)):
+            valid4 = register(valid4)
+        return valid4, [self._out_bias + count for count in counts]
 
-    def _requantize(self, m, advance, valid3, nf2, acc3):
+    def _requantize(self, m, advance, valid3, folds, acc3):
         """Stages 4 and 5: product and sum; shift, round and clamp go into the output register.
 
         Returns the output beat's valid and values.
@@ -461,17 +496,17 @@ class MatrixVectorUnit(wiring.Component):
         m.submodules.multiplier_rom = multiplier_rom = Memory(
             shape=unsigned(pe * self.multiplier_shape.width), depth=self._nf,
             init=self.multiplier_rom_rows)
-        multiplier_read = multiplier_rom.read_port(domain="sync")
         # Read alongside the accumulator's last step, so the factors arrive with the sum.
-        m.d.comb += [multiplier_read.addr.eq(nf2), multiplier_read.en.eq(advance)]
+        multipliers = self._row(m, advance, multiplier_rom, folds)
 
-        raised, lowered = self._correction_compares(m, advance, nf2, acc3)
+        raised, lowered = self._correction_compares(m, advance, folds, acc3)
 
         # Stage 4: a registered multiply (a hard multiplier's output register).
         valid4 = Signal()
+        nf2 = folds[1]
         nf3 = Signal.like(nf2)
         product4 = [Signal(self.product_shape, name=f"product_{j}") for j in range(pe)]
-        factors = _channel_fields(multiplier_read.data, pe, self.multiplier_shape)
+        factors = _channel_fields(multipliers, pe, self.multiplier_shape)
         with m.If(advance):
             m.d.sync += [valid4.eq(valid3), nf3.eq(nf2)]
             m.d.sync += [product.eq(acc * factor)
@@ -480,14 +515,13 @@ class MatrixVectorUnit(wiring.Component):
         m.submodules.offset_rom = offset_rom = Memory(
             shape=unsigned(pe * self.offset_shape.width), depth=self._nf,
             init=self.offset_rom_rows)
-        offset_read = offset_rom.read_port(domain="sync")
         # One stage later than the factors: the offsets arrive with the products.
-        m.d.comb += [offset_read.addr.eq(nf3), offset_read.en.eq(advance)]
+        offset_row = self._row(m, advance, offset_rom, (nf2, nf3))
 
         # Stage 5: product plus offset (which carries the rounding constant); the corrections counted.
         valid5 = Signal()
         sum5 = [Signal(self.sum_shape, name=f"sum_{j}") for j in range(pe)]
-        offsets = _channel_fields(offset_read.data, pe, self.offset_shape)
+        offsets = _channel_fields(offset_row, pe, self.offset_shape)
         correction5 = [Signal(range(-rq.lower_at.shape[1], rq.raise_at.shape[1] + 1), name=f"correction_{j}")
                        for j in range(pe)]
         with m.If(advance):
@@ -517,7 +551,7 @@ class MatrixVectorUnit(wiring.Component):
             values = [value + correction for value, correction in zip(values, correction5)]
         return valid5, values
 
-    def _correction_compares(self, m, advance, nf2, acc3) -> tuple[list, list]:
+    def _correction_compares(self, m, advance, folds, acc3) -> tuple[list, list]:
         """Stage 4 beside the multiply: each lane's sum against its channel's correction points.
         Returns the registered compares of the raising and of the lowering points, per lane."""
         rq, pe, cw = self._requant, self._pe, self.acc_shape.width
@@ -526,9 +560,7 @@ class MatrixVectorUnit(wiring.Component):
             return [[]] * pe, [[]] * pe
         m.submodules.correction_rom = rom = Memory(shape=unsigned(pe * (ups + downs) * cw), depth=self._nf,
                                                    init=self.correction_rom_rows)
-        read = rom.read_port(domain="sync")
-        m.d.comb += [read.addr.eq(nf2), read.en.eq(advance)]
-        points = _channel_fields(read.data, pe * (ups + downs), self.acc_shape)
+        points = _channel_fields(self._row(m, advance, rom, folds), pe * (ups + downs), self.acc_shape)
         reached = [[Signal(name=f"corrected_{j}_{l}") for l in range(ups + downs)] for j in range(pe)]
         with m.If(advance):
             for j in range(pe):
@@ -599,6 +631,13 @@ class MatrixVectorUnit(wiring.Component):
         else:
             x1 = x_in1
         w1 = weight_read.data
+        register = _stage_register(m, advance)
+        # Each stage's valid, first and last synapse fold, and neuron fold, from stage 1 on.
+        control = [(valid1, first1, last1, nf1)]
+        if self.operand_register:
+            x1, w1 = register(x1), register(w1)
+            control.append(tuple(register(signal) for signal in control[-1]))
+        valid1, first1, last1, nf1 = control[-1]
 
         # Stage 2: products, the terms of the accumulator's domain.
         valid2, first2, last2 = Signal(), Signal(), Signal()
@@ -618,13 +657,18 @@ class MatrixVectorUnit(wiring.Component):
         with m.If(advance):
             m.d.sync += [valid2.eq(valid1), first2.eq(first1), last2.eq(last1), nf2.eq(nf1)]
 
-        # Stage 3: adder tree and accumulator.
+        # Stage 3: adder tree (its own stages with tree_every) and accumulator.
         valid3 = Signal()
         acc3 = [Signal(self.acc_shape, name=f"acc_{j}") for j in range(pe)]
-        sums2 = [adder_tree(m, row) for row in products2]
+        sums2 = [adder_tree(m, row, every=self.tree_every, register=register) for row in products2]
+        control.append((valid2, first2, last2, nf2))
+        for _ in range(tree_stages(simd, self.tree_every)):
+            control.append(tuple(register(signal) for signal in control[-1]))
+        valid2, first2, last2, nf2 = control[-1]
         if self.starts_from_offsets and self._scale != 1:
             sums2 = [total * self._scale for total in sums2]
-        starts = self._accumulator_start(m, advance, nf1)
+        # The starting offsets are read a stage ahead of the sums they join.
+        starts = self._accumulator_start(m, advance, control[-2][3])
         with m.If(advance):
             m.d.sync += valid3.eq(valid2 & last2)
             with m.If(valid2):
@@ -632,9 +676,9 @@ class MatrixVectorUnit(wiring.Component):
                     m.d.sync += acc3[j].eq(Mux(first2, starts[j], acc3[j]) + sums2[j])
 
         if self._requant is not None:
-            out_valid, out_values = self._requantize(m, advance, valid3, nf2, acc3)
+            out_valid, out_values = self._requantize(m, advance, valid3, (control[-2][3], nf2), acc3)
         elif self._thresholds is not None:
-            out_valid, out_values = self._compare_thresholds(m, advance, valid3, nf2, acc3)
+            out_valid, out_values = self._compare_thresholds(m, advance, valid3, (control[-2][3], nf2), acc3)
         else:
             out_valid, out_values = valid3, acc3
 
@@ -645,6 +689,16 @@ class MatrixVectorUnit(wiring.Component):
         with m.If(advance):
             m.d.sync += [self.o.valid.eq(out_valid), self.o.payload.eq(Cat(*out_bits))]
         return m
+
+
+def _stage_register(m, advance):
+    """A function giving a register of a value that moves with the pipeline (loads when it advances)."""
+    def register(value):
+        staged = Signal(value.shape(), name="staged")
+        with m.If(advance):
+            m.d.sync += staged.eq(value)
+        return staged
+    return register
 
 
 def _packed_rows(fields: np.ndarray, width: int) -> list[int]:

@@ -48,6 +48,22 @@ def baud_divisor(*, clock_hz: float, baud: float) -> int:
     return divisor
 
 
+class _Countdown:
+    """A bit-time counter that knows it is at zero from a register of its own: the handshake and the
+    state machine wait on one flip-flop, not on a compare across the count (on the UP5K that compare,
+    on the path into the count's own multiplexer, held the clock below 46 MHz)."""
+
+    def __init__(self, divisor: int):
+        self.count = Signal(range(divisor))
+        self.zero = Signal(init=1)
+
+    def load(self, value: int) -> list:
+        return [self.count.eq(value), self.zero.eq(value == 0)]
+
+    def step(self) -> list:
+        return [self.count.eq(self.count - 1), self.zero.eq(self.count == 1)]
+
+
 def _check_divisor(divisor: int) -> None:
     if not isinstance(divisor, int) or divisor < MIN_DIVISOR:
         raise ConfigError(f"UART divisor must be an integer of at least {MIN_DIVISOR} cycles per bit, "
@@ -91,7 +107,7 @@ class UARTReceiver(wiring.Component):
         divisor = self._divisor
         line = Signal(init=1)
         m.submodules.sync_rx = FFSynchronizer(self.rx, line, init=1)
-        timer = Signal(range(divisor))
+        timer = _Countdown(divisor)
         bit = Signal(range(8))
         shift = Signal(8)
 
@@ -100,26 +116,26 @@ class UARTReceiver(wiring.Component):
         with m.FSM():
             with m.State("idle"):
                 with m.If(~line):
-                    m.d.sync += timer.eq(divisor // 2 - 1)
+                    m.d.sync += timer.load(divisor // 2 - 1)
                     m.next = "start"
             with m.State("start"):
-                with m.If(timer != 0):
-                    m.d.sync += timer.eq(timer - 1)
+                with m.If(~timer.zero):
+                    m.d.sync += timer.step()
                 with m.Elif(~line):
-                    m.d.sync += [timer.eq(divisor - 1), bit.eq(0)]
+                    m.d.sync += [timer.load(divisor - 1), bit.eq(0)]
                     m.next = "data"
                 with m.Else():
                     m.next = "idle"
             with m.State("data"):
-                with m.If(timer != 0):
-                    m.d.sync += timer.eq(timer - 1)
+                with m.If(~timer.zero):
+                    m.d.sync += timer.step()
                 with m.Else():
-                    m.d.sync += [shift.eq(Cat(shift[1:], line)), timer.eq(divisor - 1), bit.eq(bit + 1)]
+                    m.d.sync += [shift.eq(Cat(shift[1:], line)), timer.load(divisor - 1), bit.eq(bit + 1)]
                     with m.If(bit == 7):
                         m.next = "stop"
             with m.State("stop"):
-                with m.If(timer != 0):
-                    m.d.sync += timer.eq(timer - 1)
+                with m.If(~timer.zero):
+                    m.d.sync += timer.step()
                 with m.Elif(line):
                     m.d.sync += [self.o.payload.eq(shift), self.o.valid.eq(1)]
                     with m.If(self.o.valid & ~self.o.ready):
@@ -164,17 +180,17 @@ class UARTTransmitter(wiring.Component):
         # Start bit, data, stop bit, shifted out from bit 0; ones shift in, so an idle register is all ones.
         frame = Signal(10, init=(1 << 10) - 1)
         bits_left = Signal(range(11))
-        timer = Signal(range(divisor))
+        timer = _Countdown(divisor)
 
-        last_cycle = (bits_left == 0) | ((bits_left == 1) & (timer == 0))
+        last_cycle = (bits_left == 0) | ((bits_left == 1) & timer.zero)
         m.d.comb += [self.i.ready.eq(last_cycle), self.tx.eq(frame[0])]
         with m.If(self.i.valid & last_cycle):
             m.d.sync += [frame.eq(Cat(Const(0, 1), self.i.payload, Const(1, 1))), bits_left.eq(10),
-                         timer.eq(divisor - 1)]
+                         timer.load(divisor - 1)]
         with m.Elif(bits_left != 0):
-            with m.If(timer != 0):
-                m.d.sync += timer.eq(timer - 1)
+            with m.If(~timer.zero):
+                m.d.sync += timer.step()
             with m.Else():
                 m.d.sync += [frame.eq(Cat(frame[1:], Const(1, 1))), bits_left.eq(bits_left - 1),
-                             timer.eq(divisor - 1)]
+                             timer.load(divisor - 1)]
         return m

@@ -128,6 +128,10 @@ class Stage(ABC):
     def fit_to(self, cycles: int) -> None:
         """Where an explicit folding does not name the stage: its fewest lanes within ``cycles``."""
 
+    def pipeline_for(self, clock) -> None:
+        """Take the clock (a :class:`streamc.timing.Clock`) the kernels' pipeline registers are chosen for;
+        kinds whose kernels have no such choice ignore it."""
+
     @abstractmethod
     def components(self) -> list:
         """The Amaranth components the rtl step builds for it, in stream order."""

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..datatypes import DataType
+from ..rtl.arithmetic import shape_of_range, tree_levels
 from ..rtl.requant import Requant
+from ..timing import Clock
 from .base import Knob, Stage, activate, divisors, placement_knobs
 from .window import conv_window
 
@@ -36,6 +38,11 @@ class MVAULayer(Stage):
     ram_style: str = "auto"
     ram_style_thresholds: str = "auto"
     res_type: str = "auto"    # where the lanes' multiplies go (streamc.rtl.placement.RES_TYPES)
+    # The clock the unit's pipeline registers are chosen for (streamc.timing), and the registers an explicit
+    # folding fixes instead (None: as the clock asks).
+    clock: Clock | None = None
+    operand_register: bool | None = None
+    tree_every: int | None = None
     sources: list[int] = field(default_factory=lambda: [-1])
 
     kind = "mvau"
@@ -122,8 +129,27 @@ class MVAULayer(Stage):
         return (Knob("simd", tuple(divisors(self.mw)), "in"), Knob("pe", tuple(divisors(self.mh)), "out"),
                 *placement_knobs(roms, multiplies, placement))
 
+    def pipeline_for(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def pipelining(self) -> tuple[bool, int]:
+        """The unit's ``operand_register`` and ``tree_every`` at this folding: as an explicit folding gives
+        them, else what the clock needs by its family's delay model (the adder tree of ``simd`` products and
+        the accumulator after it), else none."""
+        operand_register, tree_every = False, 0
+        if self.clock is not None:
+            delays, period = self.clock.delays, self.clock.period_ns
+            multiplies = not (self.in_dtype.bipolar or self.weight_dtype.bipolar)
+            operand_register = delays.operand_register(period, multiplies)
+            width = shape_of_range(int(self.acc_lo.min()), int(self.acc_hi.max())).width
+            tree_every = delays.tree_every(period, tree_levels(self.simd), width)
+        return (operand_register if self.operand_register is None else self.operand_register,
+                tree_every if self.tree_every is None else self.tree_every)
+
     def components(self) -> list:
         from ..rtl.mvau import MatrixVectorUnit
+
+        operand_register, tree_every = self.pipelining()
 
         return [MatrixVectorUnit(weights=self.weights, in_dtype=self.in_dtype, weight_dtype=self.weight_dtype,
                                  pe=self.pe, simd=self.simd,
@@ -131,17 +157,21 @@ class MVAULayer(Stage):
                                  requant=self.requant, out_dtype=self.out_dtype,
                                  out_bias=0 if self.requant is not None else self.out_bias,
                                  ram_style=self.ram_style, ram_style_thresholds=self.ram_style_thresholds,
-                                 res_type=self.res_type, name=self.name)]
+                                 res_type=self.res_type, operand_register=operand_register,
+                                 tree_every=tree_every, name=self.name)]
 
     def folding(self) -> dict:
+        operand_register, tree_every = self.pipelining()
         return {"pe": self.pe, "simd": self.simd, "ram_style": self.ram_style,
                 **({"ram_style_thresholds": self.ram_style_thresholds} if self.threshold_rom else {}),
-                "res_type": self.res_type}
+                "res_type": self.res_type, "operand_register": operand_register, "tree_every": tree_every}
 
     def report(self) -> dict:
+        operand_register, tree_every = self.pipelining()
         return {"kind": self.kind, "mh": self.mh, "mw": self.mw, "vectors": self.vectors, "pe": self.pe,
                 "simd": self.simd, "ram_style": self.ram_style, "ram_style_thresholds": self.ram_style_thresholds,
-                "res_type": self.res_type, "weight_dtype": self.weight_dtype.name,
+                "res_type": self.res_type, "operand_register": operand_register, "tree_every": tree_every,
+                "weight_dtype": self.weight_dtype.name,
                 "weight_bits": self.mh * self.mw * self.weight_dtype.bitwidth}
 
     def summary(self) -> dict:

@@ -1,0 +1,84 @@
+"""Pipelining for the clock: the delay model of each device family, from nextpnr's timing reports.
+
+A stage asks the model how many adder levels fit between two registers at the clock period, and whether a
+memory read and a multiply fit in one (:meth:`streamc.stages.base.Stage.pipeline_for`). The model is a
+path's delay as the sum of its parts: leaving and entering a register, each adder level of a tree, each
+bit of the carry chain the last adder ripples through, and a block RAM's clock-to-output delay with the
+multiply after it. The figures are nextpnr's own (``report.json`` of the placed designs of
+``benchmarks/bench_fmax.py``: the cells and routes of the critical paths, logic and routing apart),
+rounded up.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DelayModel:
+    """Nanoseconds of the parts of a path on one device family, routing included.
+
+    Attributes
+    ----------
+    register_ns : float
+        A flip-flop's clock-to-output and setup, with the routes out of it and into the next.
+    adder_ns : float
+        One level of an adder tree: a LUT and the route to the next level.
+    carry_ns : float
+        One bit of a carry chain.
+    memory_ns : float
+        A block RAM's clock-to-output delay and the route from it.
+    multiply_ns : float
+        A lane's multiply after its operands (a hard multiplier's, or a few LUT levels).
+    """
+
+    register_ns: float
+    adder_ns: float
+    carry_ns: float
+    memory_ns: float
+    multiply_ns: float
+
+    def tree_every(self, period_ns: float, levels: int, width: int) -> int:
+        """Adder levels between registers so that ``levels`` levels of ``width``-bit sums and the
+        accumulator after them close at ``period_ns``: 0 when all of them fit in one stage, else the most
+        that fit (at least 1)."""
+        if self.register_ns + (levels + 1) * self.adder_ns + width * self.carry_ns <= period_ns:
+            return 0
+        fit = math.floor((period_ns - self.register_ns - width * self.carry_ns) / self.adder_ns)
+        return max(1, min(fit, levels))
+
+    def operand_register(self, period_ns: float, multiplies: bool) -> bool:
+        """Whether a memory read and the lane's operation after it (a multiply, or a LUT level) need a
+        register between them."""
+        return self.register_ns + self.memory_ns + (self.multiply_ns if multiplies else self.adder_ns) > period_ns
+
+
+#: Fitted on the UP5K (iCEBreaker) and the LFE5U-85F (ULX3S) designs of ``benchmarks/bench_fmax.py``.
+DELAYS = {
+    "ice40": DelayModel(register_ns=3.5, adder_ns=3.2, carry_ns=0.3, memory_ns=4.5, multiply_ns=6.0),
+    "ecp5": DelayModel(register_ns=1.5, adder_ns=1.4, carry_ns=0.06, memory_ns=5.9, multiply_ns=4.5),
+}
+
+
+def delay_model(family: str) -> DelayModel:
+    """The delay model of a device family (``"ice40"``, ``"ecp5"``)."""
+    if family not in DELAYS:
+        raise ValueError(f"no delay model for device family {family!r}; streamc has {', '.join(DELAYS)}")
+    return DELAYS[family]
+
+
+@dataclass(frozen=True)
+class Clock:
+    """The clock a design is pipelined for: its frequency and the device family's delay model."""
+
+    mhz: float
+    family: str
+
+    @property
+    def period_ns(self) -> float:
+        return 1000.0 / self.mhz
+
+    @property
+    def delays(self) -> DelayModel:
+        return delay_model(self.family)
