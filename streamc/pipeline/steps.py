@@ -25,6 +25,7 @@ from ..planner import plan_folding
 from ..protocol import FrameFormat
 from ..resources import ResourceEstimate
 from ..stages import Stage
+from ..timing import Clock
 from ..transforms.streamline import streamline
 from ..transforms.tidy import tidy
 from .config import BuildConfig
@@ -98,6 +99,12 @@ def to_hw_step(state: BuildState) -> None:
 def fold_step(state: BuildState) -> None:
     config, dataflow = state.config, state.dataflow
     layers = dataflow.layers
+    if config.pipelining == "clock":
+        # Before planning: each folding is priced with the registers its clock needs.
+        clock = Clock(mhz=config.clock_mhz, family=get_device(config.devices[0] if config.devices
+                                                              else "ice40-up5k").family)
+        for stage in dataflow.stages:
+            stage.pipeline_for(clock)
     if config.folding is not None:
         apply_folding(layers, {k: v.model_dump() for k, v in config.folding.items()}, source=state.config_path,
                       tables=dataflow.tables)
@@ -108,7 +115,8 @@ def fold_step(state: BuildState) -> None:
     # In the shape a config's folding takes, to pin or edit this one.
     state.folder.write_report("folding", {
         **{layer.name: {"pe": layer.pe, "simd": layer.simd, "ram_style": layer.ram_style,
-                        "ram_style_thresholds": layer.ram_style_thresholds, "res_type": layer.res_type}
+                        "ram_style_thresholds": layer.ram_style_thresholds, "res_type": layer.res_type,
+                        **dict(zip(("operand_register", "tree_every"), layer.pipelining()))}
            for layer in layers},
         **{table.name: {"ram_style": table.ram_style} for table in dataflow.tables}})
     cycles = dataflow.cycles_per_frame()
