@@ -113,6 +113,7 @@ class Chain:
         self.placement = placement
         self._family, self._dsp = family_of(device.name), device.dsp > 0
         self.foldable = [index for index, stage in enumerate(self.stages) if stage.knobs()]
+        self._choice_keys: list[dict[Choice, tuple[Choice, Choice, Choice]]] = [{} for _ in self.foldable]
         self.knobs = [self.stages[index].knobs(placement=placement) for index in self.foldable]
         self.options: list[list[Choice]] = [list(itertools.product(*(k.values for k in knobs)))
                                             for knobs in self.knobs]
@@ -139,7 +140,18 @@ class Chain:
 
     def folded(self, k: int, choice: Choice) -> Choice:
         """The lanes of ``choice``, without where its ROMs go."""
-        return tuple(v for knob, v in zip(self.knobs[k], choice) if knob.folds)
+        return self._keys_of(k, choice)[0]
+
+    def _keys_of(self, k: int, choice: Choice) -> tuple[Choice, Choice, Choice]:
+        """:meth:`folded`, :meth:`in_key` and :meth:`out_key` of ``choice``, worked out once: the searches
+        ask for them hundreds of thousands of times."""
+        keys = self._choice_keys[k].get(choice)
+        if keys is None:
+            knobs = self.knobs[k]
+            keys = self._choice_keys[k][choice] = tuple(
+                tuple(v for knob, v in zip(knobs, choice) if knob.side in sides)
+                for sides in (("in", "out", "both"), ("in", "both"), ("out", "both")))
+        return keys
 
     def placed(self, k: int, choice: Choice) -> dict[str, str]:
         """Where ``choice`` puts stage ``k``'s ROMs (``{"ram_style": ...}``)."""
@@ -147,10 +159,10 @@ class Chain:
 
     # -- keys of the sides a segment sees ------------------------------------------------------------
     def in_key(self, k: int, choice: Choice) -> Choice:
-        return tuple(v for knob, v in zip(self.knobs[k], choice) if knob.side in ("in", "both"))
+        return self._keys_of(k, choice)[1]
 
     def out_key(self, k: int, choice: Choice) -> Choice:
-        return tuple(v for knob, v in zip(self.knobs[k], choice) if knob.side in ("out", "both"))
+        return self._keys_of(k, choice)[2]
 
     def _set(self, k: int, choice: Choice) -> None:
         set_knobs(self.stages[self.foldable[k]], self.knobs[k], choice)

@@ -46,8 +46,10 @@ def live_columns(fields: np.ndarray, bits: int) -> int:
     fields = np.asarray(fields)
     if not len(fields):
         return -1
-    shifts = np.arange(bits, dtype=fields.dtype)
-    return _live_columns(((fields[:, :, None] >> shifts) & 1).astype(np.uint8).reshape(len(fields), -1))
+    # Each field's bytes, least significant first, unpacked to bits and cut to the field's width.
+    fields = np.ascontiguousarray(fields, dtype=fields.dtype.newbyteorder("<"))
+    unpacked = np.unpackbits(fields.view(np.uint8), bitorder="little").reshape(*fields.shape, -1)
+    return _live_columns(unpacked[:, :, :bits].reshape(len(fields), -1))
 
 
 def _live_columns(bits: np.ndarray) -> int:

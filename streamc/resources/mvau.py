@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -355,6 +356,7 @@ def mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[Memories, int, d
     return memories, dsps, lut, ff
 
 
+@cache
 def _adder_tree_bits(count: int, width: int) -> int:
     """Output bits of all adders of :func:`streamc.rtl.arithmetic.adder_tree` over ``count`` values of
     ``width`` bits: pairs are summed level by level, each sum one bit wider than its wider operand."""

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from functools import cache
 from typing import Literal
 
 import numpy as np
@@ -60,17 +61,26 @@ class Knob:
         return self.side != "none"
 
 
-def placement_knobs(roms: list[str], multiplies: bool, placement: bool) -> tuple[Knob, ...]:
-    """Where each of a stage's ROMs (attributes ``roms``) and, if it ``multiplies``, its multiplies go;
-    without ``placement``, where Yosys puts them (``"auto"``)."""
+def placement_knobs(roms: list[str], multiplies: bool, placement: bool, hard_multiplies: bool = True
+                    ) -> tuple[Knob, ...]:
+    """Where each of a stage's ROMs (attributes ``roms``) and, if it ``multiplies``, its multiplies go (in LUTs
+    only where hard multipliers are too slow for the clock: not ``hard_multiplies``); without ``placement``,
+    where Yosys puts them (``"auto"``)."""
     knobs = tuple(Knob(name, PLACEMENTS if placement else ("auto",), "none") for name in roms)
     if multiplies:
-        knobs += (Knob("res_type", RES_TYPES if placement else ("auto",), "none"),)
+        knobs += (Knob("res_type", (RES_TYPES if hard_multiplies else ("lut",)) if placement else ("auto",),
+                       "none"),)
     return knobs
 
 
 def divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    return list(_divisors(n))
+
+
+@cache
+def _divisors(n: int) -> tuple[int, ...]:
+    # Asked again each time a stage follows its neighbours' lanes, which the planner does thousands of times.
+    return tuple(d for d in range(1, n + 1) if n % d == 0)
 
 
 class Stage(ABC):
