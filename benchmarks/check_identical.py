@@ -7,8 +7,9 @@ Each model (the committed ONNX files of tests/models, its cnn/, dialects/ and zo
 demo's; never the *_legacy exports, which are the same networks) is built through the ``rtl`` step for
 both devices, ``budget: 0.1`` of the first (the planner's fastest folding within a tenth of the
 ECP5-85F, which every model but the largest meets); the demo as its shipped config says. Recorded per
-model: the SHA-256 of ``verilog/streamc_top.v``, ``reports/folding.json`` and ``reports/estimates.json``
-as written, or the one-line error of a model streamc refuses. ``--compare`` prints every model whose
+model: the SHA-256 of ``verilog/streamc_top.v`` and of each ROM file ``verilog/filelist.f`` lists after it,
+``reports/folding.json`` and ``reports/estimates.json`` as written, or the one-line error of a model streamc
+refuses. (Records from before the ROM files, whose Verilog held every memory's contents, differ in both.) ``--compare`` prints every model whose
 record differs and exits 1 if any does.
 """
 
@@ -61,9 +62,12 @@ def record_one(model: Path) -> tuple[str, dict]:
             run_build(config, console=Console(file=open("/dev/null", "w")), fresh=True)
         except StreamcError as error:
             return name, {"error": f"{type(error).__name__}: {error}"}
-        reports = out / "reports"
+        reports, verilog = out / "reports", out / "verilog"
         return name, {
-            "verilog_sha256": hashlib.sha256((out / "verilog" / "streamc_top.v").read_bytes()).hexdigest(),
+            "verilog_sha256": hashlib.sha256((verilog / "streamc_top.v").read_bytes()).hexdigest(),
+            # Every file of the file list after the Verilog: the ROM contents the Verilog reads.
+            "rom_files_sha256": {file: hashlib.sha256((verilog / file).read_bytes()).hexdigest()
+                                 for file in (verilog / "filelist.f").read_text().split()[1:]},
             "folding": json.loads((reports / "folding.json").read_text()),
             "estimates": json.loads((reports / "estimates.json").read_text()),
         }

@@ -120,7 +120,7 @@ class SimTransport:
     Parameters
     ----------
     accelerator_verilog : Path
-        The accelerator's Verilog (``verilog/streamc_top.v`` of a build).
+        The accelerator's Verilog (``verilog/streamc_top.v`` of a build), with the ROM files it reads beside it.
     frame_format : FrameFormat
         Its stream geometry.
     build_dir : Path
@@ -146,6 +146,7 @@ class SimTransport:
         self._format, self._frame_cycles, self._bit_cycles = frame_format, frame_cycles, bit_cycles
         self._build_dir = Path(build_dir).resolve()
         self._build_dir.mkdir(parents=True, exist_ok=True)
+        self._accelerator_verilog = Path(accelerator_verilog)
         shell = shell_verilog(frame_format=frame_format, clock_hz=SIM_CLOCK_HZ, baud=SIM_CLOCK_HZ / bit_cycles,
                               name=self.TOP)
         # One file: the runner's build cache keys on one Verilog file's contents.
@@ -160,6 +161,7 @@ class SimTransport:
         self._pending += data
 
     def read(self, size: int) -> bytes:
+        from .rtl.rom_files import copy_rom_files
         from .sim import runner
 
         sent, self._pending = bytes(self._pending), bytearray()
@@ -169,6 +171,7 @@ class SimTransport:
                       timeout_s=runner.BUILD_TIMEOUT_S)
         run_dir = self._build_dir / "uart_run"
         run_dir.mkdir(exist_ok=True)
+        copy_rom_files(self._accelerator_verilog, run_dir)   # the model reads them from where it runs
         files = {"rx_file": "rx.bin", "tx_file": "tx.bin", "result_file": "result.json"}
         for name in files.values():
             (run_dir / name).unlink(missing_ok=True)

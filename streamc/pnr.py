@@ -27,6 +27,7 @@ from .boards import Board, constraints, get_board
 from .devices import get_device
 from .errors import BuildError, ConfigError
 from .protocol import DEFAULT_BAUD
+from .rtl.rom_files import copy_rom_files
 
 #: Wall-clock limit of each tool run: nextpnr on a full UP5K or a large ECP5 design takes minutes.
 TIMEOUT_S = 2 * 3600.0
@@ -126,7 +127,8 @@ def place_and_route(*, accelerator_verilog: Path, board: str, clock_mhz: float,
     Parameters
     ----------
     accelerator_verilog
-        The accelerator's Verilog (module ``streamc_top``); copied into ``workdir``.
+        The accelerator's Verilog (module ``streamc_top``); copied into ``workdir`` with the ROM files it
+        reads (:mod:`streamc.rtl.rom_files`).
     board
         A name from :data:`streamc.boards.BOARDS`.
     clock_mhz
@@ -180,6 +182,7 @@ def place_and_route(*, accelerator_verilog: Path, board: str, clock_mhz: float,
     workdir.mkdir(parents=True, exist_ok=True)
     if accelerator_verilog.parent != workdir:
         shutil.copyfile(accelerator_verilog, workdir / accelerator_verilog.name)
+    copy_rom_files(accelerator_verilog, workdir)
     top = BoardTop(pll=pll, core=make_core(pll.achieved_mhz * 1e6), led_inverted=target.pins["led"].inverted)
     (workdir / f"{BOARD_TOP}.v").write_text(board_top_verilog(top))
     pins_file = "board.pcf" if target.family == "ice40" else "board.lpf"

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from streamc.devices import get_device
 from streamc.errors import BuildError, ConfigError
+from streamc.rtl.rom_files import copy_rom_files
 
 #: Wall-clock limit of one Yosys run: a large design takes minutes; a hung run must not hold a build.
 TIMEOUT_S = 2 * 3600.0
@@ -101,7 +102,8 @@ def synthesize(
     Parameters
     ----------
     verilog
-        The Verilog file; copied into ``workdir`` unless it is already inside it.
+        The Verilog file; copied into ``workdir`` unless it is already inside it, and the ROM files
+        it reads (:mod:`streamc.rtl.rom_files`) with it.
     top
         Name of the top module.
     device
@@ -141,6 +143,7 @@ def synthesize(
     else:
         shutil.copyfile(verilog, workdir / verilog.name)
         source = verilog.name
+    copy_rom_files(verilog, workdir)
 
     script_name = f"synth_{device}.ys"
     stat_name = f"stat_{device}.json"

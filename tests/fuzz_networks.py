@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,6 +64,7 @@ from streamc.pipeline.steps import (
     expected_hw_outputs,
 )
 from streamc.rtl.placement import RAM_STYLES, RES_TYPES
+from streamc.rtl.rom_files import rom_files
 from streamc.sim.runner import simulate
 from streamc.stages import MVAULayer, divisors
 from streamc.transforms.streamline import streamline
@@ -760,6 +762,10 @@ def check_verilator_batch(networks: list[FuzzNetwork], folder: Path, *, seed: in
         tops = [(f"fuzz_net{index}", state.verilog, *_stream_widths(state.dataflow)) for index, state in states.items()]
         verilog = folder / f"{BATCH_TOP}.v"
         verilog.write_text(batch_verilog(tops))
+        # The ROM files beside the batch, under the names the renamed tops read.
+        for (name, *_), state in zip(tops, states.values()):
+            for rom in rom_files(state.verilog):
+                shutil.copyfile(state.folder.path("verilog", rom), folder / re.sub(rf"\b{re.escape(TOP)}\b", name, rom))
         build_dir = folder / "sim_build"
         for position, (index, state) in enumerate(states.items()):
             try:

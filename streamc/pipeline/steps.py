@@ -141,14 +141,22 @@ def _stage_estimate(stage: Stage) -> dict:
 
 @step("rtl")
 def rtl_step(state: BuildState) -> None:
+    from ..rtl.rom_files import RomFiles
     from ..rtl.top import to_verilog
 
     stages = state.dataflow.stages
     state.fifo_depths = fifo_depths(state.dataflow, state.config.fifo_depth)
     top = stitch(stages, [stage.components() for stage in stages], state.fifo_depths)
-    state.verilog = to_verilog(top, name=TOP)
+    roms = RomFiles()
+    state.verilog = to_verilog(top, name=TOP, roms=roms)
+    for stale in state.folder.path("verilog", "x").parent.glob("*.hex"):
+        if stale.name not in roms.files:
+            stale.unlink()
+    for name, data in roms.files.items():
+        state.folder.write_bytes("verilog", name, data=data)
     state.folder.write_text("verilog", f"{TOP}.v", text=state.verilog)
-    state.folder.write_text("verilog", "filelist.f", text=f"{TOP}.v\n")
+    # The ROM files after the Verilog, for tools that take data files in a file list (Vivado, Quartus).
+    state.folder.write_text("verilog", "filelist.f", text="".join(f"{name}\n" for name in [f"{TOP}.v", *roms.files]))
 
 
 def _load_npy(path, key: str) -> np.ndarray:

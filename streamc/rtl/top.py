@@ -13,6 +13,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .branch import StreamFork
+from .rom_files import RomFiles
 from .stream import StreamFIFO, WidthConverter
 
 __all__ = ["StreamAccelerator", "input_ports", "to_verilog"]
@@ -202,9 +203,13 @@ def _stage_name(index: int, stage) -> str:
     return f"stage{index}_{getattr(stage, 'name', type(stage).__name__)}"
 
 
-def to_verilog(top: wiring.Component, *, name: str = "streamc_top") -> str:
+def to_verilog(top: wiring.Component, *, name: str = "streamc_top", roms: RomFiles | None = None) -> str:
     """Verilog of ``top`` as module ``name``: for a :class:`StreamAccelerator`, ports ``clk``,
     ``rst`` and the AXI-Stream six; for one kernel alone, its stream ports.
+
+    With ``roms``, the memories it takes read their contents with ``$readmemh`` from the files it
+    then holds (``roms.files``), which must be written beside the Verilog; else every memory's
+    contents are inline.
 
     Source-location attributes are left out so that the text does not depend on where
     streamc is installed.
@@ -214,16 +219,18 @@ def to_verilog(top: wiring.Component, *, name: str = "streamc_top") -> str:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        with _memory_contents_as_text(), _memory_rows_as_given():
-            return verilog.convert(top, name=name, emit_src=False)
+        with _memory_contents_as_text(roms), _memory_rows_as_given():
+            text = verilog.convert(top, name=name, emit_src=False)
+        return text if roms is None else roms.rewrite(text)
     finally:
         if collecting:
             gc.enable()
 
 
 @contextmanager
-def _memory_contents_as_text():
-    """Has Amaranth write each memory's initial contents into RTLIL as one constant string.
+def _memory_contents_as_text(roms: RomFiles | None):
+    """Has Amaranth write each memory's initial contents into RTLIL as one constant string, or,
+    for the memories ``roms`` takes, no contents but a mark where their ``$readmemh`` goes.
 
     Amaranth 0.5 builds that constant one bit at a time, a netlist object per bit: seconds
     for the weight ROMs of a convolutional network, most of its conversion time. The text
@@ -235,18 +242,26 @@ def _memory_contents_as_text():
         width, rows = cell.width, cell.init
         if width * len(rows) == 0:
             return original(emitter, cell_idx, cell)
-        mask = (1 << width) - 1
-        # RTLIL constants are written most significant bit first: the last row leads.
-        bits = "".join(format(row & mask, f"0{width}b") for row in reversed(rows))
+        memid = emitter.memories[cell_idx].memid
+        words, bits = cell.depth, ""
+        if roms is not None and (mark := roms.take(emitter.builder.name, memid, width, rows)) is not None:
+            # An empty initialization rather than none: the cells keep their names and Yosys writes the
+            # rest of the Verilog in the same order, which its LUT mapping depends on.
+            roms.mark(emitter.builder.contents[memid], mark)
+            words = 0
+        else:
+            mask = (1 << width) - 1
+            # RTLIL constants are written most significant bit first: the last row leads.
+            bits = "".join(format(row & mask, f"0{width}b") for row in reversed(rows))
         emitter.builder.cell("$meminit_v2", ports={
             "ADDR": emitter.sigspec(),
             "DATA": f"{len(bits)}'{bits}",
             "EN": f"{width}'{'1' * width}",
         }, parameters={
-            "MEMID": emitter.memories[cell_idx].memid,
+            "MEMID": memid,
             "ABITS": 0,
             "WIDTH": width,
-            "WORDS": cell.depth,
+            "WORDS": words,
             "PRIORITY": 0,
         }, src_loc=cell.src_loc)
 

@@ -31,6 +31,7 @@ from typing import NamedTuple
 import numpy as np
 
 from streamc.errors import BuildError, ConfigError
+from streamc.rtl.rom_files import copy_rom_files
 
 # Amaranth's Verilog trips these lint warnings (width extension of sums, case statements
 # without default); -Wno-fatal keeps any other warning from failing the build.
@@ -126,7 +127,7 @@ def simulate(
     Parameters
     ----------
     verilog
-        The Verilog file.
+        The Verilog file, with the ROM files it reads (:mod:`streamc.rtl.rom_files`) beside it.
     top
         Name of the top module.
     build_dir
@@ -183,6 +184,9 @@ def simulate(
     build_model(runner, tools, verilog=verilog, top=top, build_dir=build_dir, timeout_s=build_timeout_s)
 
     run_dir = build_dir / "run"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    # The model reads its ROM files when it starts, from the folder it runs in.
+    copy_rom_files(verilog, run_dir)
     stream = {"in_elems": in_elems, "in_width": in_width, "out_elems": out_elems, "out_width": out_width,
               "n_out": n_out, "seed": seed, "input_gap_prob": input_gap_prob,
               "output_stall_prob": output_stall_prob, "timeout_cycles": timeout_cycles}
