@@ -1,14 +1,17 @@
-"""fmax after place and route, per design and board: the digits demo and TFC-w1a1 on iCEBreaker and ULX3S-85F.
+"""fmax after place and route, with and without the clock's pipeline registers, per design and board.
 
-Run: python benchmarks/bench_fmax.py [--boards icebreaker ulx3s-85f] [--designs digits tfc-w1a1] [--out DIR]
-                                    [--seeds N]
+Run: python benchmarks/bench_fmax.py [--boards icebreaker ulx3s-85f] [--designs digits tfc-w1a1 digits-cnn]
+                                    [--pipelining clock none] [--out DIR] [--seeds N]
 
-Each design is compiled to Verilog by the build steps (load .. rtl) with the folding the planner picks
-for ``target_fps`` at the board's target clock, then placed and routed inside the board top (PLL, board
-shell with its UART at 115200 baud) by :func:`streamc.pnr.build_board`, as ``streamc build`` does. The
-table gives nextpnr's fmax against the target (issue targets: 36 MHz on the UP5K, 100 MHz on the ECP5-85F), the
-logic used and the critical path's ends; with ``--seeds N``, the best of up to N placement seeds (``seeds``:
-the fmax of each one tried, as ``pnr_seeds`` does in a build).
+Each design is planned at the fastest folding within the board's budget (``budget``: 90 % of the UP5K with the
+board shell kept free, half of the ECP5-85F) at the board's clock (50 MHz on the UP5K, 150 MHz on the
+ECP5-85F: issue 23's targets), compiled to Verilog by the build steps (load .. rtl), and placed and routed
+inside the board top (PLL, board shell with its UART at 115200 baud) by :func:`streamc.pnr.build_board`, as
+``streamc build`` does. Each row is run twice in the same run: ``pipelining: none`` (the kernels' fixed
+stages only, as before the clock-aware registers) and ``pipelining: clock`` (the registers the delay model
+asks for at that clock). The table gives cycles/frame, nextpnr's fmax, frames/s at the clock the design closes
+at (the lower of fmax and the clock asked), the cells placed (logic, flip-flops, block RAM, DSP), frames/s per
+logic cell, the critical path's ends; with ``--seeds N``, the best of up to N placement seeds.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from streamc.boards import get_board
+from streamc.errors import BuildError
 from streamc.pipeline.config import load_config
 from streamc.pipeline.folder import BuildFolder
 from streamc.pipeline.steps import STEP_FUNCTIONS, BuildState
@@ -29,24 +33,29 @@ from streamc.pnr import build_board
 from streamc.protocol import FrameFormat
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGET_MHZ = {"icebreaker": 36.0, "ulx3s-85f": 100.0, "ulx3s-45f": 100.0, "ulx3s-25f": 100.0}
+TARGET_MHZ = {"icebreaker": 50.0, "ulx3s-85f": 150.0}
+BUDGET = {"icebreaker": 0.9, "ulx3s-85f": 0.5}
 DESIGNS = {
-    "digits": dict(model=ROOT / "build_configs/models/digits_mlp.onnx", target_fps=50_000),
-    "tfc-w1a1": dict(model=ROOT / "tests/models/tfc_w1a1.onnx", target_fps=20_000),
+    "digits": ROOT / "build_configs/models/digits_mlp.onnx",
+    "tfc-w1a1": ROOT / "tests/models/tfc_w1a1.onnx",
+    "digits-cnn": ROOT / "tests/models/cnn/digits_cnn.onnx",
 }
+#: Issue 23's rows: TFC-w1a1 and the digits CNN in 90 % of the UP5K, those and the digits MLP in half the ECP5-85F.
+ROWS = {"icebreaker": ("tfc-w1a1", "digits-cnn"), "ulx3s-85f": ("digits", "tfc-w1a1", "digits-cnn")}
 LOGIC_CELL = {"ice40": "ICESTORM_LC", "ecp5": "TRELLIS_COMB"}
+FF_CELL = {"ice40": "ICESTORM_LC", "ecp5": "TRELLIS_FF"}
 
 
-def accelerator_verilog(design: str, board: str, out: Path) -> tuple[Path, BuildState]:
-    """Compile ``design`` for ``board``'s device at its target clock; the Verilog's path and the build state."""
-    folder = out / f"{design}_{board}"
+def accelerator_verilog(design: str, board: str, pipelining: str, out: Path) -> tuple[Path, BuildState]:
+    """Compile ``design`` for ``board``'s device within its budget at its clock; the Verilog's path and the build
+    state."""
+    folder = out / f"{design}_{board}_{pipelining}"
     folder.mkdir(parents=True, exist_ok=True)
     config_path = folder / "build.yaml"
-    case = DESIGNS[design]
     config_path.write_text(yaml.safe_dump(dict(
-        model=str(case["model"]), output_dir=str(folder / "build"), devices=[get_board(board).device],
-        clock_mhz=TARGET_MHZ[board], target_fps=case["target_fps"], steps=["load", "tidy", "streamline", "to_hw",
-                                                                           "fold", "rtl"])))
+        model=str(DESIGNS[design]), output_dir=str(folder / "build"), devices=[get_board(board).device],
+        board=board, clock_mhz=TARGET_MHZ[board], budget=BUDGET[board], pipelining=pipelining,
+        steps=["load", "tidy", "streamline", "to_hw", "fold", "rtl"])))
     config = load_config(config_path)
     state = BuildState(config=config, folder=BuildFolder(config.output_dir), config_path=str(config_path))
     for name in config.steps:
@@ -56,39 +65,51 @@ def accelerator_verilog(design: str, board: str, out: Path) -> tuple[Path, Build
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--boards", nargs="+", default=["icebreaker", "ulx3s-85f"], choices=sorted(TARGET_MHZ))
-    parser.add_argument("--designs", nargs="+", default=list(DESIGNS), choices=list(DESIGNS))
+    parser.add_argument("--boards", nargs="+", default=list(TARGET_MHZ), choices=list(TARGET_MHZ))
+    parser.add_argument("--designs", nargs="+", choices=list(DESIGNS),
+                        help="designs to build on every board named (default: each board's rows of ROWS)")
+    parser.add_argument("--pipelining", nargs="+", default=["none", "clock"], choices=["none", "clock"])
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "bench_fmax",
                         help="work folder (YoWASP tools cannot see /tmp paths given absolutely; any folder works)")
     parser.add_argument("--seeds", type=int, default=1, help="placement seeds to try while timing is short")
     args = parser.parse_args()
 
     table = Table(title="fmax after place and route (nextpnr)", title_justify="left")
-    for column in ("design", "board", "cycles/frame", "target MHz", "fmax MHz", "met", "seeds", "logic", "BRAM",
-                   "DSP", "critical path", "P&R s"):
+    for column in ("design", "board", "pipelining", "cycles/frame", "clock MHz", "fmax MHz", "met", "frames/s",
+                   "logic", "FF", "BRAM", "DSP", "frames/s per logic cell", "critical path", "P&R s"):
         table.add_column(column)
-    console = Console(width=240)
-    for design in args.designs:
-        for board in args.boards:
-            verilog, state = accelerator_verilog(design, board, args.out)
-            started = time.perf_counter()
-            result = build_board(accelerator_verilog=verilog, frame_format=FrameFormat.from_dataflow(state.dataflow),
-                                 board=board, clock_mhz=TARGET_MHZ[board], seeds=args.seeds,
-                                 workdir=args.out / f"{design}_{board}" / "pnr")
-            family = get_board(board).family
-            used = result.utilization
-            logic = used[LOGIC_CELL[family]]
-            bram = used.get("ICESTORM_RAM" if family == "ice40" else "DP16KD", {"used": 0})["used"]
-            dsp = used.get("ICESTORM_DSP" if family == "ice40" else "MULT18X18D", {"used": 0})["used"]
-            path = result.critical_path
-            ends = f"{path[0].from_cell} -> {path[-1].to_cell} ({result.critical_path_ns:.1f} ns)" if path else ""
-            row = (design, board, str(state.dataflow.cycles_per_frame()), f"{TARGET_MHZ[board]:g}",
-                   f"{result.fmax_mhz:.1f}", "yes" if result.timing_met else "NO",
-                   ", ".join(f"{seed}: {fmax:.1f}" for seed, fmax in result.fmax_by_seed.items()),
-                   f"{logic['used']}/{logic['available']}", str(bram), str(dsp), ends,
-                   f"{time.perf_counter() - started:.0f}")
-            console.print(" | ".join(row))
-            table.add_row(*row)
+    console = Console(width=260)
+    for board in args.boards:
+        for design in args.designs or ROWS[board]:
+            for pipelining in args.pipelining:
+                verilog, state = accelerator_verilog(design, board, pipelining, args.out)
+                started = time.perf_counter()
+                try:
+                    result = build_board(accelerator_verilog=verilog,
+                                         frame_format=FrameFormat.from_dataflow(state.dataflow), board=board,
+                                         clock_mhz=TARGET_MHZ[board], seeds=args.seeds,
+                                         workdir=args.out / f"{design}_{board}_{pipelining}" / "pnr")
+                except BuildError as error:
+                    row = (design, board, pipelining, str(state.dataflow.cycles_per_frame()), f"{TARGET_MHZ[board]:g}",
+                           "-", "NO", "-", "-", "-", "-", "-", "-", str(error)[:160], "")
+                    console.print(" | ".join(row))
+                    table.add_row(*row)
+                    continue
+                family = get_board(board).family
+                used = result.utilization
+                logic = used[LOGIC_CELL[family]]["used"]
+                ff = used[FF_CELL[family]]["used"] if family == "ecp5" else "-"
+                bram = used.get("ICESTORM_RAM" if family == "ice40" else "DP16KD", {"used": 0})["used"]
+                dsp = used.get("ICESTORM_DSP" if family == "ice40" else "MULT18X18D", {"used": 0})["used"]
+                cycles = state.dataflow.cycles_per_frame()
+                fps = min(result.fmax_mhz, TARGET_MHZ[board]) * 1e6 / cycles
+                path = result.critical_path
+                ends = f"{path[0].from_cell} -> {path[-1].to_cell} ({result.critical_path_ns:.1f} ns)" if path else ""
+                row = (design, board, pipelining, str(cycles), f"{TARGET_MHZ[board]:g}", f"{result.fmax_mhz:.1f}",
+                       "yes" if result.timing_met else "NO", f"{fps:,.0f}", str(logic), str(ff), str(bram), str(dsp),
+                       f"{fps / logic:,.1f}", ends, f"{time.perf_counter() - started:.0f}")
+                console.print(" | ".join(row))
+                table.add_row(*row)
     console.print(table)
 
 

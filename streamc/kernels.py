@@ -13,7 +13,7 @@ modules and of :mod:`streamc.rtl.top` (Amaranth's linter option) keeps Amaranth 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from types import SimpleNamespace
 
 
@@ -79,7 +79,9 @@ def stage_specs(stage: Stage) -> Callable[[int], tuple[Spec, list[Port], Port]]:
     out = (kernels[-1].out_elems, kernels[-1].out_width)
 
     def at(in_elems: int) -> tuple[Spec, list[Port], Port]:
-        return _joined([first(in_elems), *rest]), [(in_elems, width) for width in widths], out
+        spec, registers = first(in_elems), stage.pipeline_at(in_elems)
+        spec = replace(spec, **registers) if registers else spec
+        return _joined([spec, *rest]), [(in_elems, width) for width in widths], out
     return at
 
 

@@ -48,6 +48,10 @@ class DelayModel:
         fit = math.floor((period_ns - self.register_ns - width * self.carry_ns) / self.adder_ns)
         return max(1, min(fit, levels))
 
+    def hard_multiply_fits(self, period_ns: float) -> bool:
+        """Whether a hard multiplier between two registers closes at ``period_ns``."""
+        return self.register_ns + self.multiply_ns <= period_ns
+
     def operand_register(self, period_ns: float, multiplies: bool) -> bool:
         """Whether a memory read and the lane's operation after it (a multiply, or a LUT level) need a
         register between them."""
@@ -56,8 +60,8 @@ class DelayModel:
 
 #: Fitted on the UP5K (iCEBreaker) and the LFE5U-85F (ULX3S) designs of ``benchmarks/bench_fmax.py``.
 DELAYS = {
-    "ice40": DelayModel(register_ns=3.5, adder_ns=3.2, carry_ns=0.3, memory_ns=4.5, multiply_ns=6.0),
-    "ecp5": DelayModel(register_ns=1.5, adder_ns=1.4, carry_ns=0.06, memory_ns=5.9, multiply_ns=4.5),
+    "ice40": DelayModel(register_ns=3.3, adder_ns=2.7, carry_ns=0.3, memory_ns=4.5, multiply_ns=6.0),
+    "ecp5": DelayModel(register_ns=2.2, adder_ns=1.4, carry_ns=0.06, memory_ns=7.1, multiply_ns=5.5),
 }
 
 

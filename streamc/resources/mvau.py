@@ -7,6 +7,7 @@ from functools import cache
 
 import numpy as np
 
+from ..rtl.arithmetic import tree_stages
 from .arithmetic import dsp_count, product_operand_bits, shift_add_bits
 from .memories import (LIVE_BITS_LIMIT, Memories, bram_bank_mux, live_bits_of, live_columns, logic_rom, memory_mapping,
                        varying_bits)
@@ -76,6 +77,8 @@ class MVAUSpec(KernelSpec):
     ram_style: str = "auto"
     ram_style_thresholds: str = "auto"
     res_type: str = "auto"
+    operand_register: bool = False
+    tree_every: int = 0
 
     @property
     def nf(self) -> int:
@@ -152,7 +155,8 @@ class MVAUSpecs:
                             xnor=xnor, thresholds=thresholds,
                             signed_multiply=bool(mul_a and in_dt.signed and w_dt.signed),
                             starts_from_offsets=unit.starts_from_offsets, ram_style=unit.ram_style,
-                            ram_style_thresholds=unit.ram_style_thresholds, res_type=unit.res_type, **rq, **live)
+                            ram_style_thresholds=unit.ram_style_thresholds, res_type=unit.res_type,
+                            operand_register=unit.operand_register, tree_every=unit.tree_every, **rq, **live)
         self._weights, self._bits = weights, w_dt.bitwidth
         # The weights as the ROM stores them, in the narrowest integers that hold them.
         self._stored = w_dt.to_hw(weights).astype(np.min_scalar_type((1 << w_dt.bitwidth) - 1))
@@ -347,7 +351,9 @@ def mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[Memories, int, d
            "counters": range_bits(spec.nf) + range_bits(spec.sf) + range_bits(spec.nf * spec.sf),
            "bram_read": bram_read, "bram_read_masked": bram_read_masked, "bram_ram_read": bram_ram_read,
            "bram_read_mux": bram_read_mux}
-    ff = {"registers": _mvau_registers(spec, lane_dsps, rq_dsps, weights_in_logic=mappings[0].kind == "logic"),
+    bram_words = sum(width for (width, _, rom, _), bram in zip(memories_read, in_bram) if bram and rom)
+    ff = {"registers": _mvau_registers(spec, lane_dsps, rq_dsps, weights_in_logic=mappings[0].kind == "logic",
+                                       bram_words=bram_words),
           "bram_ram_read": bram_ram_read,
           "bram_ram_wide": bram_ram_wide,
           "dsp_products": lanes * spec.product_bits if lane_dsps else 0,
@@ -368,6 +374,37 @@ def _adder_tree_bits(count: int, width: int) -> int:
     return bits
 
 
+def _registered_tree_bits(count: int, width: int, every: int) -> int:
+    """Register bits :func:`streamc.rtl.arithmetic.adder_tree` puts after every ``every`` levels (and the
+    last) of its tree over ``count`` values of ``width`` bits (0 without ``every``)."""
+    level, bits, depth = [width] * count, 0, 0
+    while every and len(level) > 1:
+        level = [max(level[n], level[n + 1]) + 1 for n in range(0, len(level) - 1, 2)] + (
+            [level[-1]] if len(level) % 2 else [])
+        depth += 1
+        if depth % every == 0 or len(level) == 1:
+            bits += sum(level)
+    return bits
+
+
+def _pipeline_registers(spec: MVAUSpec, bram_words: int) -> int:
+    """Register bits of the stages ``operand_register`` and ``tree_every`` add: the operands, the words of the
+    ROMs in block RAM (``bram_words`` bits; a ROM in logic has its read register moved to its address by Yosys,
+    so registering its word adds next to nothing: 56 flip-flops where its words have 183 bits on the UP5K),
+    each lane's registered tree levels and each PE's threshold count, and the control that moves along (valid,
+    first, last and the neuron fold)."""
+    control = 3 + range_bits(spec.nf)
+    bits = 0
+    if spec.operand_register:
+        bits += control + spec.simd * spec.in_bits + bram_words
+    if spec.tree_every:
+        bits += spec.pe * _registered_tree_bits(spec.simd, spec.product_bits, spec.tree_every)
+        bits += control * tree_stages(spec.simd, spec.tree_every)
+        bits += spec.pe * _registered_tree_bits(spec.thresholds, 1, spec.tree_every)
+        bits += tree_stages(spec.thresholds, spec.tree_every)
+    return bits
+
+
 def _binary_operand_bits(spec: MVAUSpec) -> int:
     """Product bits of the lanes that mask a weight or complement an input by a weight (0 for other
     lanes), each a LUT4 where the adder does not take it in: only where the weight varies over the
@@ -379,7 +416,7 @@ def _binary_operand_bits(spec: MVAUSpec) -> int:
     return varying * spec.product_bits // spec.weight_bits
 
 
-def _mvau_registers(spec: MVAUSpec, lane_dsps: int, rq_dsps: int, weights_in_logic: bool) -> int:
+def _mvau_registers(spec: MVAUSpec, lane_dsps: int, rq_dsps: int, weights_in_logic: bool, bram_words: int) -> int:
     """Register bits a :class:`~streamc.rtl.mvau.MatrixVectorUnit` declares, stage by stage, except
     memory read registers and the products a hard multiplier holds in its own registers. Where the
     weight ROM is logic, lanes with equal weights share their product registers (a binary-weight
@@ -407,4 +444,4 @@ def _mvau_registers(spec: MVAUSpec, lane_dsps: int, rq_dsps: int, weights_in_log
         stage4 = 1 + pe * spec.thresholds
     else:
         stage4 = 0
-    return counters + operands + products + accumulators + stage4 + output
+    return counters + operands + products + accumulators + stage4 + output + _pipeline_registers(spec, bram_words)

@@ -142,6 +142,11 @@ class Stage(ABC):
         """Take the clock (a :class:`streamc.timing.Clock`) the kernels' pipeline registers are chosen for;
         kinds whose kernels have no such choice ignore it."""
 
+    def pipeline_at(self, in_elems: int) -> dict:
+        """The pipeline registers its first kernel has when it takes ``in_elems`` elements per beat, as fields of
+        that kernel's resource spec (the planner prices a kernel built at one count for others)."""
+        return {}
+
     @abstractmethod
     def components(self) -> list:
         """The Amaranth components the rtl step builds for it, in stream order."""

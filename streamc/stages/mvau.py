@@ -126,25 +126,32 @@ class MVAULayer(Stage):
     def knobs(self, *, placement: bool = True) -> tuple[Knob, ...]:
         roms = ["ram_style"] + (["ram_style_thresholds"] if self.threshold_rom else [])
         multiplies = not (self.in_dtype.bipolar or self.weight_dtype.bipolar)
+        # A hard multiplier's path from its operand registers to the product register, where it is longer
+        # than the clock's period, leaves the multiplies to LUTs.
+        hard = self.clock is None or self.clock.delays.hard_multiply_fits(self.clock.period_ns)
         return (Knob("simd", tuple(divisors(self.mw)), "in"), Knob("pe", tuple(divisors(self.mh)), "out"),
-                *placement_knobs(roms, multiplies, placement))
+                *placement_knobs(roms, multiplies, placement, hard_multiplies=hard))
 
     def pipeline_for(self, clock: Clock) -> None:
         self.clock = clock
 
-    def pipelining(self) -> tuple[bool, int]:
-        """The unit's ``operand_register`` and ``tree_every`` at this folding: as an explicit folding gives
-        them, else what the clock needs by its family's delay model (the adder tree of ``simd`` products and
-        the accumulator after it), else none."""
+    def pipelining(self, simd: int | None = None) -> tuple[bool, int]:
+        """The unit's ``operand_register`` and ``tree_every`` at this folding (or with ``simd`` lanes per PE): as
+        an explicit folding gives them, else what the clock needs by its family's delay model (the adder tree of
+        ``simd`` products and the accumulator after it), else none."""
+        simd = simd or self.simd
         operand_register, tree_every = False, 0
         if self.clock is not None:
             delays, period = self.clock.delays, self.clock.period_ns
             multiplies = not (self.in_dtype.bipolar or self.weight_dtype.bipolar)
             operand_register = delays.operand_register(period, multiplies)
             width = shape_of_range(int(self.acc_lo.min()), int(self.acc_hi.max())).width
-            tree_every = delays.tree_every(period, tree_levels(self.simd), width)
+            tree_every = delays.tree_every(period, tree_levels(simd), width)
         return (operand_register if self.operand_register is None else self.operand_register,
                 tree_every if self.tree_every is None else self.tree_every)
+
+    def pipeline_at(self, in_elems: int) -> dict:
+        return dict(zip(("operand_register", "tree_every"), self.pipelining(in_elems)))
 
     def components(self) -> list:
         from ..rtl.mvau import MatrixVectorUnit

@@ -1,0 +1,89 @@
+"""The delay model's figures (streamc.timing.DELAYS) from nextpnr's timing reports of placed designs.
+
+Run: python benchmarks/calibrate_delays.py [FOLDER ...]   (default: build/, where bench_fmax.py places its designs)
+
+Reads every ``report.json`` under the folders (nextpnr ``--report``), takes the steps of each clock-to-clock
+critical path and sorts them by what they cross, told apart by the ports nextpnr names: a flip-flop's or a
+block RAM's clock-to-output, a LUT, a carry step, a hard multiplier, the routes between them, the setup. It
+prints each kind's median per family, and the parts of the delay model built from them:
+
+- register: a flip-flop's clock-to-output, the route into the next register and its setup;
+- adder level: a LUT and the route after it;
+- carry bit: a carry step (an ECP5 CCU2C carries two bits);
+- memory: a block RAM's clock-to-output and the route after it;
+- multiply: a hard multiplier and the route after it.
+
+Kinds no report shows are printed as missing; the model keeps its earlier figure for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: (family, step type, from port, to port) -> kind; ports as nextpnr's iCE40 and ECP5 cells name them.
+LUT_INPUTS = {"I0", "I1", "I2", "I3", "A", "B", "C", "D", "A0", "B0", "C0", "D0", "A1", "B1", "C1", "D1"}
+
+
+def kind_of(family: str, step: dict) -> str | None:
+    kind, source, sink = step["type"], step["from"].get("port", ""), step["to"].get("port", "")
+    if kind == "clk-to-q":
+        return "ram_clk_to_q" if source.startswith(("DO", "RDATA")) else "ff_clk_to_q"
+    if kind == "setup":
+        return "setup"
+    if kind == "routing":
+        if source.startswith(("DO", "RDATA")):
+            return "route_from_ram"
+        if source.startswith("P"):
+            return "route_from_multiplier"
+        return "route_from_carry" if source in ("COUT", "FCO") and sink in ("CIN", "FCI") else "route"
+    if sink in ("COUT", "FCO") or source in ("CIN", "FCI"):
+        return "carry"
+    if sink.startswith("P") or sink.startswith("O") and family == "ice40" and source.startswith(("A", "B")):
+        return "multiplier"
+    if source in LUT_INPUTS and sink in ("O", "F", "OFX0", "OFX1"):
+        return "lut"
+    return None
+
+
+def steps_by_kind(folders: list[Path]) -> dict[str, dict[str, list[float]]]:
+    found: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for report in sorted(path for folder in folders for path in folder.rglob("report.json")):
+        placed = json.loads(report.read_text())
+        family = "ecp5" if "TRELLIS_COMB" in placed["utilization"] else "ice40"
+        for path in placed["critical_paths"]:
+            if "<async>" in (path["from"], path["to"]):
+                continue
+            for step in path["path"]:
+                kind = kind_of(family, step)
+                if kind:
+                    found[family][kind].append(step["delay"])
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", nargs="*", type=Path, default=[ROOT / "build"])
+    args = parser.parse_args()
+    for family, kinds in sorted(steps_by_kind(args.folders).items()):
+        median = {kind: statistics.median(values) for kind, values in kinds.items()}
+        print(f"{family}:")
+        for kind, values in sorted(kinds.items()):
+            print(f"  {kind:22s} {len(values):4d} steps  median {median[kind]:.3f} ns  max {max(values):.3f} ns")
+
+        def part(*names: str) -> str:
+            missing = [name for name in names if name not in median]
+            return f"missing {', '.join(missing)}" if missing else f"{sum(median[name] for name in names):.2f} ns"
+
+        print(f"  model: register {part('ff_clk_to_q', 'route', 'setup')}, adder level {part('lut', 'route')}, "
+              f"carry bit {part('carry')}, memory {part('ram_clk_to_q', 'route_from_ram')}, "
+              f"multiply {part('multiplier', 'route_from_multiplier')}")
+
+
+if __name__ == "__main__":
+    main()

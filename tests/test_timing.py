@@ -1,0 +1,95 @@
+# amaranth: UnusedElaboratable=no
+# (tests build units only to price them)
+"""Pipelining for the clock: the delay model's choices, the planner's prices of them, their flip-flops in Yosys."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from streamc.datatypes import INT, UINT
+from streamc.kernels import stage_specs
+from streamc.resources import estimate_kernel, spec_of_unit
+from streamc.rtl.mvau import MatrixVectorUnit
+from streamc.rtl.top import StreamAccelerator, to_verilog
+from streamc.stages import MVAULayer
+from streamc.synth import synthesize
+from streamc.timing import DELAYS, Clock, delay_model
+
+
+def layer(mh=16, mw=64, in_dtype=UINT(4), weight_dtype=INT(4), thresholds=15) -> MVAULayer:
+    rng = np.random.default_rng(3)
+    weights = rng.integers(weight_dtype.min, weight_dtype.max + 1, size=(mh, mw))
+    reach = int(np.abs(weights).sum(axis=1).max()) * in_dtype.max
+    return MVAULayer(name="fc", source="fc", weights=weights, in_dtype=in_dtype, weight_dtype=weight_dtype,
+                     thresholds=np.sort(rng.integers(-reach, reach, size=(mh, thresholds)), axis=1),
+                     out_dtype=UINT(4), out_bias=0, acc_lo=np.full(mh, -reach), acc_hi=np.full(mh, reach))
+
+
+@pytest.mark.parametrize("family", sorted(DELAYS))
+def test_a_faster_clock_asks_for_more_registers(family):
+    delays = delay_model(family)
+    # Six adder levels of 16-bit sums.
+    everies = [delays.tree_every(1000 / mhz, 6, 16) for mhz in (10, 40, 80, 150, 300)]
+    assert everies[0] == 0 and everies[-1] >= 1
+    # Once pipelined, fewer levels fit between registers as the period shrinks.
+    pipelined = [every for every in everies if every]
+    assert pipelined == sorted(pipelined, reverse=True)
+    assert not delays.operand_register(1000 / 10, multiplies=True)
+    assert delays.operand_register(1000 / 300, multiplies=True)
+    assert delays.hard_multiply_fits(1000 / 10) and not delays.hard_multiply_fits(1000 / 300)
+    with pytest.raises(ValueError, match="no delay model for device family 'gowin'"):
+        delay_model("gowin")
+
+
+def test_the_layer_takes_its_registers_from_the_clock_at_every_simd():
+    stage = layer()
+    stage.simd = 64
+    assert stage.pipelining() == (False, 0)
+    stage.pipeline_for(Clock(mhz=150, family="ecp5"))
+    operand, every = stage.pipelining()
+    assert operand and every >= 1
+    # An explicit folding fixes them.
+    stage.operand_register, stage.tree_every = False, 0
+    assert stage.pipelining() == (False, 0)
+    # The slow clock of an iCE40 needs none for few lanes.
+    stage.operand_register = stage.tree_every = None
+    stage.pipeline_for(Clock(mhz=10, family="ice40"))
+    assert stage.pipelining(1) == (False, 0)
+
+
+def test_a_hard_multiplier_too_slow_for_the_clock_is_not_offered_to_the_planner():
+    stage = layer()
+    assert dict((knob.name, knob.values) for knob in stage.knobs())["res_type"] == ("auto", "lut")
+    stage.pipeline_for(Clock(mhz=300, family="ecp5"))
+    assert dict((knob.name, knob.values) for knob in stage.knobs())["res_type"] == ("lut",)
+
+
+@pytest.mark.parametrize("simd", [1, 4, 16, 64])
+def test_the_planner_prices_each_simd_with_the_registers_that_simd_is_built_with(simd):
+    # The planner builds a layer once per PE and reads every SIMD's spec off it: the registers, which
+    # depend on the SIMD's adder tree, must be those of a unit built at that SIMD.
+    stage = layer()
+    stage.pipeline_for(Clock(mhz=60, family="ice40"))
+    stage.pe, stage.simd = 4, 1
+    priced = stage_specs(stage)(simd)[0]
+    stage.simd = simd
+    built = spec_of_unit(stage.components()[0])
+    assert priced == built
+    assert built.tree_every == stage.pipelining()[1]
+
+
+@pytest.mark.parametrize("device, family", [("ice40-up5k", "ice40"), ("ecp5-85f", "ecp5")])
+def test_the_flip_flops_the_registers_add_are_those_yosys_keeps(tmp_path, device, family):
+    kwargs = dict(weights=layer(mh=4, mw=16).weights, in_dtype=UINT(4), weight_dtype=INT(4), pe=2, simd=8,
+                  thresholds=layer(mh=4, mw=16).thresholds, out_dtype=UINT(4), name="fc")
+    counted, synthesized = [], []
+    for pipelining in ({}, dict(operand_register=True, tree_every=1)):
+        unit = MatrixVectorUnit(**kwargs, **pipelining)
+        counted.append(estimate_kernel(spec_of_unit(unit), family).ff)
+        folder = tmp_path / str(len(counted))
+        folder.mkdir()
+        (folder / "streamc_top.v").write_text(to_verilog(StreamAccelerator(stages=[unit])))
+        synthesized.append(synthesize(verilog=folder / "streamc_top.v", device=device, workdir=folder).ff)
+    added, kept = counted[1] - counted[0], synthesized[1] - synthesized[0]
+    assert kept > 0 and abs(added - kept) <= 0.15 * kept, (counted, synthesized)
