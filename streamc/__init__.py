@@ -1,0 +1,12 @@
+"""streamc: quantized ONNX to streaming dataflow accelerators. From Python: ``streamc.compile`` (:mod:`streamc.api`)."""
+
+__all__ = ["Accelerator", "Simulation", "compile"]
+
+
+def __getattr__(name: str):
+    # Imported when first used: ``import streamc.rtl`` (the hardware library) and the CLI's start stay light.
+    if name in __all__:
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'streamc' has no attribute {name!r}")

@@ -20,37 +20,6 @@ from .protocol import DEFAULT_BAUD
 EXIT_OK, EXIT_MISMATCH, EXIT_ERROR = 0, 1, 2
 
 
-def verification_failure(rtlsim: dict | None) -> str | None:
-    """What went wrong in the simulation report, or ``None`` when the hardware matched (or did not run)."""
-    if rtlsim is None:
-        return None
-    problems = []
-    if rtlsim["mismatches"]:
-        problems.append(f"{rtlsim['mismatches']} hardware outputs differ from the reference over "
-                        f"{rtlsim['frames']} frames")
-    end_to_end = rtlsim.get("end_to_end_differing_frames") or []
-    if end_to_end and not rtlsim["mismatches"]:
-        problems.append(f"the hardware equals streamc's executor, but after the host tail {len(end_to_end)} of "
-                        f"{rtlsim['frames']} frames differ from the original model by more than "
-                        f"{rtlsim['end_to_end_rtol']:.3g} of the frame's largest output (frames "
-                        f"{_listed(end_to_end)}; max |diff| {rtlsim['end_to_end_max_abs_diff']:.3g}): the host tail "
-                        "does not compute what the model does after the hardware (a streamc bug)")
-    if rtlsim.get("expected_mismatches"):
-        frames = rtlsim["expected_differing_frames"]
-        apart = [f"{f['frame']}: {f['steps_apart']:g} steps" if "steps_apart" in f else
-                 f"{f['frame']}: max |diff| {f['max_abs_diff']:.3g}" for f in frames]
-        problems.append(f"{rtlsim['expected_mismatches']} of {rtlsim['frames']} frames differ from verify.expected "
-                        f"(frame: how far apart, {_listed(apart)})")
-        if "expected_note" in rtlsim:
-            problems.append(f"note: {rtlsim['expected_note']}")
-    return "; ".join(problems) or None
-
-
-def _listed(items: list, shown: int = 8) -> str:
-    more = f", and {len(items) - shown} more" if len(items) > shown else ""
-    return ", ".join(map(str, items[:shown])) + more
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="streamc", description="Quantized ONNX to streaming Verilog accelerators")
     parser.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
@@ -87,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         return _run(args, console, errors)
     from .pipeline.runner import run_build
+    from .pipeline.verdict import verification_failure
 
     try:
         state = run_build(args.config, console=console, fresh=args.fresh)

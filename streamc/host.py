@@ -17,7 +17,6 @@ from typing import Protocol
 import numpy as np
 
 from .errors import BoardError, BuildError, ConfigError
-from .execute import execute
 from .protocol import DEFAULT_BAUD, FrameFormat
 
 __all__ = ["SIM_BIT_CYCLES", "SIM_CLOCK_HZ", "Board", "SerialTransport", "SimRun", "SimTransport", "Transport"]
@@ -261,11 +260,7 @@ class Board:
         """Model inputs (float, the model's input shape after the batch axis) to model outputs: the head
         on the host, the stages on the board, the tail on the host."""
         dataflow = self._dataflow
-        name = dataflow.head.inputs[0].name
-        codes = execute(dataflow.head, {name: frames})[dataflow.hw_input]
-        hw = self.run_codes(dataflow.to_stream_order(np.rint(codes).astype(np.int64)))
-        tail_input = dataflow.from_stream_order(hw).astype(np.float32)
-        return execute(dataflow.tail, {dataflow.hw_output: tail_input})[dataflow.tail.outputs[0].name]
+        return dataflow.outputs_of(self.run_codes(dataflow.input_codes(frames)))
 
 
 def compile_design(config_path: Path, work_dir: Path, *, verilog: bool = False):

@@ -66,6 +66,25 @@ class Dataflow:
         """The stages reading stage ``index`` (-1: the hardware input), once per input they read it on."""
         return [k for k, stage in enumerate(self.stages) for source in stage.sources if source == index]
 
+    def input_codes(self, frames: np.ndarray) -> np.ndarray:
+        """The host head: model inputs ``(N, *input shape)`` to the integer codes the hardware takes,
+        one row per frame in stream order."""
+        codes = execute(self.head, {self.head.inputs[0].name: frames})[self.hw_input]
+        return self.to_stream_order(np.rint(codes).astype(np.int64))
+
+    def run_stages(self, codes: np.ndarray) -> np.ndarray:
+        """Each stage's integer arithmetic (its ``emulate``) in dataflow order: input codes to the hardware's
+        output integers, one row per frame."""
+        values = {-1: codes}
+        for index, stage in enumerate(self.stages):
+            values[index] = stage.emulate(*[values[source] for source in stage.sources])
+        return values[len(self.stages) - 1]
+
+    def outputs_of(self, hw: np.ndarray) -> np.ndarray:
+        """The host tail: the hardware's output integers (rows in stream order) to the model's outputs."""
+        tail_input = self.from_stream_order(hw).astype(np.float32)
+        return execute(self.tail, {self.hw_output: tail_input})[self.tail.outputs[0].name]
+
     def emulate(self, frames: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """What the hardware and the host together compute, stage by stage in integers.
 
@@ -73,15 +92,8 @@ class Dataflow:
         host tail. The RTL is checked against the model itself, not against this; this is the
         quick way to see what a folding-independent hardware description computes.
         """
-        name = self.head.inputs[0].name
-        values = execute(self.head, {name: frames})[self.hw_input]
-        values = {-1: self.to_stream_order(np.rint(values).astype(np.int64))}
-        for index, stage in enumerate(self.stages):
-            values[index] = stage.emulate(*[values[source] for source in stage.sources])
-        x = values[len(self.stages) - 1]
-        tail_input = self.from_stream_order(x).astype(np.float32)
-        outputs = execute(self.tail, {self.hw_output: tail_input})[self.tail.outputs[0].name]
-        return x, outputs
+        x = self.run_stages(self.input_codes(frames))
+        return x, self.outputs_of(x)
 
 
 def hardware_name(source: str, taken: set[str]) -> str:

@@ -225,11 +225,21 @@ def load_config(path: Path) -> BuildConfig:
         raise ConfigError(f"{source} is empty; it needs at least model, output_dir and target_fps or folding")
     if not isinstance(raw, dict):
         raise ConfigError(f"{source} must be a mapping of keys to values, not a {type(raw).__name__}")
+    return config_from_mapping(raw, base=path.parent.resolve(), source=source)
+
+
+def config_from_mapping(raw: dict, *, base: Path, source: str) -> BuildConfig:
+    """Validate the keys of a build configuration; relative paths are taken from the folder ``base``.
+
+    Raises
+    ------
+    ConfigError
+        Naming ``source`` and each invalid key, and saying what is valid.
+    """
     try:
         config = BuildConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(f"{source}: {_describe(exc)}") from None
-    base = path.parent.resolve()
     verify = config.verify
     resolved = {key: base / value for key, value in verify.model_dump().items() if isinstance(value, Path)}
     return config.model_copy(update=dict(model=base / config.model, output_dir=base / config.output_dir,

@@ -112,13 +112,7 @@ def fold_step(state: BuildState) -> None:
     else:
         plan_folding(dataflow, config)
     fold_streaming_stages(dataflow)
-    # In the shape a config's folding takes, to pin or edit this one.
-    state.folder.write_report("folding", {
-        **{layer.name: {"pe": layer.pe, "simd": layer.simd, "ram_style": layer.ram_style,
-                        "ram_style_thresholds": layer.ram_style_thresholds, "res_type": layer.res_type,
-                        **dict(zip(("operand_register", "tree_every"), layer.pipelining()))}
-           for layer in layers},
-        **{table.name: {"ram_style": table.ram_style} for table in dataflow.tables}})
+    state.folder.write_report("folding", folding_of(dataflow))
     cycles = dataflow.cycles_per_frame()
     rows = estimate_design(dataflow.stages, [get_device(d) for d in config.devices], config.fifo_depth)
     state.resources = {d: sum((row.resources[d] for row in rows), ResourceEstimate()).to_dict() for d in config.devices}
@@ -130,6 +124,22 @@ def fold_step(state: BuildState) -> None:
         "stages": [_stage_estimate(stage) for stage in dataflow.stages],
         "resources": state.resources,
     })
+
+
+def folding_of(dataflow: Dataflow) -> dict[str, dict]:
+    """The folded design's choices in the shape a config's ``folding`` takes, to pin or edit them."""
+    return {
+        **{layer.name: {"pe": layer.pe, "simd": layer.simd, "ram_style": layer.ram_style,
+                        "ram_style_thresholds": layer.ram_style_thresholds, "res_type": layer.res_type,
+                        **dict(zip(("operand_register", "tree_every"), layer.pipelining()))}
+           for layer in dataflow.layers},
+        **{table.name: {"ram_style": table.ram_style} for table in dataflow.tables}}
+
+
+def accelerator_top(dataflow: Dataflow, fifo_depth: int):
+    """The accelerator's top component the rtl step writes as Verilog, and its links' FIFO depths."""
+    depths = fifo_depths(dataflow, fifo_depth)
+    return stitch(dataflow.stages, [stage.components() for stage in dataflow.stages], depths), depths
 
 
 def _stage_estimate(stage: Stage) -> dict:
@@ -144,9 +154,7 @@ def rtl_step(state: BuildState) -> None:
     from ..rtl.rom_files import RomFiles
     from ..rtl.top import to_verilog
 
-    stages = state.dataflow.stages
-    state.fifo_depths = fifo_depths(state.dataflow, state.config.fifo_depth)
-    top = stitch(stages, [stage.components() for stage in stages], state.fifo_depths)
+    top, state.fifo_depths = accelerator_top(state.dataflow, state.config.fifo_depth)
     roms = RomFiles()
     state.verilog = to_verilog(top, name=TOP, roms=roms)
     for stale in state.folder.path("verilog", "x").parent.glob("*.hex"):
@@ -181,21 +189,36 @@ def _frames(state: BuildState, graph: Graph) -> np.ndarray:
             return rng.integers(info.min, info.max, size=size, endpoint=True).astype(dtype)
         return rng.uniform(-1, 1, size=size).astype(dtype)
     frames = _load_npy(verify.inputs, "inputs")
+    return model_frames(frames, graph, key="verify.inputs", origin=f" of '{verify.inputs}'", count=verify.frames)
+
+
+def model_frames(frames: np.ndarray, graph: Graph, *, key: str, origin: str = "", count: int | None = None) -> np.ndarray:
+    """``frames`` (N, *the model's input shape, with or without its batch axis of 1) as the model's input
+    takes them, the first ``count`` of them (None: all).
+
+    Raises
+    ------
+    ConfigError
+        Naming ``key`` (and the frames' ``origin``) when the frames do not fit the input, are not finite
+        or do not fit its integer type.
+    """
+    given = graph.inputs[0]
+    shape, dtype = given.shape, helper.tensor_dtype_to_np_dtype(given.elem_type)
     if frames.shape[1:] == tuple(shape):
         frames = frames.reshape(frames.shape[0], *shape[1:])
     if frames.shape[1:] != tuple(shape[1:]):
-        raise ConfigError(f"verify.inputs: frames of shape {frames.shape[1:]} do not fit the model input "
+        raise ConfigError(f"{key}: frames of shape {frames.shape[1:]} do not fit the model input "
                           f"{given.name!r} of shape {tuple(shape)} (give an array of shape "
                           f"(N, {', '.join(map(str, shape[1:]))}))")
-    frames = frames[:verify.frames] if verify.frames else frames
+    frames = frames[:count] if count else frames
     flat = frames.reshape(len(frames), -1)
     finite = np.isfinite(flat).all(axis=1)
     if not finite.all():
         bad = int(np.argmin(finite))
         what = "NaN" if np.isnan(flat[bad]).any() else "infinity"
-        raise ConfigError(f"verify.inputs: frame {bad} of '{verify.inputs}' holds {what}; frames must be finite")
+        raise ConfigError(f"{key}: frame {bad}{origin} holds {what}; frames must be finite")
     if np.issubdtype(dtype, np.integer) and not np.array_equal(frames, frames.astype(dtype)):
-        raise ConfigError(f"verify.inputs: the model input {given.name!r} is {np.dtype(dtype).name}, and the frames "
+        raise ConfigError(f"{key}: the model input {given.name!r} is {np.dtype(dtype).name}, and the frames "
                           "hold values it cannot represent")
     return frames.astype(dtype)
 
@@ -252,7 +275,7 @@ def sim_step(state: BuildState) -> None:
     in_name, out_name = original.inputs[0].name, original.outputs[0].name
     reference = execute(original, {in_name: frames})[out_name]
     expected_hw = expected_hw_outputs(dataflow, execute(tidied, {in_name: frames}, keep_all=True))
-    codes = dataflow.to_stream_order(np.rint(execute(dataflow.head, {in_name: frames})[dataflow.hw_input]).astype(np.int64))
+    codes = dataflow.input_codes(frames)
 
     first, last = dataflow.stages[0], dataflow.stages[-1]
     result = simulate(verilog=folder.path("verilog", f"{TOP}.v"), top=TOP, build_dir=folder.path("sim_build", "x").parent,
@@ -262,8 +285,9 @@ def sim_step(state: BuildState) -> None:
                       input_gap_prob=verify.input_gap_prob, output_stall_prob=verify.output_stall_prob,
                       timeout_cycles=_timeout_cycles(dataflow, n, verify))
     hw = last.out_dtype.from_hw(result.outputs)
-    outputs = execute(dataflow.tail, {dataflow.hw_output: dataflow.from_stream_order(hw).astype(np.float32)})[out_name]
+    outputs = dataflow.outputs_of(hw)
     folder.save_array("reports", "rtlsim_outputs.npy", array=outputs)
+    folder.save_array("reports", "rtlsim_hw_outputs.npy", array=hw)
 
     report = dict(frames=n, mismatches=int(result.mismatches),
                   first_mismatch=result.first_mismatch._asdict() if result.first_mismatch else None,

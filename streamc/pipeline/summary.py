@@ -29,10 +29,18 @@ def summary_data(state: BuildState, timings: dict[str, float]) -> dict:
 
 
 def print_summary(state: BuildState, timings: dict[str, float], console: Console) -> None:
-    df = state.dataflow
-    if df is None:
+    if state.dataflow is None:
         console.print(f"Ran {', '.join(timings)}; outputs in {state.config.output_dir}")
         return
+    print_design(state, console)
+    print_results(state, console)
+    console.print(f"Outputs: {state.config.output_dir.resolve()} (steps: " +
+                  ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()) + ")")
+
+
+def print_design(state: BuildState, console: Console) -> None:
+    """The folded design: its stages, what runs on the host, cycles and frames/s."""
+    df = state.dataflow
     layers = Table(title="Hardware stages", title_justify="left")
     for column in ("stage", "MH x MW", "in", "weights", "out", "output stage", "PE", "SIMD", "cycles/frame"):
         layers.add_column(column, justify="right" if column in ("PE", "SIMD", "cycles/frame") else "left")
@@ -46,6 +54,22 @@ def print_summary(state: BuildState, timings: dict[str, float], console: Console
     predicted = df.cycles_per_frame()
     console.print(f"Predicted: {predicted} cycles/frame = {state.config.clock_mhz * 1e6 / predicted:,.0f} frames/s "
                   f"at {state.config.clock_mhz:g} MHz")
+
+
+def print_estimates(state: BuildState, console: Console) -> None:
+    """The fold step's resource estimates, per device."""
+    table = Table(title="Estimated resources", title_justify="left")
+    for column in ("device", "LUT", "FF", "BRAM", "DSP"):
+        table.add_column(column, justify="left" if column == "device" else "right")
+    for device, estimated in state.resources.items():
+        have = CAPACITY[device]
+        table.add_row(device, *(f"{estimated[k]} ({100 * estimated[k] / have[k]:.0f}% of {have[k]})" if have[k]
+                                else str(estimated[k]) for k in ("lut", "ff", "bram", "dsp")))
+    console.print(table)
+
+
+def print_results(state: BuildState, console: Console) -> None:
+    """What the sim, synth and pnr steps found, those of them that ran."""
     sim = state.rtlsim
     if sim is not None:
         verdict = "[green]BIT-EXACT[/green]" if sim["mismatches"] == 0 else f"[red]{sim['mismatches']} MISMATCHES[/red]"
@@ -83,5 +107,3 @@ def print_summary(state: BuildState, timings: dict[str, float], console: Console
         console.print(f"  used: {used}")
         if p["bitstream"]:
             console.print(f"  bitstream: {p['bitstream']}")
-    console.print(f"Outputs: {state.config.output_dir.resolve()} (steps: " +
-                  ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()) + ")")
