@@ -148,6 +148,34 @@ class Accelerator:
         """The host tail: the hardware's output integers ``(N, out_count)`` to the model's outputs."""
         return self.dataflow.outputs_of(np.asarray(hardware, dtype=np.int64).reshape(len(hardware), -1))
 
+    @property
+    def in_beats(self) -> int:
+        """Input beats per frame: the first stage's input elements over its elements per beat."""
+        first = self.stages[0]
+        return first.in_count // first.in_elems
+
+    @property
+    def out_beats(self) -> int:
+        """Output beats per frame."""
+        last = self.stages[-1]
+        return last.out_count // last.out_elems
+
+    def input_beats(self, frames) -> list[int]:
+        """The input stream of ``frames``: :attr:`in_beats` beats per frame, each the integer ``s_axis_tdata`` (or the
+        component's ``i.payload``) carries, element ``j`` at bits ``[j*w, (j+1)*w)``."""
+        from .sim.stream_tb import pack_beats
+
+        first = self.stages[0]
+        return pack_beats(first.in_dtype.to_hw(self.encode(frames)), first.in_elems, first.in_dtype.bitwidth)
+
+    def outputs_from_beats(self, beats: list[int]) -> np.ndarray:
+        """The model's outputs from the accelerator's output beats (:attr:`out_beats` per frame), through the host tail."""
+        from .sim.stream_tb import unpack_beats
+
+        last = self.stages[-1]
+        elements = unpack_beats(list(beats), last.out_elems, last.out_dtype.bitwidth).astype(np.int64)
+        return self.decode(last.out_dtype.from_hw(elements).reshape(-1, last.out_count))
+
     def predict(self, frames, *, hardware: bool = False) -> np.ndarray:
         """What the accelerator and the host compute for ``frames``, in the hardware's exact integer arithmetic.
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .pipeline.config import load_config
-from .pipeline.runner import run_through
+from .api import compile
 from .devices import get_device
 from .folding import cycle_budget
 from .kernels import estimate_design
+from .pipeline.folder import BuildFolder
 from .resources import ResourceEstimate
 
 RESOURCES = ("lut", "ff", "bram", "dsp", "spram")
@@ -21,10 +21,9 @@ RESOURCES = ("lut", "ff", "bram", "dsp", "spram")
 
 def run_estimate(config_path: Path, *, device_names: list[str] | None = None) -> dict:
     """Fold the model as ``config_path`` says and estimate it; returns what estimate.json holds."""
-    config = load_config(config_path)
+    acc = compile(config=config_path)
+    config, dataflow = acc.config, acc.dataflow
     devices = [get_device(name) for name in (device_names or config.devices)]
-    state = run_through(config, config_path, "fold")
-    dataflow = state.dataflow
     rows = estimate_design(dataflow.stages, devices, config.fifo_depth)
     cycles = dataflow.cycles_per_frame()
     budget = cycle_budget(target_fps=config.target_fps, clock_mhz=config.clock_mhz) if config.target_fps else None
@@ -43,7 +42,7 @@ def run_estimate(config_path: Path, *, device_names: list[str] | None = None) ->
         over = [key for key in RESOURCES if getattr(total, key) > budget_of[key]]
         report["devices"][device.name] = {"part": device.part, "budget": budget_of, "total": total.to_dict(),
                                           "utilization": utilization, "fits": not over, "over_budget": over}
-    folder = state.folder
+    folder = BuildFolder(acc.output_dir)
     folder.write_report("estimate", report)
     charts = _charts(report, folder.reports)
     folder.write_text("reports", "estimate.md", text=_markdown(report, charts))
