@@ -13,6 +13,7 @@ from streamc.resources import estimate_kernel, spec_of_unit
 from streamc.rtl.mvau import MatrixVectorUnit
 from streamc.rtl.top import StreamAccelerator, to_verilog
 from streamc.stages import MVAULayer
+from streamc.stages.window import sliding_window
 from streamc.synth import synthesize
 from streamc.timing import DELAYS, Clock, delay_model
 
@@ -93,3 +94,12 @@ def test_the_flip_flops_the_registers_add_are_those_yosys_keeps(tmp_path, device
         synthesized.append(synthesize(verilog=folder / "streamc_top.v", device=device, workdir=folder).ff)
     added, kept = counted[1] - counted[0], synthesized[1] - synthesized[0]
     assert kept > 0 and abs(added - kept) <= 0.15 * kept, (counted, synthesized)
+
+
+def test_the_window_keeps_the_pixels_a_patch_needs_in_a_register_at_a_fast_clock():
+    window = sliding_window("w", "conv", (28, 28, 1), (28, 28), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), UINT(4), 0)
+    assert not window.needed_register
+    window.pipeline_for(Clock(mhz=20, family="ice40"))
+    assert not window.needed_register and not window.components()[0].needed_register
+    window.pipeline_for(Clock(mhz=50, family="ice40"))
+    assert window.needed_register and window.components()[0].needed_register

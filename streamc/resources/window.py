@@ -28,6 +28,7 @@ class WindowSpec(KernelSpec):
     stride_w: int = 1
     dilation_h: int = 1
     dilation_w: int = 1
+    needed_register: bool = False
 
     @property
     def ring_words(self) -> int:
@@ -39,7 +40,7 @@ class WindowSpec(KernelSpec):
         (sh, sw), (dh, dw), (top, left) = unit.stride, unit.dilation, unit.padding_before
         return cls(height=h, width=w, channels=c, kernel_h=kh, kernel_w=kw, out_h=oh, out_w=ow, bits=unit.in_width,
                    simd=unit.in_elems, buffer_rows=unit.buffer_rows, pad_top=top, pad_left=left, stride_h=sh,
-                   stride_w=sw, dilation_h=dh, dilation_w=dw)
+                   stride_w=sw, dilation_h=dh, dilation_w=dw, needed_register=unit.needed_register)
 
     @classmethod
     def of_stage(cls, stage) -> "WindowSpec":
@@ -48,7 +49,8 @@ class WindowSpec(KernelSpec):
 
         return cls.of_unit(SlidingWindow(in_shape=stage.in_shape, kernel=stage.kernel, stride=stage.strides,
                                          padding=stage.padding, dilation=stage.dilations, dtype=stage.dtype,
-                                         pad_value=stage.pad_value, simd=stage.elems, name=stage.name))
+                                         pad_value=stage.pad_value, simd=stage.elems,
+                                         needed_register=stage.needed_register, name=stage.name))
 
 
 @dataclass(frozen=True)
@@ -111,10 +113,13 @@ def _window_features(spec: WindowSpec) -> tuple[dict[str, float], dict[str, floa
     # images of ring rows, and only its high bits stay.
     ring_steps = ((0 if one_row else ring) + (ring if kh > 1 else 0)
                   + max(0, ring - twos(w * cf) - 1))
-    positions = r0 + r + c0 + c + pixels + beats + credit + written
+    # The count of pixels a patch needs, as a register (needed_register): set from a copy of its sum in each
+    # of the two moves of the patch's corner, where without the register one sum feeds the compare.
+    needed = _signed_range_bits(-(top + 1) * w - left - 2, (h + 1) * w + 2) if spec.needed_register else 0
+    positions = r0 + r + c0 + c + pixels + beats + credit + written + 2 * needed
     # Each register above, the ring addresses (row_addr merged with top_addr when the kernel spans
     # one row), the output valid and the padding flag.
-    registers = counters + positions + ring_steps + 2
+    registers = counters + positions - needed + ring_steps + 2
     # Stepping modulo a ring of 2**n words is an n-bit adder; any other ring needs a compare and
     # a subtraction as well.
     ring_wraps = ring_steps if spec.ring_words & (spec.ring_words - 1) else 0

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..datatypes import DataType
 from ..errors import LoweringError
+from ..timing import Clock
 from .base import Stage
 
 
@@ -29,6 +30,7 @@ class WindowStage(Stage):
     pad_value: int
     elems: int = 1
     sources: list[int] = field(default_factory=lambda: [-1])
+    clock: Clock | None = None      # the clock its reader's registers are chosen for (streamc.timing)
 
     kind = "window"
     in_elems = out_elems = property(lambda self: self.elems)
@@ -77,12 +79,31 @@ class WindowStage(Stage):
         wanted = after.in_elems if folds else (before.out_elems if before else 1)
         self.elems = math.gcd(wanted, self.in_shape[2])
 
+    def pipeline_for(self, clock: Clock) -> None:
+        self.clock = clock
+
+    @property
+    def needed_register(self) -> bool:
+        """Whether the reader's count of the pixels a patch needs is a register: where the path that sums it and
+        moves the reader on it is longer than the clock's period (counted as eight levels: the corner's two
+        adders and two clamping compares with their selects, the compare the reader issues on, the issue, and
+        each counter's next-value select; on the UP5K the digits CNN's took 38.6 ns)."""
+        if self.clock is None:
+            return False
+        from ..rtl.window import needed_range
+
+        height, width, _ = self.in_shape
+        bits = needed_range(height, width, *self.padding[:2]).stop.bit_length() + 1
+        delays = self.clock.delays
+        return delays.register_ns + 8 * delays.adder_ns + bits * delays.carry_ns > self.clock.period_ns
+
     def components(self) -> list:
         from ..rtl.window import SlidingWindow
 
         return [SlidingWindow(in_shape=self.in_shape, kernel=self.kernel, stride=self.strides,
                               padding=self.padding, dilation=self.dilations, dtype=self.dtype,
-                              pad_value=self.pad_value, simd=self.elems, name=self.name)]
+                              pad_value=self.pad_value, simd=self.elems, needed_register=self.needed_register,
+                              name=self.name)]
 
 
 def conv_window(record: dict) -> dict:
