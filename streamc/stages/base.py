@@ -170,8 +170,32 @@ def activate(acc: np.ndarray, thresholds, requant: Requant | None, out_dtype: Da
         return requantize(acc, requant)
     if thresholds is None:
         return acc
-    count = (acc[:, :, None] >= thresholds[None]).sum(axis=2)
+    count = _thresholds_reached(acc, thresholds)
     return np.where(count > 0, 1, -1) if out_dtype.bipolar else count + out_bias
+
+
+def _thresholds_reached(acc: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """How many of each channel's thresholds each accumulator reaches (``acc >= t``). Sorted thresholds (as the
+    streamline step writes them) are searched, all channels in one sorted array shifted apart per channel,
+    instead of comparing with each of up to 255 per channel."""
+    if (np.diff(thresholds, axis=1) < 0).any():
+        return (acc[:, :, None] >= thresholds[None]).sum(axis=2)
+    channels, levels = thresholds.shape
+    low = min(int(thresholds.min()), int(acc.min(initial=0)))
+    span = max(int(thresholds.max()), int(acc.max(initial=0))) - low + 1
+    shift = np.arange(channels, dtype=np.int64) * span
+    flat = ((thresholds.astype(np.int64) - low) + shift[:, None]).reshape(-1)
+    return np.searchsorted(flat, (acc.astype(np.int64) - low) + shift, side="right") - shift // span * levels
+
+
+def integer_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` of integer arrays, exactly: through float32 or float64 BLAS where no partial sum can reach 2**24
+    or 2**53 (every float sum of such integers is exact), else in int64, which numpy multiplies without BLAS."""
+    bound = int(np.abs(a).max(initial=0)) * int(np.abs(b).sum(axis=0).max(initial=0))
+    for exact, dtype in ((1 << 24, np.float32), (1 << 53, np.float64)):
+        if bound < exact:
+            return (a.astype(dtype) @ b.astype(dtype)).astype(np.int64)
+    return a.astype(np.int64) @ b.astype(np.int64)
 
 
 def channel_need(out_count: int, channels: int, window: int) -> np.ndarray:

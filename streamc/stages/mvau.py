@@ -11,7 +11,7 @@ from ..datatypes import DataType
 from ..rtl.arithmetic import shape_of_range, tree_levels
 from ..rtl.requant import Requant
 from ..timing import Clock
-from .base import Knob, Stage, activate, divisors, placement_knobs
+from .base import Knob, Stage, activate, divisors, integer_matmul, placement_knobs
 from .window import conv_window
 
 
@@ -97,7 +97,7 @@ class MVAULayer(Stage):
         return f"node {self.source!r} (MatMul {self.mh}x{self.mw})"
 
     def emulate(self, x: np.ndarray) -> np.ndarray:
-        acc = x.reshape(-1, self.mw) @ self.weights.T
+        acc = integer_matmul(x.reshape(-1, self.mw), self.weights.T)
         return activate(acc, self.thresholds, self.requant, self.out_dtype, self.out_bias).reshape(len(x), -1)
 
     @property
