@@ -124,6 +124,8 @@ class Chain:
                                                                                                   fifo_depth)
         self._priced_as = (self._family, self._dsp)
         self._node_vectors: dict[tuple[int, int], list[tuple[Choice, Choice, tuple[int, ...]]]] = {}
+        self._choice_tables: dict[tuple[int, int], tuple] = {}
+        self._sides_of: dict[int, tuple[list[Choice], list[Choice]]] = {}
         self._k_of = {index: k for k, index in enumerate(self.foldable)}
         self._domains = {(k, side): sorted({key(k, c) for c in self.options[k]})
                          for k in range(len(self.foldable)) for side, key in (("in", self.in_key), ("out", self.out_key))}

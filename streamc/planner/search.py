@@ -5,8 +5,6 @@ fewest cycles within a budget."""
 from __future__ import annotations
 
 import math
-from dataclasses import fields
-
 import numpy as np
 
 from ..devices import Device, get_device
@@ -42,7 +40,7 @@ class Planner(Chain):
         still there (the one leaving the smallest table first), then chosen back in reverse order."""
         weights = np.array([prices.get(name, 0.0) for name in RESOURCE_FIELDS])
         count = len(self.foldable)
-        choices = [self._placed_cheapest(k, list(weights), cycles) for k in range(count)]
+        choices = [list(self._placed_cheapest(k, list(weights), cycles)) for k in range(count)]
         if not all(choices):
             return None
         # A factor: the (stage, side) entries it depends on and its priced cost per combination of
@@ -130,15 +128,14 @@ class Planner(Chain):
 
     def cheapest(self, cycles: int, prices: dict[str, float]) -> list[Choice] | None:
         """The folding of least priced cost with every stage within ``cycles`` (None if there is none)."""
-        def price(resources: ResourceEstimate) -> float:
-            return sum(prices.get(f.name, 0.0) * getattr(resources, f.name) for f in fields(resources))
-
         if not self.chain:
             return self._eliminate(cycles, prices)
+        weights = [prices.get(name, 0.0) for name in RESOURCE_FIELDS]
         inf = float("inf")
         count = len(self.foldable)
         if count == 0:
             return [] if self.edge_cycles(0, (), ()) <= cycles else None
+        edge_price = self._edge_prices(weights, cycles)
         # best[k][choice] = (cost of everything up to and including stage k, choice of stage k - 1)
         best: list[dict[Choice, tuple[float, Choice | None]]] = []
         for k in range(count):
@@ -154,28 +151,24 @@ class Planner(Chain):
             # Cheapest predecessors first: a segment costs at least nothing, so once the cost so far
             # reaches the best found, no later predecessor can win (and its segment is never priced).
             ordered = sorted(reachable.items(), key=lambda item: item[1][0])
-            for choice in self._placed_cheapest(k, [prices.get(name, 0.0) for name in RESOURCE_FIELDS], cycles):
+            for choice, node_cost in self._placed_cheapest(k, weights, cycles).items():
                 in_key, entry = self.in_key(k, choice), (inf, None)
                 for out_key, (cost, previous) in ordered:
                     if cost >= entry[0]:
                         break
-                    if self.edge_cycles(k, out_key, in_key) > cycles:
-                        continue
-                    total = cost + price(self.edge(k, out_key, in_key))
+                    total = cost + edge_price(k, out_key, in_key)
                     if total < entry[0]:
                         entry = (total, previous)
                 if entry[0] < inf:
-                    layer[choice] = (entry[0] + price(self.node(k, choice)), entry[1])
+                    layer[choice] = (entry[0] + node_cost, entry[1])
             if not layer:
                 return None
             best.append(layer)
         final, last = inf, None
         for choice, (cost, _) in best[-1].items():
-            out_key = self.out_key(count - 1, choice)
-            if self.edge_cycles(count, out_key, ()) <= cycles:
-                total = cost + price(self.edge(count, out_key, ()))
-                if total < final:
-                    final, last = total, choice
+            total = cost + edge_price(count, self.out_key(count - 1, choice), ())
+            if total < final:
+                final, last = total, choice
         if last is None:
             return None
         assignment = [last]
@@ -183,13 +176,27 @@ class Planner(Chain):
             assignment.append(best[k][assignment[-1]][1])
         return assignment[::-1]
 
-    def _placed_cheapest(self, k: int, weights: list[float], cycles: int) -> list[Choice]:
+    def _edge_prices(self, weights: list[float], cycles: int):
+        """The priced cost of a segment between its neighbours' sides at ``weights`` (a price per resource),
+        infinite past ``cycles``: worked out once per sides, which the shortest path asks for again for
+        every choice of a stage that folds its side alike."""
+        known: dict[tuple[int, Choice, Choice], float] = {}
+
+        def price(s: int, out_key: Choice, in_key: Choice) -> float:
+            key = (s, out_key, in_key)
+            if key not in known:
+                known[key] = (float("inf") if self.edge_cycles(s, out_key, in_key) > cycles
+                              else sum(w * v for w, v in zip(weights, self.edge_vector(s, out_key, in_key))))
+            return known[key]
+        return price
+
+    def _placed_cheapest(self, k: int, weights: list[float], cycles: int) -> dict[Choice, float]:
         """Stage ``k``'s choices within ``cycles``, of those that fold it alike the one whose placement
-        costs least at ``weights`` (a price per resource): placement changes the stage alone, so the
-        others can never be part of the cheapest design."""
+        costs least at ``weights`` (a price per resource), with that cost: placement changes the stage
+        alone, so the others can never be part of the cheapest design."""
         options = self._vectors(k, cycles)
         if not options:
-            return []
+            return {}
         matrix = np.array([vector for _, _, vector in options], dtype=np.float64)
         # Summed resource by resource, in order: the same float sums as the scalar dot product, so that
         # ties break alike.
@@ -200,7 +207,7 @@ class Planner(Chain):
         for (folded, choice, _), cost in zip(options, costs.tolist()):
             if folded not in best or cost < best[folded][0]:
                 best[folded] = (cost, choice)
-        return [choice for _, choice in best.values()]
+        return {choice: cost for cost, choice in best.values()}
 
     def _vectors(self, k: int, cycles: int) -> list[tuple[Choice, Choice, tuple[int, ...]]]:
         """Each choice of stage ``k`` within ``cycles`` with its lanes and its resources as a vector
@@ -281,39 +288,63 @@ class Planner(Chain):
                      self.edge_cycles(k + 1, *self.sides(k + 1, assignment)))
         return tuple(map(sum, zip(*(as_vector(part) for part in parts)))), cycles
 
-    def _moves(self, assignment: list[Choice], cycles: int) -> tuple[list[list[Choice]], np.ndarray]:
-        """Each folding one stage's choice away from ``assignment`` (which is within ``cycles``) that
-        stays within ``cycles``, and their resources (a row each)."""
+    def _moves(self, assignment: list[Choice], cycles: int) -> tuple[list[tuple[int, Choice]], np.ndarray]:
+        """Each change of one stage's choice away from ``assignment`` (which is within ``cycles``) that
+        stays within ``cycles``, as (stage, choice), and the resources of the folding it gives (a row each)."""
         total = np.array(as_vector(self.evaluate(assignment)[0]))
-        trials, rows = [], [np.zeros((0, len(RESOURCE_FIELDS)), dtype=np.int64)]
+        moves, rows = [], [np.zeros((0, len(RESOURCE_FIELDS)), dtype=np.int64)]
         for k in range(len(self.options)):
-            others = [(c, v) for _, c, v in self._vectors(k, cycles) if c != assignment[k]]
-            if not others:
+            choices, nodes, node_cycles, in_at, out_at = self._choice_table(k, cycles)
+            others = np.array([choice != assignment[k] for choice in choices], dtype=bool)
+            if not others.any():
                 continue
             if self.chain:
-                # Only the stage and the segments on either side of it change, between fixed neighbours.
+                # Only the stage and the segments on either side of it change, between fixed neighbours:
+                # each segment priced once per side of the stage that sets it.
                 left = self.out_key(k - 1, assignment[k - 1]) if k > 0 else ()
                 right = self.in_key(k + 1, assignment[k + 1]) if k + 1 < len(self.foldable) else ()
                 before, _ = self._around(k, assignment)
-                kept, vectors = [], []
-                for choice, node in others:
-                    inward, outward = self.in_key(k, choice), self.out_key(k, choice)
-                    reached = max(self.node_cycles(k, choice), self.edge_cycles(k, left, inward),
-                                  self.edge_cycles(k + 1, outward, right))
-                    if reached <= cycles:
-                        kept.append(choice)
-                        vectors.append((node, self.edge_vector(k, left, inward), self.edge_vector(k + 1, outward, right)))
-                if kept:
-                    trials += [assignment[:k] + [choice] + assignment[k + 1:] for choice in kept]
-                    rows.append(total - np.array(before) + np.array(vectors).sum(axis=1))
+                inward, inward_cycles = self._segment_table(k, [(left, key) for key in self._sides_of[k][0]])
+                outward, outward_cycles = self._segment_table(k + 1, [(key, right) for key in self._sides_of[k][1]])
+                reached = np.maximum(node_cycles, np.maximum(inward_cycles[in_at], outward_cycles[out_at]))
+                kept = np.flatnonzero(others & (reached <= cycles))
+                moves += [(k, choices[i]) for i in kept]
+                rows.append(total - np.array(before) + nodes[kept] + inward[in_at[kept]] + outward[out_at[kept]])
                 continue
             # What changes with stage k's choice: the stage and the terms that depend on it.
-            vectors, reached = self._terms_at(assignment, stage=k, choices=[assignment[k]] + [c for c, _ in others])
-            vectors = vectors + np.array([as_vector(self.node(k, assignment[k]))] + [v for _, v in others])
+            changed = np.flatnonzero(others)
+            candidates = [choices[i] for i in changed]
+            vectors, reached = self._terms_at(assignment, stage=k, choices=[assignment[k]] + candidates)
+            vectors = vectors + np.concatenate([[as_vector(self.node(k, assignment[k]))], nodes[changed]])
             within = reached[1:] <= cycles
             rows.append(total - vectors[0] + vectors[1:][within])
-            trials += [assignment[:k] + [choice] + assignment[k + 1:] for (choice, _), ok in zip(others, within) if ok]
-        return trials, np.concatenate(rows)
+            moves += [(k, choice) for choice, ok in zip(candidates, within) if ok]
+        return moves, np.concatenate(rows)
+
+    def _choice_table(self, k: int, cycles: int) -> tuple[list[Choice], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Stage ``k``'s choices within ``cycles`` (:meth:`_vectors`) as arrays for the repair's moves: their
+        resources (a row each), cycles, and the position of each one's input and output side among the
+        stage's (``_sides_of``)."""
+        if (k, cycles) not in self._choice_tables:
+            if k not in self._sides_of:
+                self._sides_of[k] = (sorted({self.in_key(k, c) for c in self.options[k]}),
+                                     sorted({self.out_key(k, c) for c in self.options[k]}))
+            ins, outs = ({key: at for at, key in enumerate(keys)} for keys in self._sides_of[k])
+            options = self._vectors(k, cycles)
+            choices = [choice for _, choice, _ in options]
+            vectors = np.array([vector for _, _, vector in options], dtype=np.int64)
+            self._choice_tables[(k, cycles)] = (
+                choices, vectors.reshape(len(options), len(RESOURCE_FIELDS)),
+                np.array([self.node_cycles(k, choice) for choice in choices], dtype=np.int64),
+                np.array([ins[self.in_key(k, choice)] for choice in choices], dtype=np.int64),
+                np.array([outs[self.out_key(k, choice)] for choice in choices], dtype=np.int64))
+        return self._choice_tables[(k, cycles)]
+
+    def _segment_table(self, s: int, sides: list[tuple[Choice, Choice]]) -> tuple[np.ndarray, np.ndarray]:
+        """Resources (a row each) and cycles of segment ``s`` between each of ``sides``."""
+        vectors = np.array([self.edge_vector(s, *pair) for pair in sides], dtype=np.int64)
+        return (vectors.reshape(len(sides), len(RESOURCE_FIELDS)),
+                np.array([self.edge_cycles(s, *pair) for pair in sides], dtype=np.int64))
 
     def _repair(self, assignment: list[Choice], cycles: int, limits: dict[str, int]) -> list[Choice] | None:
         """From a folding over ``limits`` (other than LUTs), change one stage at a time, each time the
@@ -331,7 +362,7 @@ class Planner(Chain):
 
         resources = np.array(as_vector(self.evaluate(assignment)[0]))
         while (over := overflow(resources[None])[0]) > 0:
-            trials, rows = self._moves(assignment, cycles)
+            moves, rows = self._moves(assignment, cycles)
             left = overflow(rows)
             useful = np.flatnonzero(left < over)
             if not len(useful):
@@ -339,17 +370,19 @@ class Planner(Chain):
             # The first of the least (LUTs given up per overflow removed, flip-flops).
             ratio = (rows[useful, lut] - resources[lut]) / (over - left[useful])
             best = useful[np.lexsort((rows[useful, ff], ratio))[0]]
-            assignment, resources = trials[best], rows[best]
+            assignment, resources = _moved(assignment, *moves[best]), rows[best]
         while True:
-            trials, rows = self._moves(assignment, cycles)
+            moves, rows = self._moves(assignment, cycles)
             better = np.flatnonzero((overflow(rows) == 0) & ((rows[:, lut] < resources[lut]) | (
                 (rows[:, lut] == resources[lut]) & (rows[:, ff] < resources[ff]))))
             if not len(better):
                 return assignment
             best = better[np.lexsort((rows[better, ff], rows[better, lut]))[0]]
-            assignment, resources = trials[best], rows[best]
+            assignment, resources = _moved(assignment, *moves[best]), rows[best]
 
 
+def _moved(assignment: list[Choice], k: int, choice: Choice) -> list[Choice]:
+    return assignment[:k] + [choice] + assignment[k + 1:]
 
 
 _UNITS = {"lut": "LUTs", "ff": "flip-flops", "bram": "block RAMs", "dsp": "DSPs", "spram": "SPRAMs"}
