@@ -7,6 +7,8 @@ from functools import cache
 
 import numpy as np
 
+from .shared import reduce_axes
+
 #: Largest ROM (bits) whose contents :func:`rom_live_bits` reads (about 10 ms at this size); a larger
 #: one is counted whole if it stays in logic.
 LIVE_BITS_LIMIT = 1 << 18
@@ -22,7 +24,7 @@ def varying_bits(fields: np.ndarray, bits: int, word_axes: tuple[int, ...] = (0,
     # Reduced in the fields' own integers (weights as the ROM stores them are bytes), then the differing
     # bits of the fields' ``bits`` counted over the bytes.
     fields = fields.astype(np.uint64, copy=False) if fields.dtype.kind == "i" else fields
-    same, any_set = np.bitwise_and.reduce(fields, axis=word_axes), np.bitwise_or.reduce(fields, axis=word_axes)
+    same, any_set = reduce_axes(np.bitwise_and, fields, word_axes), reduce_axes(np.bitwise_or, fields, word_axes)
     mask = fields.dtype.type((1 << min(bits, 8 * fields.dtype.itemsize)) - 1)
     differ = np.ascontiguousarray((same ^ any_set) & mask)
     return int(np.unpackbits(differ.view(np.uint8)).sum())

@@ -11,7 +11,7 @@ from ..rtl.arithmetic import tree_stages
 from .arithmetic import dsp_count, product_operand_bits, shift_add_bits
 from .memories import (LIVE_BITS_LIMIT, Memories, bram_bank_mux, live_bits_of, live_columns, logic_rom, memory_mapping,
                        varying_bits)
-from .shared import KernelSpec, known, range_bits
+from .shared import KernelSpec, known, range_bits, reduce_axes
 from .threshold import compressor_full_adders, threshold_structure
 
 
@@ -191,7 +191,7 @@ def _lanes_of(blocks: np.ndarray, nonzero: np.ndarray, distinct: bool) -> dict[s
     equally; different ones almost surely not): one product over the matrix and a sort per SIMD
     position, cheap enough for every folding the planner tries."""
     nf, pe, sf, simd = blocks.shape
-    live = nonzero.any(axis=(0, 2)).T
+    live = reduce_axes(np.logical_or, nonzero, (0, 2)).T
     if not distinct:
         return {"live_lanes": int(live.sum())}
     columns = blocks.transpose(3, 1, 0, 2).reshape(simd, pe, nf * sf)
