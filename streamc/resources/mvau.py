@@ -195,11 +195,20 @@ def _lanes_of(blocks: np.ndarray, nonzero: np.ndarray, distinct: bool) -> dict[s
     if not distinct:
         return {"live_lanes": int(live.sum())}
     columns = blocks.transpose(3, 1, 0, 2).reshape(simd, pe, nf * sf)
-    keys = np.where(live, columns @ np.random.default_rng(0).random(nf * sf), np.nan)
+    keys = np.where(live, columns @ _projection(nf * sf), np.nan)
     ordered = np.sort(keys, axis=1)
     first = np.ones(ordered.shape, bool)
     first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
     return {"live_lanes": int(live.sum()), "distinct_lanes": int((first & ~np.isnan(ordered)).sum())}
+
+
+@cache
+def _projection(length: int) -> np.ndarray:
+    """The random direction :func:`_lanes_of` projects a lane's ``length`` weights on: the same for every folding
+    of that many ROM words, and made once (a generator takes longer to seed than the product takes)."""
+    direction = np.random.default_rng(0).random(length)
+    direction.flags.writeable = False
+    return direction
 
 
 def mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[Memories, int, dict[str, float], dict[str, float]]:
