@@ -304,8 +304,9 @@ class Planner(Chain):
                 left = self.out_key(k - 1, assignment[k - 1]) if k > 0 else ()
                 right = self.in_key(k + 1, assignment[k + 1]) if k + 1 < len(self.foldable) else ()
                 before, _ = self._around(k, assignment)
-                inward, inward_cycles = self._segment_table(k, [(left, key) for key in self._sides_of[k][0]])
-                outward, outward_cycles = self._segment_table(k + 1, [(key, right) for key in self._sides_of[k][1]])
+                inward, inward_cycles = self._segment_table(k, [(left, key) for key in self._sides_of[k][0]], cycles)
+                outward, outward_cycles = self._segment_table(k + 1, [(key, right) for key in self._sides_of[k][1]],
+                                                              cycles)
                 reached = np.maximum(node_cycles, np.maximum(inward_cycles[in_at], outward_cycles[out_at]))
                 kept = np.flatnonzero(others & (reached <= cycles))
                 moves += [(k, choices[i]) for i in kept]
@@ -340,11 +341,14 @@ class Planner(Chain):
                 np.array([outs[self.out_key(k, choice)] for choice in choices], dtype=np.int64))
         return self._choice_tables[(k, cycles)]
 
-    def _segment_table(self, s: int, sides: list[tuple[Choice, Choice]]) -> tuple[np.ndarray, np.ndarray]:
-        """Resources (a row each) and cycles of segment ``s`` between each of ``sides``."""
-        vectors = np.array([self.edge_vector(s, *pair) for pair in sides], dtype=np.int64)
-        return (vectors.reshape(len(sides), len(RESOURCE_FIELDS)),
-                np.array([self.edge_cycles(s, *pair) for pair in sides], dtype=np.int64))
+    def _segment_table(self, s: int, sides: list[tuple[Choice, Choice]], cycles: int) -> tuple[np.ndarray, np.ndarray]:
+        """Resources (a row each) and cycles of segment ``s`` between each of ``sides``: priced only within
+        ``cycles``, as every search prices a segment (zeros past them, where no move goes)."""
+        reached = np.array([self.edge_cycles(s, *pair) for pair in sides], dtype=np.int64)
+        vectors = np.zeros((len(sides), len(RESOURCE_FIELDS)), dtype=np.int64)
+        for at in np.flatnonzero(reached <= cycles):
+            vectors[at] = self.edge_vector(s, *sides[at])
+        return vectors, reached
 
     def _repair(self, assignment: list[Choice], cycles: int, limits: dict[str, int]) -> list[Choice] | None:
         """From a folding over ``limits`` (other than LUTs), change one stage at a time, each time the
