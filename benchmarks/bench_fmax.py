@@ -46,7 +46,7 @@ LOGIC_CELL = {"ice40": "ICESTORM_LC", "ecp5": "TRELLIS_COMB"}
 FF_CELL = {"ice40": "ICESTORM_LC", "ecp5": "TRELLIS_FF"}
 
 
-def accelerator_verilog(design: str, board: str, pipelining: str, out: Path) -> tuple[Path, BuildState]:
+def accelerator_verilog(design: str, board: str, pipelining: str, out: Path, budget: float) -> tuple[Path, BuildState]:
     """Compile ``design`` for ``board``'s device within its budget at its clock; the Verilog's path and the build
     state."""
     folder = out / f"{design}_{board}_{pipelining}"
@@ -54,7 +54,7 @@ def accelerator_verilog(design: str, board: str, pipelining: str, out: Path) -> 
     config_path = folder / "build.yaml"
     config_path.write_text(yaml.safe_dump(dict(
         model=str(DESIGNS[design]), output_dir=str(folder / "build"), devices=[get_board(board).device],
-        board=board, clock_mhz=TARGET_MHZ[board], budget=BUDGET[board], pipelining=pipelining,
+        board=board, clock_mhz=TARGET_MHZ[board], budget=budget, pipelining=pipelining,
         steps=["load", "tidy", "streamline", "to_hw", "fold", "rtl"])))
     config = load_config(config_path)
     state = BuildState(config=config, folder=BuildFolder(config.output_dir), config_path=str(config_path))
@@ -72,17 +72,18 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "bench_fmax",
                         help="work folder (YoWASP tools cannot see /tmp paths given absolutely; any folder works)")
     parser.add_argument("--seeds", type=int, default=1, help="placement seeds to try while timing is short")
+    parser.add_argument("--budget", type=float, help="share of the device for every board (default: BUDGET's)")
     args = parser.parse_args()
 
     table = Table(title="fmax after place and route (nextpnr)", title_justify="left")
-    for column in ("design", "board", "pipelining", "cycles/frame", "clock MHz", "fmax MHz", "met", "frames/s",
+    for column in ("design", "board", "budget", "pipelining", "cycles/frame", "clock MHz", "fmax MHz", "met", "frames/s",
                    "logic", "FF", "BRAM", "DSP", "frames/s per logic cell", "critical path", "P&R s"):
         table.add_column(column)
     console = Console(width=260)
     for board in args.boards:
         for design in args.designs or ROWS[board]:
             for pipelining in args.pipelining:
-                verilog, state = accelerator_verilog(design, board, pipelining, args.out)
+                verilog, state = accelerator_verilog(design, board, pipelining, args.out, args.budget or BUDGET[board])
                 started = time.perf_counter()
                 try:
                     result = build_board(accelerator_verilog=verilog,
@@ -90,7 +91,7 @@ def main() -> None:
                                          clock_mhz=TARGET_MHZ[board], seeds=args.seeds,
                                          workdir=args.out / f"{design}_{board}_{pipelining}" / "pnr")
                 except BuildError as error:
-                    row = (design, board, pipelining, str(state.dataflow.cycles_per_frame()), f"{TARGET_MHZ[board]:g}",
+                    row = (design, board, f"{args.budget or BUDGET[board]:g}", pipelining, str(state.dataflow.cycles_per_frame()), f"{TARGET_MHZ[board]:g}",
                            "-", "NO", "-", "-", "-", "-", "-", "-", str(error)[:160], "")
                     console.print(" | ".join(row))
                     table.add_row(*row)
@@ -105,7 +106,7 @@ def main() -> None:
                 fps = min(result.fmax_mhz, TARGET_MHZ[board]) * 1e6 / cycles
                 path = result.critical_path
                 ends = f"{path[0].from_cell} -> {path[-1].to_cell} ({result.critical_path_ns:.1f} ns)" if path else ""
-                row = (design, board, pipelining, str(cycles), f"{TARGET_MHZ[board]:g}", f"{result.fmax_mhz:.1f}",
+                row = (design, board, f"{args.budget or BUDGET[board]:g}", pipelining, str(cycles), f"{TARGET_MHZ[board]:g}", f"{result.fmax_mhz:.1f}",
                        "yes" if result.timing_met else "NO", f"{fps:,.0f}", str(logic), str(ff), str(bram), str(dsp),
                        f"{fps / logic:,.1f}", ends, f"{time.perf_counter() - started:.0f}")
                 console.print(" | ".join(row))

@@ -48,10 +48,6 @@ class DelayModel:
         fit = math.floor((period_ns - self.register_ns - width * self.carry_ns) / self.adder_ns)
         return max(1, min(fit, levels))
 
-    def hard_multiply_fits(self, period_ns: float) -> bool:
-        """Whether a hard multiplier between two registers closes at ``period_ns``."""
-        return self.register_ns + self.multiply_ns <= period_ns
-
     def operand_register(self, period_ns: float, multiplies: bool) -> bool:
         """Whether a memory read and the lane's operation after it (a multiply, or a LUT level) need a
         register between them."""

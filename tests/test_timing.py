@@ -38,7 +38,6 @@ def test_a_faster_clock_asks_for_more_registers(family):
     assert pipelined == sorted(pipelined, reverse=True)
     assert not delays.operand_register(1000 / 10, multiplies=True)
     assert delays.operand_register(1000 / 300, multiplies=True)
-    assert delays.hard_multiply_fits(1000 / 10) and not delays.hard_multiply_fits(1000 / 300)
     with pytest.raises(ValueError, match="no delay model for device family 'gowin'"):
         delay_model("gowin")
 
@@ -57,13 +56,6 @@ def test_the_layer_takes_its_registers_from_the_clock_at_every_simd():
     stage.operand_register = stage.tree_every = None
     stage.pipeline_for(Clock(mhz=10, family="ice40"))
     assert stage.pipelining(1) == (False, 0)
-
-
-def test_a_hard_multiplier_too_slow_for_the_clock_is_not_offered_to_the_planner():
-    stage = layer()
-    assert dict((knob.name, knob.values) for knob in stage.knobs())["res_type"] == ("auto", "lut")
-    stage.pipeline_for(Clock(mhz=300, family="ecp5"))
-    assert dict((knob.name, knob.values) for knob in stage.knobs())["res_type"] == ("lut",)
 
 
 @pytest.mark.parametrize("simd", [1, 4, 16, 64])

@@ -383,6 +383,7 @@ def _adder_tree_bits(count: int, width: int) -> int:
     return bits
 
 
+@cache
 def _registered_tree_bits(count: int, width: int, every: int) -> int:
     """Register bits :func:`streamc.rtl.arithmetic.adder_tree` puts after every ``every`` levels (and the
     last) of its tree over ``count`` values of ``width`` bits (0 without ``every``)."""

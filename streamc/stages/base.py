@@ -61,15 +61,12 @@ class Knob:
         return self.side != "none"
 
 
-def placement_knobs(roms: list[str], multiplies: bool, placement: bool, hard_multiplies: bool = True
-                    ) -> tuple[Knob, ...]:
-    """Where each of a stage's ROMs (attributes ``roms``) and, if it ``multiplies``, its multiplies go (in LUTs
-    only where hard multipliers are too slow for the clock: not ``hard_multiplies``); without ``placement``,
-    where Yosys puts them (``"auto"``)."""
+def placement_knobs(roms: list[str], multiplies: bool, placement: bool) -> tuple[Knob, ...]:
+    """Where each of a stage's ROMs (attributes ``roms``) and, if it ``multiplies``, its multiplies go;
+    without ``placement``, where Yosys puts them (``"auto"``)."""
     knobs = tuple(Knob(name, PLACEMENTS if placement else ("auto",), "none") for name in roms)
     if multiplies:
-        knobs += (Knob("res_type", (RES_TYPES if hard_multiplies else ("lut",)) if placement else ("auto",),
-                       "none"),)
+        knobs += (Knob("res_type", RES_TYPES if placement else ("auto",), "none"),)
     return knobs
 
 

@@ -126,11 +126,8 @@ class MVAULayer(Stage):
     def knobs(self, *, placement: bool = True) -> tuple[Knob, ...]:
         roms = ["ram_style"] + (["ram_style_thresholds"] if self.threshold_rom else [])
         multiplies = not (self.in_dtype.bipolar or self.weight_dtype.bipolar)
-        # A hard multiplier's path from its operand registers to the product register, where it is longer
-        # than the clock's period, leaves the multiplies to LUTs.
-        hard = self.clock is None or self.clock.delays.hard_multiply_fits(self.clock.period_ns)
         return (Knob("simd", tuple(divisors(self.mw)), "in"), Knob("pe", tuple(divisors(self.mh)), "out"),
-                *placement_knobs(roms, multiplies, placement, hard_multiplies=hard))
+                *placement_knobs(roms, multiplies, placement))
 
     def pipeline_for(self, clock: Clock) -> None:
         self.clock = clock
