@@ -9,7 +9,8 @@ prints each kind's median per family, and the parts of the delay model built fro
 
 - register: a flip-flop's clock-to-output, the route into the next register and its setup;
 - adder level: a LUT and the route after it;
-- carry bit: a carry step (an ECP5 CCU2C carries two bits);
+- carry bit: a step along a carry chain (an ECP5 CCU2C carries two bits; steps into and out of a chain are
+  printed apart, as carry_in and carry_out);
 - memory: a block RAM's clock-to-output and the route after it;
 - multiply: a hard multiplier and the route after it.
 
@@ -42,8 +43,12 @@ def kind_of(family: str, step: dict) -> str | None:
         if source.startswith("P"):
             return "route_from_multiplier"
         return "route_from_carry" if source in ("COUT", "FCO") and sink in ("CIN", "FCI") else "route"
-    if sink in ("COUT", "FCO") or source in ("CIN", "FCI"):
+    if source in ("CIN", "FCI") and sink in ("COUT", "FCO"):
         return "carry"
+    if sink in ("COUT", "FCO"):
+        return "carry_in"
+    if source in ("CIN", "FCI"):
+        return "carry_out"
     if sink.startswith("P") or sink.startswith("O") and family == "ice40" and source.startswith(("A", "B")):
         return "multiplier"
     if source in LUT_INPUTS and sink in ("O", "F", "OFX0", "OFX1"):
@@ -81,7 +86,7 @@ def main() -> None:
             return f"missing {', '.join(missing)}" if missing else f"{sum(median[name] for name in names):.2f} ns"
 
         print(f"  model: register {part('ff_clk_to_q', 'route', 'setup')}, adder level {part('lut', 'route')}, "
-              f"carry bit {part('carry')}, memory {part('ram_clk_to_q', 'route_from_ram')}, "
+              f"carry step {part('carry')}, memory {part('ram_clk_to_q', 'route_from_ram')}, "
               f"multiply {part('multiplier', 'route_from_multiplier')}")
 
 
