@@ -76,14 +76,17 @@ def main() -> None:
     args = parser.parse_args()
 
     table = Table(title="fmax after place and route (nextpnr)", title_justify="left")
-    for column in ("design", "board", "budget", "pipelining", "cycles/frame", "clock MHz", "fmax MHz", "met", "frames/s",
-                   "logic", "FF", "BRAM", "DSP", "frames/s per logic cell", "critical path", "P&R s"):
+    for column in ("design", "board", "budget", "pipelining", "cycles/frame", "clock MHz", "fmax MHz", "met",
+                   "frames/s", "logic", "FF", "BRAM", "DSP", "frames/s per logic cell", "critical path", "P&R s"):
         table.add_column(column)
     console = Console(width=260)
     for board in args.boards:
         for design in args.designs or ROWS[board]:
             for pipelining in args.pipelining:
-                verilog, state = accelerator_verilog(design, board, pipelining, args.out, args.budget or BUDGET[board])
+                budget = args.budget or BUDGET[board]
+                verilog, state = accelerator_verilog(design, board, pipelining, args.out, budget)
+                cycles = state.dataflow.cycles_per_frame()
+                lead = (design, board, f"{budget:g}", pipelining, str(cycles), f"{TARGET_MHZ[board]:g}")
                 started = time.perf_counter()
                 try:
                     result = build_board(accelerator_verilog=verilog,
@@ -91,8 +94,7 @@ def main() -> None:
                                          clock_mhz=TARGET_MHZ[board], seeds=args.seeds,
                                          workdir=args.out / f"{design}_{board}_{pipelining}" / "pnr")
                 except BuildError as error:
-                    row = (design, board, f"{args.budget or BUDGET[board]:g}", pipelining, str(state.dataflow.cycles_per_frame()), f"{TARGET_MHZ[board]:g}",
-                           "-", "NO", "-", "-", "-", "-", "-", "-", str(error)[:160], "")
+                    row = (*lead, "-", "NO", "-", "-", "-", "-", "-", "-", str(error)[:160], "")
                     console.print(" | ".join(row))
                     table.add_row(*row)
                     continue
@@ -102,13 +104,11 @@ def main() -> None:
                 ff = used[FF_CELL[family]]["used"] if family == "ecp5" else "-"
                 bram = used.get("ICESTORM_RAM" if family == "ice40" else "DP16KD", {"used": 0})["used"]
                 dsp = used.get("ICESTORM_DSP" if family == "ice40" else "MULT18X18D", {"used": 0})["used"]
-                cycles = state.dataflow.cycles_per_frame()
                 fps = min(result.fmax_mhz, TARGET_MHZ[board]) * 1e6 / cycles
                 path = result.critical_path
                 ends = f"{path[0].from_cell} -> {path[-1].to_cell} ({result.critical_path_ns:.1f} ns)" if path else ""
-                row = (design, board, f"{args.budget or BUDGET[board]:g}", pipelining, str(cycles), f"{TARGET_MHZ[board]:g}", f"{result.fmax_mhz:.1f}",
-                       "yes" if result.timing_met else "NO", f"{fps:,.0f}", str(logic), str(ff), str(bram), str(dsp),
-                       f"{fps / logic:,.1f}", ends, f"{time.perf_counter() - started:.0f}")
+                row = (*lead, f"{result.fmax_mhz:.1f}", "yes" if result.timing_met else "NO", f"{fps:,.0f}", str(logic),
+                       str(ff), str(bram), str(dsp), f"{fps / logic:,.1f}", ends, f"{time.perf_counter() - started:.0f}")
                 console.print(" | ".join(row))
                 table.add_row(*row)
     console.print(table)
