@@ -371,30 +371,32 @@ def mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[Memories, int, d
     return memories, dsps, lut, ff
 
 
+def _tree_levels(count: int, width: int):
+    """The widths of each level of :func:`streamc.rtl.arithmetic.adder_tree` over ``count`` values of ``width``
+    bits, after the first: pairs summed, each sum one bit wider than its wider operand, an odd one carried on.
+    Each level is a pair of (its sums' widths, all its values' widths)."""
+    level = [width] * count
+    while len(level) > 1:
+        pairs = [max(level[n], level[n + 1]) + 1 for n in range(0, len(level) - 1, 2)]
+        level = pairs + ([level[-1]] if len(level) % 2 else [])
+        yield pairs, level
+
+
 @cache
 def _adder_tree_bits(count: int, width: int) -> int:
     """Output bits of all adders of :func:`streamc.rtl.arithmetic.adder_tree` over ``count`` values of
-    ``width`` bits: pairs are summed level by level, each sum one bit wider than its wider operand."""
-    level, bits = [width] * count, 0
-    while len(level) > 1:
-        pairs = [max(level[n], level[n + 1]) + 1 for n in range(0, len(level) - 1, 2)]
-        bits += sum(pairs)
-        level = pairs + ([level[-1]] if len(level) % 2 else [])
-    return bits
+    ``width`` bits."""
+    return sum(sum(pairs) for pairs, _ in _tree_levels(count, width))
 
 
 @cache
 def _registered_tree_bits(count: int, width: int, every: int) -> int:
     """Register bits :func:`streamc.rtl.arithmetic.adder_tree` puts after every ``every`` levels (and the
     last) of its tree over ``count`` values of ``width`` bits (0 without ``every``)."""
-    level, bits, depth = [width] * count, 0, 0
-    while every and len(level) > 1:
-        level = [max(level[n], level[n + 1]) + 1 for n in range(0, len(level) - 1, 2)] + (
-            [level[-1]] if len(level) % 2 else [])
-        depth += 1
-        if depth % every == 0 or len(level) == 1:
-            bits += sum(level)
-    return bits
+    if not every:
+        return 0
+    levels = [level for _, level in _tree_levels(count, width)]
+    return sum(sum(level) for depth, level in enumerate(levels, 1) if depth % every == 0 or depth == len(levels))
 
 
 def _pipeline_registers(spec: MVAUSpec, bram_words: int) -> int:
