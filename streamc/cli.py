@@ -8,11 +8,13 @@ Exit status: 0 when the build ran (and, with the ``sim`` step, the hardware matc
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import sys
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from .errors import StreamcError
 from .protocol import DEFAULT_BAUD
@@ -22,8 +24,14 @@ EXIT_OK, EXIT_MISMATCH, EXIT_ERROR = 0, 1, 2
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="streamc", description="Quantized ONNX to streaming Verilog accelerators")
+    parser.add_argument("--version", action="version", version=f"streamc {importlib.metadata.version('streamc')}")
     parser.add_argument("--debug", action="store_true", help="show the Python traceback of an error")
-    commands = parser.add_subparsers(dest="command", required=True)
+    # --debug after the subcommand too; SUPPRESS keeps the subcommand from resetting one given before it.
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="show the Python traceback of an error")
+    commands = parser.add_subparsers(dest="command", required=True,
+                                     parser_class=lambda **kwargs: argparse.ArgumentParser(parents=[debug], **kwargs))
     build = commands.add_parser("build", help="compile, simulate and synthesize as a build config says")
     build.add_argument("config", type=Path, help="the build configuration (YAML)")
     build.add_argument("--fresh", action="store_true",
@@ -45,12 +53,16 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--output", type=Path, help="save the model outputs to this .npy file")
     run.add_argument("--work-dir", type=Path,
                      help="scratch folder for the design and the Verilator build (default: OUTPUT_DIR/board_run)")
+    ops = commands.add_parser("ops", help="list every op streamc reads, its dialects and limits (docs/ops.md)")
+    ops.add_argument("--markdown", action="store_true", help="print the listing as docs/ops.md holds it")
     args = parser.parse_args(argv)
 
     # Off a terminal (CI logs, pipes) rich assumes 80 columns and would cut the layer names.
     console = Console(width=None if sys.stdout.isatty() else 132)
     # Errors go to stderr unwrapped: one message, one line, whatever the terminal width.
     errors = Console(stderr=True, soft_wrap=True, highlight=False)
+    if args.command == "ops":
+        return _ops(args, console)
     if args.command == "estimate":
         return _estimate(args, console, errors)
     if args.command == "run":
@@ -79,12 +91,32 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_OK
 
 
+def _ops(args, console: Console) -> int:
+    from .op_catalog import markdown, role_meanings, supported_ops
+
+    if args.markdown:
+        sys.stdout.write(markdown())
+        return EXIT_OK
+    table = Table(title="Ops streamc reads (docs/ops.md)", title_justify="left")
+    for column in ("op", "domain", "dialects", "in the design", "limits"):
+        table.add_column(column, no_wrap=column != "limits")
+    for entry in supported_ops():
+        table.add_row(entry.name, "\n".join(entry.domains), ", ".join(entry.dialects), ", ".join(entry.roles),
+                      entry.limits)
+    console.print(table)
+    for role, meaning in role_meanings().items():
+        console.print(f"[bold]{role}[/bold]: {meaning}")
+    return EXIT_OK
+
+
 def _estimate(args, console: Console, errors: Console) -> int:
     from .estimate import run_estimate
 
     try:
         report = run_estimate(args.config, device_names=args.devices)
     except StreamcError as exc:
+        if args.debug:
+            raise
         errors.print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_ERROR
     console.print(f"predicted {report['predicted_cycles_per_frame']} cycles per frame, "

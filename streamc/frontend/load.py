@@ -8,6 +8,7 @@ and the three domains QONNX ops are written in. Everything else is refused with 
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -229,9 +230,10 @@ def _check_op(proto: onnx.NodeProto, name: str) -> None:
             f"supported domains: the default ONNX domain, {', '.join(sorted(QONNX_DOMAINS))}, {MICROSOFT_DOMAIN} "
             f"({', '.join(sorted(MICROSOFT_OPS))})")
     elif proto.op_type not in SUPPORTED_OPS:
-        raise FrontendError(
-            f"node {name!r} has op {proto.op_type!r}, which streamc does not support; "
-            f"supported ops: {', '.join(sorted(SUPPORTED_OPS))}")
+        close = difflib.get_close_matches(proto.op_type, SUPPORTED_OPS, n=1)
+        guess = f" (did you mean {close[0]!r}?)" if close else ""
+        raise FrontendError(f"node {name!r} has op {proto.op_type!r}, which streamc does not support{guess}; "
+                            "`streamc ops` lists the supported ops")
 
 
 def graph_from_model(model: onnx.ModelProto) -> Graph:
