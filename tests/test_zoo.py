@@ -26,15 +26,10 @@ FRAMES = 4
 CASES = {
     "mobilenet_v1_w025": [],
     "resnet8": [],
-    # Not a refusal: a wrong answer at a tie. The average pool 8x8 (QDQ, same scale in and out) sums
-    # dequantized values, each rounded to float32 on its own; where the mean of the codes is a tie
-    # (frame 3, pooled channel 48: 32 / 64 = 0.5 codes) those roundings decide it, and they depend on
-    # which codes make up the sum, not on the integer sum the hardware adds. The reference sums exactly
-    # (tests/exact_ops.py; onnxruntime's float32 running sum rounds two channels of this frame the
-    # other way); the hardware's pool quantizer rounds that one channel the other way.
-    "resnet8_ort_qdq": [pytest.mark.xfail(strict=True, reason=(
-        "frame 3: the pooled code of channel 48 (a tie, 32 / 64 codes) is one step off the model's, whose "
-        "float32 dequantized terms decide the tie"))],
+    # The average pool 8x8 (QDQ, same scale in and out) sums dequantized values, each rounded to float32
+    # on its own; where the mean of the codes is a tie (frame 3, pooled channel 48: 32 / 64 = 0.5 codes)
+    # those roundings decide it, so the pool sums each code's exact term (a table before it).
+    "resnet8_ort_qdq": [],
     "ds_cnn": [],
     "autoencoder": [],
     "jet_tagging_mlp": [],

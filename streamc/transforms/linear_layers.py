@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from onnx import TensorProto
 
 from ..datatypes import BIPOLAR, DataType, datatype_of_values, smallest_datatype
 from ..errors import FrontendError, LoweringError
@@ -20,6 +21,77 @@ from .quantizers import Codes, Quantizer, channel_values, constant
 
 #: Beyond this float32 cannot hold every accumulator value exactly.
 FLOAT_EXACT = 1 << 24
+FLOAT64_EXACT = 1 << 53
+
+
+@dataclass(frozen=True)
+class RoundedTerms:
+    """An average's terms as the model sums them: each code's dequantized value rounded to float32 on its own.
+
+    The model averages ``d(q) = float32((q - z) * s)``, which is ``(q - z) * s + e(q)`` with a rounding error
+    ``e(q)`` of the code itself. Where the window's mean of codes lands on (or next to) a rounding tie, the sum
+    of those errors decides the output code, and it depends on which codes were summed, not on their sum. All
+    of ``d(q)`` and ``(q - z) * s`` are multiples of ``unit`` (the scale's lowest bit), so the stream can carry
+    one integer per code, ``table[q] = (q - z) * base + e(q) / unit``: summed over a window it is
+    ``S * base + E`` (``S`` the codes' sum, ``E`` the errors'), and ``base`` exceeds the span of ``E``, so the
+    sum tells both apart and orders windows exactly as their float sums. A table before the average writes
+    those integers; ``total`` turns the accumulator back into the exact float sum.
+    """
+
+    table: np.ndarray   # (C, codes) or (codes,): the integer each stream code becomes, codes from table_min up
+    table_min: int
+    base: int
+    error_low: int      # the least E a window can sum (in units)
+    scale: np.ndarray   # per channel, float64 (the float32 scale)
+    unit: np.ndarray    # per channel, float64: a power of two every term is a multiple of
+
+    def value_range(self, codes: "Codes") -> tuple[int, int]:
+        """The least and greatest integer the codes the stream can carry become."""
+        reached = self.table[..., codes.lo - self.table_min:codes.hi - self.table_min + 1]
+        return int(reached.min()), int(reached.max())
+
+    def total(self, acc: np.ndarray) -> np.ndarray:
+        """The exact float64 sum of the window's float32 terms for accumulator values ``acc`` (N, C)."""
+        acc = np.asarray(acc, np.int64)
+        codes_sum = np.floor_divide(acc - self.error_low, self.base)
+        errors = acc - codes_sum * self.base
+        return codes_sum * self.scale + errors * self.unit
+
+
+def rounded_terms(linear: Linear, codes: "Codes") -> RoundedTerms | None:
+    """The terms of an average on ``codes`` where float32 rounds some of them (None where every term is exact:
+    the codes' sum then decides the output alone)."""
+    scale = np.broadcast_to(np.asarray(linear.scale).astype(np.float32).astype(np.float64), (len(linear.weights),))
+    zero = np.broadcast_to(np.asarray(linear.offset, np.float64) / linear.divisor, scale.shape)
+    if codes.dtype == BIPOLAR or not np.all(zero == np.rint(zero)):
+        return None
+    first, last = codes.dtype.min, codes.dtype.max
+    q = np.arange(first, last + 1, dtype=np.float64)
+    centered = q[None, :] - zero[:, None]
+    # as DequantizeLinear and Quant compute them: (q - z) in float32 times the float32 scale, rounded once
+    rounded = (centered.astype(np.float32) * scale.astype(np.float32)[:, None]).astype(np.float64)
+    exact = centered * scale[:, None]   # 9 bits of codes times 24 of scale: exact in float64
+    if np.array_equal(rounded, exact):
+        return None
+    mantissa, exponent = np.frexp(scale)
+    # the scale's lowest set bit: a float32 has 24 significant bits
+    lowest = exponent - 24 + np.array([_trailing_zeros(int(m * (1 << 24))) for m in mantissa])
+    unit = np.ldexp(1.0, lowest)
+    errors = np.rint((rounded - exact) / unit[:, None]).astype(np.int64)
+    reached = errors[:, codes.lo - first:codes.hi - first + 1]
+    if linear.pad is not None:
+        reached = np.concatenate([reached, np.zeros((len(reached), 1), np.int64)], axis=1)
+    taps = linear.weights.shape[1]
+    error_low, error_high = taps * int(reached.min()), taps * int(reached.max())
+    base = error_high - error_low + 1
+    table = np.rint(centered).astype(np.int64) * base + errors
+    if np.all(table == table[:1]):
+        table = table[0]
+    return RoundedTerms(table, first, base, error_low, scale, unit)
+
+
+def _trailing_zeros(value: int) -> int:
+    return (value & -value).bit_length() - 1
 
 
 @dataclass
@@ -35,12 +107,21 @@ class Linear:
     divisor: int = 0         # an average: the sum of float32 values, divided by the window size
     bias: np.ndarray | None = None   # a Conv's bias input, per output channel
     pad: int | None = None   # a padded window's pad code: the input zero point, which stands for 0.0
+    terms: RoundedTerms | None = None  # an average summing each code's float32 term, from a table before it
 
     def code_range(self, codes: "Codes") -> tuple[int, int]:
-        """The input codes the accumulator sums: the stream's, and the pad code where the window pads."""
+        """The input values the accumulator sums: the stream's codes (or their terms), and the pad value where
+        the window pads."""
+        lo, hi = (codes.lo, codes.hi) if self.terms is None else self.terms.value_range(codes)
         if self.pad is None:
-            return codes.lo, codes.hi
-        return min(codes.lo, self.pad), max(codes.hi, self.pad)
+            return lo, hi
+        return min(lo, self.pad), max(hi, self.pad)
+
+    @property
+    def acc_limit(self) -> int:
+        """How large the accumulator may grow: exact in float32, or in float64 for the terms of an average (the
+        streamlined graph sums those in double)."""
+        return FLOAT_EXACT if self.terms is None else FLOAT64_EXACT
 
     def output(self, node: Node, acc: np.ndarray) -> np.ndarray:
         """What the model's linear node outputs for accumulator values ``acc`` (N, MH), in its layout."""
@@ -49,8 +130,9 @@ class Linear:
         elif self.bias is not None:  # as the reference convolves: in float64, bias added, rounded once
             value = ((acc - self.offset) * self.scale + self.bias).astype(np.float32)
         elif self.divisor:  # as the reference averages: in float64, rounded once to float32
-            value = ((acc - self.offset) * self.scale.astype(np.float32).astype(np.float64) / self.divisor)
-            value = value.astype(np.float32)
+            total = (self.terms.total(acc) if self.terms is not None
+                     else (acc - self.offset) * self.scale.astype(np.float32).astype(np.float64))
+            value = (total / self.divisor).astype(np.float32)
         else:
             value = np.float32(acc - self.offset) * np.float32(self.scale)
         return value.reshape(value.shape + (1,) * self.spatial)
@@ -326,13 +408,13 @@ def conv_geometry(graph: Graph, node: Node, pad: int | None) -> dict | None:
                 pads_begin=tuple(pads[:spatial]), pads_end=tuple(pads[spatial:]), pad_value=pad or 0, **window)
 
 
-def acc_range(weights: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+def acc_range(weights: np.ndarray, lo: int, hi: int, limit: int = FLOAT_EXACT) -> tuple[np.ndarray, np.ndarray]:
     """Each output channel's least and greatest accumulator over input codes in [lo, hi]."""
     low = np.minimum(weights * lo, weights * hi).sum(axis=1)
     high = np.maximum(weights * lo, weights * hi).sum(axis=1)
-    if max(-low.min(), high.max()) >= FLOAT_EXACT:
-        raise LoweringError(f"accumulators reach {max(-low.min(), high.max())}, beyond 2**24 where float32 "
-                            "intermediate models lose exactness")
+    if max(-low.min(), high.max()) >= limit:
+        raise LoweringError(f"accumulators reach {max(-low.min(), high.max())}, beyond 2**{limit.bit_length() - 1} "
+                            "where the streamlined model's float intermediates lose exactness")
     return low, high
 
 
@@ -352,6 +434,13 @@ def add_matmul(graph: Graph, node: Node, codes: Codes, linear: Linear, weights: 
                       [codes.tensor, graph.add_constant(f"{node.name}_pads",
                                                         np.array([0, 0, *pads[:spatial], 0, 0, *pads[spatial:]])),
                        graph.add_constant(f"{node.name}_pad_code", np.float32(linear.pad))], [codes_in])]
+    float_type = np.float32
+    if max(-lo.min(), hi.max()) >= FLOAT_EXACT:  # sums float32 cannot hold: the node sums in double
+        float_type, padded = np.float64, codes_in
+        codes_in = graph.fresh_name(f"{padded}_double")
+        graph.datatypes[codes_in] = codes.dtype
+        front.append(Node("Cast", graph.fresh_name(f"{node.name}_to_double"), [padded], [codes_in],
+                          {"to": TensorProto.DOUBLE}))
     if linear.depthwise:
         if node.op_type in CONV_OPS:
             taps, attrs = _kernel_shape(graph, node)[2:], dict(node.attrs)
@@ -360,10 +449,10 @@ def add_matmul(graph: Graph, node: Node, codes: Codes, linear: Linear, weights: 
             taps = window["kernel"]
             attrs = dict(kernel_shape=list(taps), strides=list(window["strides"]), pads=list(window["pads"]),
                          dilations=list(window["dilations"]))
-        if front:
+        if linear.pad:  # the Pad node pads instead
             attrs.pop("pads")
         channels = len(weights)
-        w_name = graph.add_constant(f"{node.name}_weight_int", weights.reshape(channels, 1, *taps).astype(np.float32))
+        w_name = graph.add_constant(f"{node.name}_weight_int", weights.reshape(channels, 1, *taps).astype(float_type))
         graph.datatypes[w_name] = datatype_of_values(weights)
         conv_out = graph.fresh_name(f"{node.name}_sum") if linear.spatial == 0 else acc
         nodes = [*front, Node("Conv", node.name, [codes_in, w_name], [conv_out], {**attrs, "group": channels})]
@@ -374,12 +463,12 @@ def add_matmul(graph: Graph, node: Node, codes: Codes, linear: Linear, weights: 
         kernel = _kernel_shape(graph, node)
         channels = kernel[1] * node.attrs.get("group", 1)
         restored = np.moveaxis(weights.reshape(kernel[0], *kernel[2:], channels), -1, 1)
-        w_name = graph.add_constant(f"{node.name}_weight_int", restored.astype(np.float32))
+        w_name = graph.add_constant(f"{node.name}_weight_int", restored.astype(float_type))
         graph.datatypes[w_name] = datatype_of_values(weights)
         attrs = {**node.attrs, "group": 1}
-        if front:
+        if linear.pad:  # the Pad node pads instead
             attrs.pop("pads")
         return [*front, Node("Conv", node.name, [codes_in, w_name], [acc], attrs)], acc
-    w_name = graph.add_constant(f"{node.name}_weight_int", weights.T.astype(np.float32))
+    w_name = graph.add_constant(f"{node.name}_weight_int", weights.T.astype(float_type))
     graph.datatypes[w_name] = datatype_of_values(weights)
-    return [Node("MatMul", node.name, [codes.tensor, w_name], [acc])], acc
+    return [*front, Node("MatMul", node.name, [codes_in, w_name], [acc])], acc

@@ -8,7 +8,7 @@ with a few correction points where float32 rounding moved some steps.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -18,13 +18,16 @@ from ..execute import execute
 from ..ir import Graph, Node, TensorInfo
 from ..requant_fit import fit_corrected, fit_requant
 from ..rtl.requant import Requant
-from .linear_layers import Linear, acc_range, add_matmul, conv_geometry, linear_layer
+from .linear_layers import FLOAT_EXACT, Linear, acc_range, add_matmul, conv_geometry, linear_layer, rounded_terms
 from .quantizers import Codes, Quantizer
+from .tables import lower_lookup_table
 
 #: Up to this many thresholds per channel (a 4-bit output) comparators are cheaper than a multiplier.
 MAX_THRESHOLDS = 15
 #: Accumulator values tried at random per channel to confirm the thresholds.
 CHECK_SAMPLES = 2048
+#: Window sums of codes whose terms are checked in one evaluation of the model's ops.
+TERMS_CHECKED = 4096
 
 
 @dataclass
@@ -48,21 +51,47 @@ class Thresholded:
 
 
 def thresholded(graph, node, codes, following, quantizer) -> Thresholded:
-    """The linear layer or average ``node`` on ``codes``, with thresholds up to ``quantizer``."""
+    """The linear layer or average ``node`` on ``codes``, with thresholds up to ``quantizer``.
+
+    An average whose float32 terms decide some output codes (see :class:`.linear_layers.RoundedTerms`) sums
+    each code's term, from a table before it."""
     linear = linear_layer(graph, node, codes)
-    return threshold_layer(graph, node, linear, *acc_range(linear.weights, *linear.code_range(codes)), following,
-                           quantizer)
+    terms = rounded_terms(linear, codes) if linear.divisor else None
+    if terms is not None:
+        summed = replace(linear, terms=terms, offset=np.zeros_like(linear.offset),
+                         pad=None if linear.pad is None else 0)
+        if _terms_decide(graph, node, summed, codes, following, quantizer):
+            linear = summed
+    return threshold_layer(graph, node, linear, *acc_range(linear.weights, *linear.code_range(codes),
+                                                            linear.acc_limit), following, quantizer)
 
 
-def threshold_layer(graph, node, linear: Linear, lo, hi, following, quantizer, *, requantize: bool = True) -> Thresholded:
-    """Thresholds on the accumulator of ``linear`` that give the codes of ``quantizer`` after ``following``;
-    with ``requantize``, a requantization equal to them too where there are many."""
-    weights = linear.weights
+def _terms_decide(graph, node, summed: Linear, codes, following, quantizer) -> bool:
+    """Whether the rounding of an average's terms changes an output code: some window sum of codes gives
+    different codes at the least and the greatest sum of the terms' errors."""
+    terms = summed.terms
+    if not terms.error_low <= 0 < terms.error_low + terms.base:
+        return True  # the codes' sum alone (errors 0) is no window's value
+    code_of = _code_function(graph, node, summed, following, quantizer)
+    lo, hi = acc_range(summed.weights, *summed.code_range(codes), summed.acc_limit)
+    first, last = ((np.array([lo.min(), hi.max()]) - terms.error_low) // terms.base).tolist()
+    channels = len(summed.weights)
+    for start in range(first, last + 1, TERMS_CHECKED):
+        codes_sum = np.arange(start, min(start + TERMS_CHECKED, last + 1))
+        low = np.repeat(codes_sum[:, None] * terms.base + terms.error_low, channels, axis=1)
+        if np.any(code_of(low) != code_of(low + terms.base - 1)):
+            return True
+    return False
+
+
+def _code_function(graph, node, linear: Linear, following, quantizer):
+    """The codes ``quantizer`` outputs after ``following`` for accumulator values of ``linear`` (N, C)."""
     coding = quantizer.nodes[:quantizer.n_coding]
     last = coding[-1].outputs[0]
+    channels = linear.weights.shape[0]
     sub = Graph(nodes=[*following, *coding], constants=graph.constants,
-                inputs=[TensorInfo(node.outputs[0], (1, weights.shape[0]))],
-                outputs=[TensorInfo(last, (1, weights.shape[0]))], opset=graph.opset, qonnx_opset=graph.qonnx_opset)
+                inputs=[TensorInfo(node.outputs[0], (1, channels))],
+                outputs=[TensorInfo(last, (1, channels))], opset=graph.opset, qonnx_opset=graph.qonnx_opset)
 
     def code_of(acc: np.ndarray) -> np.ndarray:
         y = execute(sub, {node.outputs[0]: linear.output(node, acc)})[last]
@@ -72,6 +101,14 @@ def threshold_layer(graph, node, linear: Linear, lo, hi, following, quantizer, *
                                 "every pixel of a channel there")
         return quantizer.codes_from_output(y).reshape(acc.shape)
 
+    return code_of
+
+
+def threshold_layer(graph, node, linear: Linear, lo, hi, following, quantizer, *, requantize: bool = True) -> Thresholded:
+    """Thresholds on the accumulator of ``linear`` that give the codes of ``quantizer`` after ``following``;
+    with ``requantize``, a requantization equal to them too where there are many."""
+    weights = linear.weights
+    code_of = _code_function(graph, node, linear, following, quantizer)
     at_ends = code_of(np.stack([hi, lo]))
     levels = quantizer.levels(at_ends)
     # A channel whose code falls as acc grows (e.g. a negative BatchNorm scale) gets its weights negated.
@@ -109,21 +146,27 @@ def threshold_layer(graph, node, linear: Linear, lo, hi, following, quantizer, *
 def emit_thresholded_layer(graph, node, codes, layer: Thresholded, stages) -> tuple[list[Node], Codes]:
     quantizer, kept, out_bias, out_dtype = layer.quantizer, layer.thresholds, layer.out_bias, layer.out_dtype
     bipolar = out_dtype == BIPOLAR
+    front = []
+    if layer.linear.terms is not None:
+        terms = layer.linear.terms
+        stream_codes = Codes(codes.tensor, codes.dtype.min, codes.dtype.max, codes.dtype, codes.quantizer)
+        front, codes = lower_lookup_table(graph, stream_codes, terms.table, codes.quantizer, stages)
     mm_nodes, acc = add_matmul(graph, node, codes, layer.linear, layer.weights, layer.lo, layer.hi)
     mt_out = graph.fresh_name(f"{quantizer.name}_codes")
     graph.datatypes[mt_out] = out_dtype
     attrs = {"out_dtype": out_dtype.name, "out_scale": 2.0 if bipolar else 1.0, "out_bias": float(out_bias)}
     if layer.linear.spatial:  # qonnx takes a rank-3 input as channels-last unless told otherwise
         attrs["data_layout"] = "NC" + "DHW"[3 - layer.linear.spatial:]
+    exact = np.float32 if np.abs(kept).max(initial=0) < FLOAT_EXACT else np.float64
     mt = Node("MultiThreshold", graph.fresh_name(f"{quantizer.name}_thresholds"),
-              [acc, graph.add_constant(f"{quantizer.name}_thresholds", kept.astype(np.float32))], [mt_out], attrs)
+              [acc, graph.add_constant(f"{quantizer.name}_thresholds", kept.astype(exact))], [mt_out], attrs)
     stages.append(dict(kind="vvau" if layer.linear.depthwise else "mvau", name=node.name, inputs=[codes.tensor],
                        output=mt_out, weights=layer.weights, in_dtype=codes.dtype,
                        weight_dtype=datatype_of_values(layer.weights), thresholds=kept, requant=layer.requant,
                        out_dtype=out_dtype, out_bias=out_bias, acc_lo=layer.lo, acc_hi=layer.hi,
                        conv=conv_geometry(graph, node, layer.linear.pad)))
     out_hi = 1 if bipolar else out_bias + kept.shape[1]
-    return [*mm_nodes, mt], Codes(mt_out, out_bias, out_hi, out_dtype, quantizer)
+    return [*front, *mm_nodes, mt], Codes(mt_out, out_bias, out_hi, out_dtype, quantizer)
 
 
 def _search_thresholds(code_of, lo: np.ndarray, hi: np.ndarray, levels: np.ndarray) -> np.ndarray:
