@@ -10,6 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from streamc.pipeline import steps
 from streamc.cli import main
+from streamc.errors import BuildError
 
 ROOT = Path(__file__).resolve().parents[1]
 DIGITS = ROOT / "build_configs" / "models" / "digits_mlp.onnx"
@@ -98,7 +99,7 @@ def test_missing_config(tmp_path, capsys):
 def test_mistyped_nested_key(tmp_path, capsys):
     config = write_config(tmp_path, "target_fps: 1000\nverify: {frams: 4}\n")
     assert_error(["build", str(config)], capsys,
-                 rf"build config '{re.escape(str(config))}': unknown key 'verify.frams'")
+                 rf"build config '{re.escape(str(config))}': unknown key 'verify.frams' \(did you mean 'frames'\?\)")
 
 
 def test_python_tag_in_config(tmp_path, capsys):
@@ -229,3 +230,38 @@ def test_debug_before_or_after_the_subcommand_raises(where, tmp_path):
 def test_estimate_takes_debug(tmp_path):
     with pytest.raises(Exception, match="does not exist"):
         main(["estimate", str(tmp_path / "missing.yaml"), "--debug"])
+
+
+def test_a_failed_step_leaves_its_summary_and_times(tmp_path, capsys, monkeypatch):
+    def short_of_timing(state):
+        raise BuildError("timing not met")
+
+    monkeypatch.setitem(steps.STEP_FUNCTIONS, "fold", short_of_timing)
+    config = write_config(tmp_path, "target_fps: 1000\n")
+    code, out, err = run(["build", str(config)], capsys)
+    assert (code, err) == (2, "error: timing not met\n")
+    reports = tmp_path / "out" / "reports"
+    times = json.loads((reports / "time_per_step.json").read_text())
+    assert list(times) == ["load", "tidy", "streamline", "to_hw", "fold"]
+    summary = json.loads((reports / "summary.json").read_text())
+    assert summary["failed"] == {"step": "fold", "error": "timing not met"}
+    assert summary["steps"] == times
+    assert re.search(r"^fold +\d+\.\d\d s  failed$", out, re.MULTILINE)
+    assert "failed in step fold" in out
+
+
+def test_step_lines_off_a_terminal_name_no_source_line(tmp_path, capsys):
+    config = write_config(tmp_path, "target_fps: 1000\n")
+    code, out, _ = run(["build", str(config)], capsys)
+    assert code == 0
+    assert re.search(r"^load +\d+\.\d\d s$", out, re.MULTILINE)
+    assert ".py:" not in out
+
+
+def test_printed_output_folder_has_no_dot_dot(tmp_path, capsys):
+    (tmp_path / "configs").mkdir()
+    config = tmp_path / "configs" / "build.yaml"
+    config.write_text(f"model: {DIGITS}\noutput_dir: ../out\nsteps: [load]\ntarget_fps: 1000\n")
+    code, out, _ = run(["build", str(config)], capsys)
+    assert code == 0
+    assert f"Outputs: {tmp_path / 'out'} " in out

