@@ -1,6 +1,7 @@
-"""streamc: quantized ONNX to streaming dataflow accelerators. From Python: ``streamc.compile`` (:mod:`streamc.api`)."""
+"""streamc: quantized ONNX to streaming dataflow accelerators. From Python: ``streamc.compile`` and
+``streamc.run_sweep`` (:mod:`streamc.api`)."""
 
-__all__ = ["Accelerator", "Simulation", "compile"]
+__all__ = ["Accelerator", "Simulation", "SweepResult", "compile", "run_sweep"]
 
 
 def __getattr__(name: str):

@@ -17,16 +17,15 @@ import numpy as np
 from rich.console import Console
 
 from .errors import BuildError, ConfigError
-from .pipeline.config import BuildConfig, config_from_mapping, load_config
+from .pipeline.config import FOLDING_MODES, BuildConfig, config_from_mapping, load_config
 from .pipeline.runner import run_through, steps_through
 from .pipeline.steps import STEP_FUNCTIONS, TOP, BuildState, accelerator_top, folding_of, model_frames
 from .pipeline.summary import print_design, print_estimates, print_results
 from .pipeline.verdict import verification_failure
+from .sweep import SweepResult, run_sweep
 
-__all__ = ["Accelerator", "Simulation", "compile"]
+__all__ = ["Accelerator", "Simulation", "SweepResult", "compile", "run_sweep"]
 
-#: The keys that say how the folding is chosen; a keyword giving one replaces the config file's.
-FOLDING_MODES = ("target_fps", "budget", "folding")
 #: Elements of the widest stage output :meth:`Accelerator.predict` holds at once (int64: 256 MB).
 PREDICT_ELEMENTS = 1 << 25
 #: At most this many frames per batch: larger batches of small models gain nothing more.

@@ -25,6 +25,8 @@ STEPS = ("load", "tidy", "streamline", "to_hw", "fold", "rtl", "sim", "synth", "
 DEFAULT_STEPS = STEPS[:-1]
 BOARDS = ("icebreaker", "ulx3s-85f", "ulx3s-45f", "ulx3s-25f")
 DEVICES = ("ice40-up5k", "ecp5-85f")
+#: The keys that say how the folding is chosen: a config gives exactly one.
+FOLDING_MODES = ("target_fps", "budget", "folding")
 
 # YAML gives paths as strings; everything else must already have the right type.
 ConfigPath = Annotated[Path, Field(strict=False)]
@@ -115,8 +117,11 @@ class BuildConfig(_Strict):
     """A board to build a bitstream for (the pnr step), with a PLL from its oscillator to clock_mhz."""
     verify: VerifyConfig = VerifyConfig()
     fifo_depth: PositiveInt = 2
+    pnr_seed: PositiveInt = 1
+    """The first nextpnr placement seed the pnr step tries."""
     pnr_seeds: PositiveInt = 1
-    """nextpnr placement seeds the pnr step tries while timing is not met; the fastest placement is kept."""
+    """nextpnr placement seeds the pnr step tries (pnr_seed and the ones after it) while timing is not met;
+    the fastest placement is kept."""
     pipelining: Literal["clock", "none"] = "clock"
     """clock: the kernels get the pipeline registers clock_mhz needs on the first device's family, by its
     delay model (streamc.timing); none: no registers beyond the kernels' fixed stages."""
@@ -131,7 +136,7 @@ class BuildConfig(_Strict):
 
     @model_validator(mode="after")
     def _check(self) -> "BuildConfig":
-        modes = [key for key in ("target_fps", "budget", "folding") if getattr(self, key) is not None]
+        modes = [key for key in FOLDING_MODES if getattr(self, key) is not None]
         if len(modes) != 1:
             given = f"not {' and '.join(modes)} together" if modes else "none is given"
             raise ValueError(f"give one of target_fps (the cheapest folding that reaches it), budget (the fastest "
@@ -227,8 +232,22 @@ def load_config(path: Path) -> BuildConfig:
     """
     path = Path(path)
     source = f"build config {str(path)!r}"
+    raw = read_yaml(path, source)
+    if raw is None:
+        raise ConfigError(f"{source} is empty; it needs at least model, output_dir and target_fps or folding")
+    return config_from_mapping(raw, base=path.parent.resolve(), source=source)
+
+
+def read_yaml(path: Path, source: str) -> dict | None:
+    """The mapping a YAML file holds (None when the file is empty), read with the safe, unique-key loader.
+
+    Raises
+    ------
+    ConfigError
+        Naming ``source``, if the file is missing or unreadable, is not valid YAML or is not a mapping.
+    """
     try:
-        text = path.read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{source} does not exist") from None
     except IsADirectoryError:
@@ -241,11 +260,9 @@ def load_config(path: Path) -> BuildConfig:
         raw = yaml.load(text, Loader=_SafeUniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: not valid YAML: {_yaml_problem(exc)}") from None
-    if raw is None:
-        raise ConfigError(f"{source} is empty; it needs at least model, output_dir and target_fps or folding")
-    if not isinstance(raw, dict):
+    if raw is not None and not isinstance(raw, dict):
         raise ConfigError(f"{source} must be a mapping of keys to values, not a {type(raw).__name__}")
-    return config_from_mapping(raw, base=path.parent.resolve(), source=source)
+    return raw
 
 
 def config_from_mapping(raw: dict, *, base: Path, source: str) -> BuildConfig:

@@ -330,7 +330,7 @@ def pnr_step(state: BuildState) -> None:
     config, folder = state.config, state.folder
     result = build_board(accelerator_verilog=folder.path("verilog", f"{TOP}.v"),
                          frame_format=FrameFormat.from_dataflow(state.dataflow), board=config.board,
-                         clock_mhz=config.clock_mhz, seeds=config.pnr_seeds,
+                         clock_mhz=config.clock_mhz, seed=config.pnr_seed, seeds=config.pnr_seeds,
                          workdir=folder.path("pnr", config.board, "x").parent)
     state.pnr = asdict(result)
     if result.timing_met:
