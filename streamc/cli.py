@@ -138,6 +138,10 @@ def _estimate(args, console: Console, errors: Console) -> int:
         used = ", ".join(f"{key.upper()} {total[key]}/{budget[key]}" for key in ("lut", "ff", "bram", "dsp"))
         verdict = "fits" if device["fits"] else f"does not fit ({', '.join(device['over_budget'])})"
         console.print(f"{escape(name)}: {used}: {verdict}")
+    written = report["written"]
+    charts = len(written["files"]) - 2
+    console.print(f"Wrote {escape(str(Path(written['folder']) / 'estimate.md'))} (with estimate.json"
+                  + (f" and {charts} charts" if charts else "") + " beside it)", soft_wrap=True)
     return EXIT_OK
 
 
@@ -145,10 +149,12 @@ def _run(args, console: Console, errors: Console) -> int:
     import numpy as np
 
     from .pipeline.config import load_config
+    from .pipeline.folder import BuildFolder
     from .host import run_frames
 
     try:
-        work_dir = args.work_dir or load_config(args.config).output_dir / "board_run"
+        # In the build's folder, marked as streamc's, so that a build into it after this run accepts it.
+        work_dir = args.work_dir or BuildFolder(load_config(args.config).output_dir).root / "board_run"
         outputs, board = run_frames(args.config, args.frames, port=args.port, sim=args.sim, baud=args.baud,
                                     board=args.board, work_dir=work_dir)
     except (StreamcError, OSError) as exc:

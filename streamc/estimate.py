@@ -1,18 +1,21 @@
 """``streamc estimate``: folding, cycles and resources per stage in seconds, without generating RTL.
 
-Runs the build through its fold step and prices every kernel the rtl step would generate
-(:func:`streamc.kernels.estimate_design`). Writes ``reports/estimate.json`` and ``reports/estimate.md``,
-with PNG charts when matplotlib is there.
+Runs the build through its fold step in a scratch folder, so that a build's own reports in ``output_dir``
+(``folding.json``, ``estimates.json``) stay as that build wrote them, and prices every kernel the rtl step
+would generate (:func:`streamc.kernels.estimate_design`). Writes ``reports/estimate.json`` and
+``reports/estimate.md`` in ``output_dir``, with PNG charts when matplotlib is there.
 """
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from .api import compile
 from .devices import get_device
 from .folding import cycle_budget
 from .kernels import estimate_design
+from .pipeline.config import load_config
 from .pipeline.folder import BuildFolder
 from .resources import ResourceEstimate
 
@@ -20,8 +23,11 @@ RESOURCES = ("lut", "ff", "bram", "dsp", "spram")
 
 
 def run_estimate(config_path: Path, *, device_names: list[str] | None = None) -> dict:
-    """Fold the model as ``config_path`` says and estimate it; returns what estimate.json holds."""
-    acc = compile(config=config_path)
+    """Fold the model as ``config_path`` says and estimate it; returns what estimate.json holds, which
+    ends with where it is (``written``: the folder and the files)."""
+    output_dir = load_config(config_path).output_dir
+    with tempfile.TemporaryDirectory(prefix="streamc-estimate-") as scratch:
+        acc = compile(config=config_path, output_dir=scratch)
     config, dataflow = acc.config, acc.dataflow
     devices = [get_device(name) for name in (device_names or config.devices)]
     rows = estimate_design(dataflow.stages, devices, config.fifo_depth)
@@ -42,10 +48,12 @@ def run_estimate(config_path: Path, *, device_names: list[str] | None = None) ->
         over = [key for key in RESOURCES if getattr(total, key) > budget_of[key]]
         report["devices"][device.name] = {"part": device.part, "budget": budget_of, "total": total.to_dict(),
                                           "utilization": utilization, "fits": not over, "over_budget": over}
-    folder = BuildFolder(acc.output_dir)
-    folder.write_report("estimate", report)
+    folder = BuildFolder(output_dir)
     charts = _charts(report, folder.reports)
     folder.write_text("reports", "estimate.md", text=_markdown(report, charts))
+    report["written"] = {"folder": str(folder.reports),
+                         "files": ["estimate.json", "estimate.md", *([] if isinstance(charts, str) else charts)]}
+    folder.write_report("estimate", report)
     return report
 
 
@@ -90,29 +98,36 @@ def _charts(report: dict, folder: Path) -> list[str] | str:
 
     stages = [k for k in report["kernels"] if k["cycles"] is not None]
     names = [k["name"] for k in stages]
-    figure, axes = plt.subplots(figsize=(max(6, len(names) * 0.8), 4))
-    axes.bar(names, [k["cycles"] for k in stages], color="tab:blue")
-    if report["cycle_budget"]:
-        axes.axhline(report["cycle_budget"], color="tab:red", linestyle="--", label="target")
-        axes.legend()
-    axes.set_ylabel("cycles per frame")
-    axes.set_yscale("log")
-    axes.tick_params(axis="x", rotation=45)
+    # Horizontal bars on linear axes from zero: lengths compare as the numbers do, and long names stay readable.
+    height = 1.2 + 0.35 * len(names)
+    figure, axes = plt.subplots(figsize=(8, height + 0.8))
+    cycles = [k["cycles"] for k in stages]
+    _bars(axes, names, cycles, "tab:blue")
+    budget = report["cycle_budget"]
+    if budget:
+        axes.axvline(budget, color="tab:red", linestyle="--",
+                     label=f"target: {budget:,} cycles ({report['target_fps']:,.0f} frames/s)")
+        axes.legend(loc="lower right")
+    axes.set_xlim(0, 1.18 * max([*cycles, budget or 0]))
+    axes.set_xlabel("cycles per frame")
+    axes.set_title(f"Cycles per frame by stage: the slowest, {report['predicted_cycles_per_frame']:,}, sets "
+                   f"{report['predicted_fps']:,.0f} frames/s at {report['clock_mhz']:g} MHz", fontsize=10)
     figure.tight_layout()
     figure.savefig(folder / "estimate_cycles.png", dpi=100)
     plt.close(figure)
     charts = ["estimate_cycles.png"]
     for device_name, device in report["devices"].items():
-        figure, axes = plt.subplots(figsize=(max(6, len(names) * 0.8), 4))
         kinds = [key for key in ("lut", "ff", "bram", "dsp") if device["budget"][key]]
-        width = 0.8 / len(kinds)
-        for index, key in enumerate(kinds):
-            shares = [used / device["budget"][key] * 100 for used in _per_stage(report["kernels"], device_name, key)]
-            axes.bar([i + index * width for i in range(len(names))], shares, width, label=key.upper())
-        axes.axhline(100, color="tab:red", linestyle="--")
-        axes.set_xticks([i + 0.4 - width / 2 for i in range(len(names))], names, rotation=45, ha="right")
-        axes.set_ylabel(f"% of {device['part']}")
-        axes.legend()
+        figure, grid = plt.subplots(len(kinds), 1, figsize=(8, len(kinds) * height + 0.6), squeeze=False)
+        for axes, key, color in zip(grid[:, 0], kinds, ("tab:blue", "tab:orange", "tab:green", "tab:purple")):
+            # Counts, not shares of the device: a small design's bars would all sit at 0 % of a large one.
+            _bars(axes, names, _per_stage(report["kernels"], device_name, key), color)
+            used, have = device["total"][key], device["budget"][key]
+            over = " (over the budget)" if used > have else ""
+            axes.set_title(f"{key.upper()}: {used:,} of {have:,} ({100 * used / have:.1f} %){over}", fontsize=10,
+                           loc="left", color="tab:red" if over else "black")
+        figure.suptitle(f"{device_name} ({device['part']}): estimated resources by stage\n"
+                        "(each stage with the FIFO and width converter before it)", fontsize=11)
         figure.tight_layout()
         chart = f"estimate_resources_{device_name}.png"
         figure.savefig(folder / chart, dpi=100)
@@ -121,12 +136,24 @@ def _charts(report: dict, folder: Path) -> list[str] | str:
     return charts
 
 
+def _bars(axes, names: list[str], values: list[int], color: str) -> None:
+    """One horizontal bar per stage, first stage on top, each labelled with its value."""
+    bars = axes.barh(names, values, color=color)
+    axes.bar_label(bars, labels=[f"{value:,}" for value in values], padding=3, fontsize=9)
+    axes.invert_yaxis()
+    axes.set_xlim(0, 1.18 * max(max(values, default=0), 1))
+    axes.xaxis.get_major_locator().set_params(integer=True)
+
+
 def _per_stage(kernels: list[dict], device: str, key: str) -> list[int]:
-    """``key`` used by each stage, counting the FIFO and width converter in front of it as its own."""
+    """``key`` used by each stage, counting the FIFO and width converter in front of it as its own (and any
+    after the last stage as the last stage's), so that the bars sum to the device's total."""
     totals, pending = [], 0
     for kernel in kernels:
         pending += kernel["resources"][device][key]
         if kernel["cycles"] is not None:
             totals.append(pending)
             pending = 0
+    if totals:
+        totals[-1] += pending
     return totals

@@ -265,3 +265,21 @@ def test_printed_output_folder_has_no_dot_dot(tmp_path, capsys):
     code, out, _ = run(["build", str(config)], capsys)
     assert code == 0
     assert f"Outputs: {tmp_path / 'out'} " in out
+
+
+def test_run_before_the_first_build_leaves_a_folder_build_accepts(tmp_path, capsys, monkeypatch):
+    import streamc.host
+
+    def run_frames(config, frames, *, work_dir, **_):
+        (work_dir / "design").mkdir(parents=True)
+        (work_dir / "design" / "scratch").write_text("")
+        return np.zeros((1, 10)), None
+
+    monkeypatch.setattr(streamc.host, "run_frames", run_frames)
+    config = write_config(tmp_path, "target_fps: 1000\n", steps_list="[load]")
+    np.save(tmp_path / "frames.npy", np.zeros((1, 64), np.float32))
+    code, out, err = run(["run", str(config), str(tmp_path / "frames.npy"), "--port", "/dev/null"], capsys)
+    assert (code, out, err) == (0, "frame 0: class 0\n", "")
+    assert (tmp_path / "out" / "board_run" / "design" / "scratch").is_file()
+    code, _, err = run(["build", str(config)], capsys)
+    assert (code, err) == (0, "")

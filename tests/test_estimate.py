@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from streamc.cli import EXIT_ERROR, EXIT_OK, main
 
 DIGITS = Path(__file__).parent.parent / "build_configs"
@@ -76,3 +78,45 @@ def test_estimate_of_a_residual_block_prices_every_fork_converter_and_fifo(tmp_p
         assert total["total"]["lut"] == sum(k["resources"][device]["lut"] for k in report["kernels"])
     # The fold step reports the same totals as the estimate.
     assert state.resources == {device: d["total"] for device, d in report["devices"].items()}
+
+
+def test_estimate_leaves_the_builds_own_reports_and_says_where_it_wrote(tmp_path, capsys):
+    config = _config(tmp_path)
+    with config.open("a") as file:
+        file.write("steps: [load, tidy, streamline, to_hw, fold]\n")
+    assert main(["build", str(config)]) == EXIT_OK
+    out = tmp_path / "out"
+    built = {path: path.read_bytes() for path in out.rglob("*") if path.is_file()}
+    capsys.readouterr()
+    # A different folding than the build's: were the estimate to write the build's reports, they would change.
+    config.write_text(config.read_text().replace("target_fps: 50000", "target_fps: 100000"))
+    assert main(["estimate", str(config)]) == EXIT_OK
+    assert {path: path.read_bytes() for path in built} == built
+    written = {path.relative_to(out).as_posix() for path in out.rglob("*") if path.is_file()} - \
+        {path.relative_to(out).as_posix() for path in built}
+    assert written <= {"reports/estimate.json", "reports/estimate.md", "reports/estimate_cycles.png",
+                       "reports/estimate_resources_ice40-up5k.png", "reports/estimate_resources_ecp5-85f.png"}
+    assert f"Wrote {out / 'reports' / 'estimate.md'} (with estimate.json" in capsys.readouterr().out
+
+
+def test_charts_read_at_a_glance(tmp_path, monkeypatch):
+    """Linear axes from zero, every bar labelled with its value, a title; resources in counts that sum to the total."""
+    plt = pytest.importorskip("matplotlib.pyplot")
+    figures = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda figure: (figures.append(figure), close(figure)))
+    assert main(["estimate", str(_config(tmp_path))]) == EXIT_OK
+    report = json.loads((tmp_path / "out" / "reports" / "estimate.json").read_text())
+    cycles, *devices = figures
+    assert len(devices) == len(report["devices"])
+    axes = cycles.axes[0]
+    assert axes.get_xscale() == "linear" and axes.get_xlim()[0] == 0
+    assert axes.get_xlim()[1] > max(report["cycle_budget"], report["predicted_cycles_per_frame"])
+    assert "512" in axes.get_title() and [t.get_text() for t in axes.texts] == ["512", "512", "320"]
+    for figure, (name, device) in zip(devices, report["devices"].items()):
+        assert name in figure.get_suptitle()
+        for axes in figure.axes:
+            key = axes.get_title(loc="left").split(":")[0].lower()
+            assert axes.get_xscale() == "linear" and axes.get_xlim()[0] == 0
+            assert sum(int(t.get_text().replace(",", "")) for t in axes.texts) == device["total"][key]
+            assert axes.get_title(loc="left").startswith(f"{key.upper()}: {device['total'][key]:,} of ")
