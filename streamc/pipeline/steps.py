@@ -13,7 +13,7 @@ import numpy as np
 from onnx import helper
 
 from ..devices import get_device
-from ..errors import BuildError, ConfigError
+from ..errors import BuildError, ConfigError, FoldingError
 from ..execute import execute
 from ..fifo_sizing import fifo_depths
 from ..folding import apply_folding, fold_streaming_stages, fold_vector_units
@@ -28,6 +28,7 @@ from ..stages import Stage
 from ..timing import Clock
 from ..transforms.streamline import streamline
 from ..transforms.tidy import tidy
+from .advice import fastest_that_fits, timing_advice
 from .config import BuildConfig
 from .folder import BuildFolder
 from .verdict import (END_TO_END_RTOL, end_to_end_differing_frames, expected_differences, onnxruntime_note,
@@ -110,7 +111,10 @@ def fold_step(state: BuildState) -> None:
                       tables=dataflow.tables)
         fold_vector_units(dataflow.stages, max(layer.cycles() for layer in layers) if layers else 0)
     else:
-        plan_folding(dataflow, config)
+        try:
+            plan_folding(dataflow, config)
+        except FoldingError as exc:
+            raise FoldingError(f"{exc}{fastest_that_fits(dataflow, config)}") from None
     fold_streaming_stages(dataflow)
     state.folder.write_report("folding", folding_of(dataflow))
     cycles = dataflow.cycles_per_frame()
@@ -339,4 +343,7 @@ def pnr_step(state: BuildState) -> None:
     folder.write_report(f"pnr_{config.board}", state.pnr)
     folder.write_text("reports", f"timing_{config.board}.txt", text=timing_report(result))
     # The reports come first: a build that misses timing still says where the time goes.
-    require_timing(result)
+    try:
+        require_timing(result)
+    except BuildError as exc:
+        raise BuildError(f"{exc}; {timing_advice(result.fmax_mhz, state.dataflow.cycles_per_frame(), config)}") from None
