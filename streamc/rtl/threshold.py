@@ -13,7 +13,11 @@ from streamc.errors import FoldingError
 
 from .arithmetic import adder_tree, shape_of_range
 
-__all__ = ["ThresholdUnit", "threshold_reference"]
+__all__ = ["THRESHOLD_STYLES", "ThresholdUnit", "threshold_reference"]
+
+#: How a :class:`ThresholdUnit` finds the count: ``"parallel"`` compares with every threshold at once,
+#: ``"search"`` binary-searches the sorted thresholds, one compare per step.
+THRESHOLD_STYLES = ("parallel", "search")
 
 
 def threshold_reference(values: np.ndarray, thresholds: np.ndarray, *, out_dtype: DataType,
@@ -46,6 +50,18 @@ class ThresholdUnit(wiring.Component):
     ``i.ready = ~o.valid | o.ready``): accept beat and read the threshold ROM -> operands ->
     compares -> count plus ``out_bias`` into the output register. See :attr:`latency`.
 
+    With ``style="search"`` (FINN's RTL thresholding) each channel's thresholds are sorted (the count
+    does not depend on their order) and padded to ``2**b - 1`` with ``in_dtype.max + 1``, which no
+    input reaches, ``b = L.bit_length()``; the count is found bit by bit from the top in ``b``
+    pipelined steps. Step ``i`` compares each element with one threshold, the one at index
+    ``(2*m + 1) * 2**(b-1-i) - 1`` of its channel, where ``m`` holds the ``i`` count bits found so far,
+    and appends the result as the next count bit. Step ``i`` of lane ``j`` reads its threshold from a
+    ROM of its own (:meth:`search_thresholds`: ``2**i`` words per channel group, the lane's channels
+    only), addressed by the group and ``m`` as the element enters the step; the element, its group and
+    ``m`` travel down the steps. So ``L`` thresholds cost ``b`` comparators per element instead of
+    ``L``, and ``b`` ROMs per lane holding ``2**b - 1`` words per channel in all. A ``BIPOLAR`` output
+    has no search.
+
     Parameters
     ----------
     thresholds : numpy.ndarray
@@ -61,6 +77,8 @@ class ThresholdUnit(wiring.Component):
         Elements per beat in and out; must divide ``channels``.
     name : str
         Node name, used in error messages.
+    style : str
+        One of :data:`THRESHOLD_STYLES`.
 
     Members
     -------
@@ -78,14 +96,17 @@ class ThresholdUnit(wiring.Component):
         ``in_dtype.bitwidth`` and ``out_dtype.bitwidth``.
     compare_shape : amaranth.hdl.Shape
         Shape of the stored thresholds and of the comparisons.
+    search_steps : int
+        ``b = L.bit_length()``: the steps of a search.
     latency : int
-        3: cycles from the cycle that accepts a beat to the cycle in which its output beat is
-        first valid. One beat per cycle passes with no stalls, so a frame of ``N`` elements
-        takes ``N // elems`` cycles.
+        Cycles from the cycle that accepts a beat to the cycle in which its output beat is
+        first valid: 3, or ``search_steps + 1`` for a search. One beat per cycle passes with no
+        stalls, so a frame of ``N`` elements takes ``N // elems`` cycles.
     """
 
     def __init__(self, *, thresholds: np.ndarray, in_dtype: DataType, out_dtype: DataType,
-                 out_bias: int, channels: int, elems: int, name: str = "thresholds"):
+                 out_bias: int, channels: int, elems: int, name: str = "thresholds",
+                 style: str = "parallel"):
         if not isinstance(channels, (int, np.integer)) or channels < 1:
             raise ValueError(f"node {name!r}: channels must be an integer >= 1, "
                              f"not {channels!r}")
@@ -100,6 +121,11 @@ class ThresholdUnit(wiring.Component):
                              f"({channels}, L) or (1, L) with L >= 1, not {thresholds.dtype} "
                              f"of shape {thresholds.shape}")
         n_thr = thresholds.shape[1]
+        if style not in THRESHOLD_STYLES:
+            raise ValueError(f"node {name!r}: style={style!r} is not a threshold style; valid: "
+                             f"{', '.join(THRESHOLD_STYLES)}")
+        if style == "search" and out_dtype.bipolar:
+            raise ValueError(f"node {name!r}: a BIPOLAR output has one threshold, no search")
         if out_dtype.bipolar:
             if n_thr != 1:
                 raise ValueError(f"node {name!r}: a BIPOLAR output needs exactly 1 threshold "
@@ -107,7 +133,7 @@ class ThresholdUnit(wiring.Component):
         elif not (out_dtype.min <= out_bias and out_bias + n_thr <= out_dtype.max):
             raise ValueError(f"node {name!r}: out_dtype {out_dtype} cannot hold the outputs "
                              f"out_bias + [0, {n_thr}] = [{out_bias}, {out_bias + n_thr}]")
-        self.name = name
+        self.name, self.style = name, style
         self._in_dtype, self._out_dtype = in_dtype, out_dtype
         self._out_bias = int(out_bias)
         self._elems, self._groups = elems, channels // elems
@@ -115,11 +141,12 @@ class ThresholdUnit(wiring.Component):
         self._thresholds = np.broadcast_to(np.clip(thresholds.astype(np.int64), lo, hi),
                                            (channels, n_thr))
         self.compare_shape = shape_of_range(lo, hi)
+        self.search_steps = n_thr.bit_length()
 
         self.in_elems = self.out_elems = elems
         self.in_width = in_dtype.bitwidth
         self.out_width = out_dtype.bitwidth
-        self.latency = 3
+        self.latency = self.search_steps + 1 if style == "search" else 3
         super().__init__({
             "i": In(stream.Signature(unsigned(elems * self.in_width))),
             "o": Out(stream.Signature(unsigned(elems * self.out_width))),
@@ -146,17 +173,28 @@ class ThresholdUnit(wiring.Component):
             rows.append(sum((int(t) & mask) << (n * width) for n, t in enumerate(block)))
         return rows
 
+    def search_thresholds(self, step: int) -> np.ndarray:
+        """What lane ``j``'s ROM of search step ``step`` holds: ``[j, g, m]`` is the threshold compared
+        with an element of channel ``g*elems + j`` whose count so far is ``m`` (``step`` bits), shape
+        ``(elems, channels // elems, 2**step)``; padding is ``in_dtype.max + 1``."""
+        size = (1 << self.search_steps) - 1
+        padded = np.full((self._thresholds.shape[0], size), self._in_dtype.max + 1, dtype=np.int64)
+        padded[:, :self._thresholds.shape[1]] = np.sort(self._thresholds, axis=1)
+        span = 1 << (self.search_steps - step)
+        probes = padded[:, span // 2 - 1::span]
+        return probes.reshape(self._groups, self._elems, 1 << step).transpose(1, 0, 2)
+
     def _value(self, bits):
         """The true value of one input element, as stored bits."""
         if self._in_dtype.bipolar:
             return Mux(bits[0], Const(1, signed(2)), Const(-1, signed(2)))
         return bits.as_signed() if self._in_dtype.signed else bits
 
+    def _threshold(self, raw):
+        return raw.as_signed() if self.compare_shape.signed else raw
+
     def elaborate(self, platform):
         m = Module()
-        elems, n_thr = self._elems, self._thresholds.shape[1]
-        iw, ow, cw = self.in_width, self.out_width, self.compare_shape.width
-
         # The whole pipeline moves when the output register is empty or being emptied.
         advance = Signal()
         take = Signal()
@@ -165,6 +203,22 @@ class ThresholdUnit(wiring.Component):
             self.i.ready.eq(advance),
             take.eq(self.i.valid & advance),
         ]
+        group = Signal(range(self._groups))
+        with m.If(take):
+            m.d.sync += group.eq(Mux(group == self._groups - 1, 0, group + 1))
+        last_valid, counts = (self._search if self.style == "search" else self._parallel)(m, advance, take, group)
+
+        # Output register. Assigning to ow-bit signals wraps each value into its to_hw bits.
+        out_bits = [Signal(self.out_width, name=f"out_{j}") for j in range(self._elems)]
+        m.d.comb += [bits.eq(value) for bits, value in zip(out_bits, counts)]
+        with m.If(advance):
+            m.d.sync += [self.o.valid.eq(last_valid), self.o.payload.eq(Cat(*out_bits))]
+        return m
+
+    def _parallel(self, m, advance, take, group):
+        """Every threshold compared at once; the valid bit and the output values before the output register."""
+        elems, n_thr = self._elems, self._thresholds.shape[1]
+        iw, cw = self.in_width, self.compare_shape.width
 
         rows = self.rom_rows
         if len(set(rows)) == 1:
@@ -173,9 +227,6 @@ class ThresholdUnit(wiring.Component):
             m.submodules.threshold_rom = threshold_rom = Memory(
                 shape=unsigned(elems * n_thr * cw), depth=len(rows), init=rows)
             threshold_read = threshold_rom.read_port(domain="sync")
-            group = Signal(range(len(rows)))
-            with m.If(take):
-                m.d.sync += group.eq(Mux(group == len(rows) - 1, 0, group + 1))
             m.d.comb += [threshold_read.addr.eq(group), threshold_read.en.eq(advance)]
             thresholds1 = threshold_read.data
 
@@ -194,16 +245,45 @@ class ThresholdUnit(wiring.Component):
                 x = self._value(x1[j * iw:(j + 1) * iw])
                 for l in range(n_thr):
                     raw = thresholds1[(j * n_thr + l) * cw:(j * n_thr + l + 1) * cw]
-                    threshold = raw.as_signed() if self.compare_shape.signed else raw
-                    m.d.sync += reached2[j][l].eq(x >= threshold)
+                    m.d.sync += reached2[j][l].eq(x >= self._threshold(raw))
 
-        # Output register. Assigning to ow-bit signals wraps each value into its to_hw bits.
         if self._out_dtype.bipolar:
-            values = [reached[0] for reached in reached2]
-        else:
-            values = [self._out_bias + adder_tree(m, list(reached)) for reached in reached2]
-        out_bits = [Signal(ow, name=f"out_{j}") for j in range(elems)]
-        m.d.comb += [bits.eq(value) for bits, value in zip(out_bits, values)]
-        with m.If(advance):
-            m.d.sync += [self.o.valid.eq(valid2), self.o.payload.eq(Cat(*out_bits))]
-        return m
+            return valid2, [reached[0] for reached in reached2]
+        return valid2, [self._out_bias + adder_tree(m, list(reached)) for reached in reached2]
+
+    def _search(self, m, advance, take, group):
+        """The binary search, one pipeline step per count bit; the valid bit and the output values before the
+        output register."""
+        elems, steps, iw = self._elems, self.search_steps, self.in_width
+        # What enters the step: the element's beat, its channel group, and per lane the count bits found so far.
+        valid_in, x_in, group_in = take, self.i.payload, group
+        found_in = [Const(0, unsigned(0))] * elems
+        for step in range(steps):
+            valid, x = Signal(name=f"valid_{step}"), Signal(elems * iw, name=f"x_{step}")
+            group_at = Signal.like(group, name=f"group_{step}")
+            found = [Signal(step, name=f"found_{step}_{j}") for j in range(elems)]
+            with m.If(advance):
+                m.d.sync += [valid.eq(valid_in), x.eq(x_in), group_at.eq(group_in),
+                             *(f.eq(f_in) for f, f_in in zip(found, found_in))]
+            table = self.search_thresholds(step)
+            found_next = []
+            for j in range(elems):
+                threshold = self._step_threshold(m, table[j], step, j, advance, Cat(found_in[j], group_in))
+                reached = self._value(x[j * iw:(j + 1) * iw]) >= self._threshold(threshold)
+                found_next.append(Cat(reached, found[j]))
+            valid_in, x_in, group_in, found_in = valid, x, group_at, found_next
+        return valid_in, [self._out_bias + count for count in found_in]
+
+    def _step_threshold(self, m, words: np.ndarray, step: int, lane: int, advance, address):
+        """Lane ``lane``'s threshold at search step ``step``: a constant where every word of its ROM is the same,
+        else read at ``address`` (group, then count bits) as the element enters the step."""
+        shape = self.compare_shape
+        words = words.reshape(-1)
+        if (words == words[0]).all():
+            return Const(int(words[0]), shape).as_unsigned()
+        rom = Memory(shape=unsigned(shape.width), depth=len(words),
+                     init=[int(w) & ((1 << shape.width) - 1) for w in words])
+        m.submodules[f"search_rom_{step}_{lane}"] = rom
+        read = rom.read_port(domain="sync")
+        m.d.comb += [read.addr.eq(address), read.en.eq(advance)]
+        return read.data
