@@ -256,7 +256,7 @@ def test_step_lines_off_a_terminal_name_no_source_line(tmp_path, capsys):
     config = write_config(tmp_path, "target_fps: 1000\n")
     code, out, _ = run(["build", str(config)], capsys)
     assert code == 0
-    assert re.search(r"^load +\d+\.\d\d s$", out, re.MULTILINE)
+    assert re.match(r"load +\d+\.\d\d s\ntidy ", out), out
     assert ".py:" not in out
 
 
@@ -285,3 +285,15 @@ def test_run_before_the_first_build_leaves_a_folder_build_accepts(tmp_path, caps
     assert (tmp_path / "out" / "board_run" / "design" / "scratch").is_file()
     code, _, err = run(["build", str(config)], capsys)
     assert (code, err) == (0, "")
+
+
+def test_a_terminal_shows_the_running_step_with_its_elapsed_time(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from streamc.pipeline.runner import run_build
+
+    console = Console(file=io.StringIO(), force_terminal=True, width=120)
+    run_build(write_config(tmp_path, "target_fps: 1000\n", steps_list="[load]"), console=console)
+    assert re.search(r"0:00:0\d.*load", console.file.getvalue())

