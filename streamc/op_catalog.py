@@ -34,6 +34,10 @@ ROLES = (
     (ABSORBABLE_OPS - QUANTIZER_OPS, "absorbed", "between a layer and its quantizer: folded into its thresholds "
                                                  "or a lookup table"),
 )
+#: Ops tidy rewrites before the lowering sees them, by the ops whose roles they take there.
+REWRITTEN = {"Gemm": ("MatMul",), "QLinearMatMul": ("MatMulInteger", "QuantizeLinear"),
+             "QLinearConv": ("ConvInteger", "QuantizeLinear"), "QGemm": ("MatMulInteger", "QuantizeLinear"),
+             "Dropout": ("Identity",)}
 HOST_ROLE = ("host", "folded into constants, or run on the host before the first quantizer or after the last layer")
 #: What the lowering refuses or restricts, for the ops where a user meets it.
 LIMITS = {
@@ -52,8 +56,9 @@ LIMITS = {
     "Transpose": "before a dense layer it reorders the weights; one that reorders the stream into a convolution, "
                  "pool or add is refused",
     "Trunc": "v1 and v2, as a quantizer; only a Relu may follow it before the next layer",
-    "Tanh": "between quantizers: a lookup table per channel",
-    "Sigmoid": "between quantizers: a lookup table per channel",
+    "Tanh": "between quantizers: a lookup table (one per channel where the channels' functions differ)",
+    "Sigmoid": "between quantizers: a lookup table (one per channel where the channels' functions differ)",
+    "Dropout": "removed (inference)",
 }
 
 
@@ -77,7 +82,8 @@ def supported_ops() -> list[SupportedOp]:
     names = SUPPORTED_OPS | QONNX_OPS | MICROSOFT_OPS
     return [SupportedOp(name=name, domains=_domains(name),
                         dialects=tuple(dialect for dialect, ops in DIALECTS.items() if name in ops) or ("any",),
-                        roles=tuple(role for ops, role, _ in ROLES if name in ops) or (HOST_ROLE[0],),
+                        roles=tuple(role for ops, role, _ in ROLES if set(REWRITTEN.get(name, [name])) & ops)
+                        or (HOST_ROLE[0],),
                         limits=LIMITS.get(name, ""))
             for name in sorted(names)]
 
