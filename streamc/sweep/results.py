@@ -5,7 +5,8 @@ A row records the fingerprint of its build's inputs (those of
 :func:`streamc.pipeline.runner.input_fingerprint` but streamc's own: the config, the model, the verification
 arrays). A rerun skips a point whose recorded row has the fingerprint it would build from now, passed or
 failed alike: the same inputs build the same result. A point lost by the cluster (a worker killed) has no
-fingerprint, so it runs again.
+fingerprint, so it runs again. Rows of points the sweep file no longer names are left out of the files (their
+folders stay).
 """
 
 from __future__ import annotations

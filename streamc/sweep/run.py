@@ -117,13 +117,17 @@ def run_sweep(sweep_file: str | Path, *, scheduler: str | None = None, workers: 
             run = uuid.uuid4().hex[:8]
             futures = {client.submit(_task, str(point.config_path), pure=False, key=f"sweep-{run}-{point.name}"):
                        point for point in todo}
-            for future in as_completed(futures):
-                point = futures[future]
-                try:
-                    row = {**future.result(), "fingerprint": fingerprints[point.name]}
-                except Exception as exc:  # noqa: BLE001 -- the cluster lost the task (a killed worker): rerun next time
-                    row = {"status": FAILED, "error": f"the cluster lost this point: {type(exc).__name__}: {exc}"}
-                record(point, {"build_dir": str(point.config.output_dir), **row})
+            try:
+                for future in as_completed(futures):
+                    point = futures[future]
+                    try:
+                        row = {**future.result(), "fingerprint": fingerprints[point.name]}
+                    except Exception as exc:  # noqa: BLE001 -- the cluster lost the task (a killed worker): rerun next time
+                        row = {"status": FAILED, "error": f"the cluster lost this point: {type(exc).__name__}: {exc}"}
+                    record(point, {"build_dir": str(point.config.output_dir), **row})
+            except KeyboardInterrupt:
+                raise BuildError(f"interrupted with {len(rows)} of {len(sweep.points)} points finished (in "
+                                 f"{output_dir / CSV_NAME}); run the same command to build the others") from None
     ordered = _in_order(sweep, rows)
     best = best_row(ordered, sweep.spec.best)
     if sweep.spec.keep == "best":

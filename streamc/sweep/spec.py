@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,7 +108,9 @@ def load_sweep(path: str | Path) -> Sweep:
     except ValidationError as exc:
         raise ConfigError(f"{source}: {_describe(exc)}") from None
     folder = path.parent.resolve()
-    spec = spec.model_copy(update=dict(base=folder / spec.base, output_dir=folder / spec.output_dir))
+    # Without ``..`` steps, so that messages and rows show the folder meant (as build configs' paths are).
+    spec = spec.model_copy(update=dict(base=Path(os.path.normpath(folder / spec.base)),
+                                       output_dir=Path(os.path.normpath(folder / spec.output_dir))))
     base = load_config(spec.base).model_dump(exclude_unset=True, mode="json")
     points = []
     for values in _combinations(spec, source):
