@@ -4,7 +4,6 @@ Exit status: 0 when the build ran (and, with the ``sim`` step, the hardware matc
 1 when simulation found the hardware different from the model, 2 for an error streamc reports
 (a bad config, an unsupported model, a failed tool run) and for bad command-line arguments.
 ``streamc sweep`` exits 0 when the sweep ran, its failed points included (each is a row of sweep.csv).
-``streamc sweep`` exits 0 when the sweep ran, its failed points included (each is a row of sweep.csv).
 """
 
 from __future__ import annotations
@@ -51,15 +50,6 @@ def main(argv: list[str] | None = None) -> int:
                          help="worker processes of the local cluster (default: one per core)")
     sweep.add_argument("--fresh", action="store_true",
                        help="build every point, even those an earlier run finished from the same inputs")
-    sweep = commands.add_parser("sweep", help="build many points of a grid of build-config values on Dask")
-    sweep.add_argument("sweep_file", type=Path, help="the sweep file (YAML): base, output_dir, until, grid/points")
-    cluster = sweep.add_mutually_exclusive_group()
-    cluster.add_argument("--scheduler", metavar="ADDRESS",
-                         help="an existing Dask scheduler, e.g. tcp://HOST:8786 (default: a local cluster)")
-    cluster.add_argument("--workers", type=int, metavar="N",
-                         help="worker processes of the local cluster (default: one per core)")
-    sweep.add_argument("--fresh", action="store_true",
-                       help="build every point, even those an earlier run finished from the same inputs")
     run = commands.add_parser("run", help="classify frames on a board, or on its simulation with --sim")
     run.add_argument("config", type=Path, help="the build configuration (YAML) the board's bitstream was built from")
     run.add_argument("frames", type=Path, help="model inputs (.npy), shape (N, *the model's input shape)")
@@ -87,8 +77,6 @@ def main(argv: list[str] | None = None) -> int:
         return _estimate(args, console, errors)
     if args.command == "run":
         return _run(args, console, errors)
-    if args.command == "sweep":
-        return _sweep(args, console, errors)
     if args.command == "sweep":
         return _sweep(args, console, errors)
     from .pipeline.runner import run_build
@@ -183,19 +171,6 @@ def _run(args, console: Console, errors: Console) -> int:
                           f"{simulated.sent} bytes, received {simulated.received}")
     if args.output is not None:
         np.save(args.output, outputs)
-    return EXIT_OK
-
-
-def _sweep(args, console: Console, errors: Console) -> int:
-    from .sweep import run_sweep
-
-    try:
-        run_sweep(args.sweep_file, scheduler=args.scheduler, workers=args.workers, fresh=args.fresh, console=console)
-    except (StreamcError, OSError) as exc:
-        if args.debug:
-            raise
-        errors.print(f"[red]error:[/red] {escape(str(exc))}")
-        return EXIT_ERROR
     return EXIT_OK
 
 

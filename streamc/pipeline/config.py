@@ -27,8 +27,6 @@ BOARDS = ("icebreaker", "ulx3s-85f", "ulx3s-45f", "ulx3s-25f")
 DEVICES = ("ice40-up5k", "ecp5-85f")
 #: The keys that say how the folding is chosen: a config gives exactly one.
 FOLDING_MODES = ("target_fps", "budget", "folding")
-#: The keys that say how the folding is chosen: a config gives exactly one.
-FOLDING_MODES = ("target_fps", "budget", "folding")
 
 # YAML gives paths as strings; everything else must already have the right type.
 ConfigPath = Annotated[Path, Field(strict=False)]
