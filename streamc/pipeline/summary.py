@@ -14,7 +14,7 @@ def summary_data(state: BuildState, timings: dict[str, float], failed: dict | No
     data: dict = {"model": str(state.config.model), "output_dir": str(state.config.output_dir), "steps": timings}
     if failed is not None:
         data["failed"] = failed
-    if state.dataflow is not None:
+    if _folded(state, timings, failed["step"] if failed else None):
         df = state.dataflow
         data["stages"] = [dict(name=st.name, cycles=st.cycles(), in_dtype=st.in_dtype.name, out_dtype=st.out_dtype.name,
                                output_stage=st.output_stage, sources=st.sources, **st.summary()["fields"])
@@ -35,10 +35,15 @@ def print_summary(state: BuildState, timings: dict[str, float], console: Console
     """The design and the results of the steps that ran; ``failed`` names the step that stopped the build."""
     ran = ", ".join(f"{k} {v:.1f}s" for k, v in timings.items())
     outcome = f"[red]failed in step {failed}[/red]; " if failed else ""
-    if state.dataflow is not None:
+    if _folded(state, timings, failed):
         print_design(state, console)
         print_results(state, console)
     console.print(f"Outputs: {state.config.output_dir} ({outcome}steps: {ran}; reports/summary.json)")
+
+
+def _folded(state: BuildState, timings: dict[str, float], failed: str | None) -> bool:
+    """Whether the fold step completed: before, the stages are not yet folded, or folded halfway by a failed plan."""
+    return state.dataflow is not None and "fold" in timings and failed != "fold"
 
 
 def print_design(state: BuildState, console: Console) -> None:
