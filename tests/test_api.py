@@ -73,7 +73,7 @@ def test_predict_equals_the_reference_executor(compiled, frames, tmp_path):
 
 
 def test_compile_errors_are_the_cli_s_one_line_errors(tmp_path):
-    with pytest.raises(ConfigError, match=r"^streamc.compile\(\): unknown key 'colck_mhz'$"):
+    with pytest.raises(ConfigError, match=r"^streamc.compile\(\): unknown key 'colck_mhz' \(did you mean 'clock_mhz'\?\)$"):
         streamc.compile(MODELS / "tfc_w1a1.onnx", colck_mhz=30, target_fps=1000, output_dir=tmp_path)
     with pytest.raises(ConfigError, match="not both"):
         streamc.compile(MODELS / "tfc_w1a1.onnx", device="ice40-up5k", devices=["ecp5-85f"], target_fps=1000)

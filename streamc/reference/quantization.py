@@ -82,8 +82,8 @@ def _max_int(signed, narrow, bit_width):
 
 
 def _clamp(y, low, high):
-    y = np.where(y > high, np.asarray(high).astype(y.dtype), y)
-    return np.where(y < low, np.asarray(low).astype(y.dtype), y)
+    # np.clip keeps NaN as the two comparisons did; the bounds in y's dtype keep its dtype
+    return np.clip(y, np.asarray(low).astype(y.dtype), np.asarray(high).astype(y.dtype))
 
 
 @op("Quant")
@@ -97,13 +97,13 @@ def _quant(attrs, inputs, versions):
     # qonnx clamps before rounding: with a non-integer bit width, rounding may then
     # step outside [min_int, max_int] (7.5 bits: 89.51 rounds to 90)
     integers = rounding(_clamp(y, _min_int(signed, narrow, bit_width), _max_int(signed, narrow, bit_width)))
-    if signed:
+    if signed and np.any(np.asarray(bit_width) == 1):
         # qonnx maps 1-bit signed Quant to bipolar {-1, +1}, ignoring narrow and rounding;
         # elementwise here, so that a per-channel bit width (which qonnx rejects) works too
         ones = np.ones(y.shape, dtype=y.dtype)
         integers = np.where(np.asarray(bit_width) == 1, np.where(y >= 0.0, ones, -ones), integers)
     out = (integers - zero_point) * scale
-    return [np.asarray(out).astype(np.float32)]
+    return [np.asarray(out).astype(np.float32, copy=False)]
 
 
 @op("BipolarQuant")

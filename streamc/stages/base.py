@@ -188,7 +188,8 @@ def _thresholds_reached(acc: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
 def integer_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` of integer arrays, exactly: through float32 or float64 BLAS where no partial sum can reach 2**24
     or 2**53 (every float sum of such integers is exact), else in int64, which numpy multiplies without BLAS."""
-    bound = int(np.abs(a).max(initial=0)) * int(np.abs(b).sum(axis=0).max(initial=0))
+    # from the extremes, not np.abs: the largest magnitude of a narrow type (-128 of int8) has no abs in it
+    bound = max(-int(a.min(initial=0)), int(a.max(initial=0))) * int(np.abs(b).sum(axis=0).max(initial=0))
     for exact, dtype in ((1 << 24, np.float32), (1 << 53, np.float64)):
         if bound < exact:
             return (a.astype(dtype) @ b.astype(dtype)).astype(np.int64)

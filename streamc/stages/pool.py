@@ -57,7 +57,9 @@ class PoolStage(Stage):
         return self.in_count // self.elems
 
     def emulate(self, x: np.ndarray) -> np.ndarray:
-        return x.reshape(len(x), self.vectors, self.window, self.channels).max(axis=2).reshape(len(x), -1)
+        # in int64 as every stage's output: the window before it hands over narrower integers
+        pooled = x.reshape(len(x), self.vectors, self.window, self.channels).max(axis=2)
+        return pooled.reshape(len(x), -1).astype(np.int64)
 
     def describe(self) -> str:
         return f"max pool {self.source!r}"

@@ -49,13 +49,22 @@ class WindowStage(Stage):
         return max(self.in_count, self.out_count) // self.elems
 
     def emulate(self, x: np.ndarray) -> np.ndarray:
+        """The patches in stream order, in the narrowest integers that hold the codes: the patches repeat
+        every pixel up to kernel-size times, and their reader (a unit's product or sum, a max pool) widens
+        what it computes."""
         frames = x.reshape(len(x), *self.in_shape)
+        low = min(int(frames.min(initial=self.pad_value)), self.pad_value)
+        high = max(int(frames.max(initial=self.pad_value)), self.pad_value)
+        narrow = np.result_type(np.min_scalar_type(low), np.min_scalar_type(high))
         top, left, bottom, right = self.padding
-        padded = np.pad(frames, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=self.pad_value)
+        padded = np.pad(frames.astype(narrow), ((0, 0), (top, bottom), (left, right), (0, 0)),
+                        constant_values=self.pad_value)
         (oh, ow), (kh, kw), (sh, sw), (dh, dw) = self.out_shape, self.kernel, self.strides, self.dilations
-        patches = [padded[:, i * sh + a * dh, j * sw + b * dw, :]
-                   for i in range(oh) for j in range(ow) for a in range(kh) for b in range(kw)]
-        return np.stack(patches, axis=1).reshape(len(x), -1)
+        spans = ((kh - 1) * dh + 1, (kw - 1) * dw + 1)
+        # (N, rows, columns, C, span rows, span columns): views, copied once by the reshape
+        views = np.lib.stride_tricks.sliding_window_view(padded, spans, axis=(1, 2))
+        patches = views[:, :oh * sh:sh, :ow * sw:sw, :, ::dh, ::dw]
+        return patches.transpose(0, 1, 2, 4, 5, 3).reshape(len(x), -1)
 
     def describe(self) -> str:
         return f"sliding window of {self.source!r}"
