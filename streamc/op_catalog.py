@@ -3,7 +3,8 @@ it comes in, what the lowering makes of it and what it refuses.
 
 The ops and their domains are the loader's own sets, and an op's place in the design is read off the
 sets the lowering dispatches on (:mod:`streamc.transforms.op_kinds`), so neither can drift from what
-streamc does. Only the limits are prose: each names ops the tests check are listed.
+streamc does. Written here are only the dialect names, the rewrites tidy makes (``tests/test_ops_listing.py``
+checks that tidy makes each) and the limits, in prose, of ops the tests check are listed.
 """
 
 from __future__ import annotations
