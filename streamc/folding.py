@@ -10,6 +10,7 @@ from .errors import FoldingError
 from .hw import Dataflow
 from .rtl.placement import RAM_STYLES, RES_TYPES
 from .stages import LUTStage, MVAULayer, Stage, divisors
+from .stages.threshold import STYLES as THRESHOLD_STYLES
 
 
 def _decimal(value: float) -> Fraction:
@@ -47,12 +48,14 @@ def target_cycles(*, target_fps: float, clock_mhz: float) -> int:
 
 
 def apply_folding(layers: list[MVAULayer], folding: dict[str, dict], *, source: str,
-                  tables: list[LUTStage] = ()) -> None:
+                  tables: list[LUTStage] = (), thresholded: list[Stage] = ()) -> None:
     """Take an explicit per-layer folding (``{layer: {pe: .., simd: .., ram_style: ..,
     ram_style_thresholds: .., res_type: .., operand_register: .., tree_every: ..}}``, the placements and
     pipeline registers optional); every layer must be named.
     A lookup table of ``tables`` may be named with its ``ram_style`` alone (its lanes follow the
-    layer before it); one not named stays ``"auto"``.
+    layer before it); one not named stays ``"auto"``. So may a stage of ``thresholded`` (a vector unit or a
+    residual add, whose lanes the folding does not give) with its ``threshold_style`` alone
+    (:data:`streamc.stages.threshold.STYLES`); one not named stays ``"auto"``.
 
     Raises
     ------
@@ -64,11 +67,24 @@ def apply_folding(layers: list[MVAULayer], folding: dict[str, dict], *, source: 
     """
     names = [layer.name for layer in layers]
     table_names = [table.name for table in tables]
-    unknown = [name for name in folding if name not in names + table_names]
+    thresholded_names = [stage.name for stage in thresholded]
+    unknown = [name for name in folding if name not in names + table_names + thresholded_names]
     if unknown:
-        listed = f"layers: {', '.join(names)}" + (f"; lookup tables: {', '.join(table_names)}" if tables else "")
+        listed = (f"layers: {', '.join(names)}" + (f"; lookup tables: {', '.join(table_names)}" if tables else "")
+                  + (f"; thresholds: {', '.join(thresholded_names)}" if thresholded else ""))
         raise FoldingError(f"folding names layer {unknown[0]!r}, which the model does not have; "
                            f"{listed} (in {source})")
+    for stage in thresholded:
+        entry = folding.get(stage.name, {})
+        extra = sorted(key for key in entry if key != "threshold_style")
+        if extra:
+            raise FoldingError(f"{stage.describe()}: folding gives {', '.join(extra)}, but its lanes are not "
+                               f"chosen there; give only threshold_style ({', '.join(THRESHOLD_STYLES)}) "
+                               f"(in {source})")
+        if entry.get("threshold_style", "auto") not in THRESHOLD_STYLES:
+            raise FoldingError(f"{stage.describe()}: threshold_style={entry['threshold_style']!r} is not a threshold "
+                               f"style; valid threshold_style: {', '.join(THRESHOLD_STYLES)} "
+                               f"(set folding.{stage.name}.threshold_style in {source})")
     for table in tables:
         entry = folding.get(table.name, {})
         extra = sorted(key for key in entry if key != "ram_style")
@@ -119,6 +135,8 @@ def apply_folding(layers: list[MVAULayer], folding: dict[str, dict], *, source: 
         layer.operand_register, layer.tree_every = entry.get("operand_register"), entry.get("tree_every")
     for table in tables:
         table.ram_style = folding.get(table.name, {}).get("ram_style", "auto")
+    for stage in thresholded:
+        stage.threshold_style = folding.get(stage.name, {}).get("threshold_style", "auto")
 
 
 def fold_vector_units(stages: list[Stage], bottleneck: int) -> None:

@@ -13,7 +13,7 @@ from .memories import Memories
 from .mvau import MVAUSpec, MVAUSpecs, mvau_parts
 from .shared import KernelSpec, ResourceEstimate
 from .stream import ConverterSpec, FIFOSpec, converter_parts, fifo_parts
-from .threshold import ThresholdSpec, threshold_parts
+from .threshold import SEARCH_COEFFICIENTS, ThresholdSpec, threshold_parts
 from .vvau import VVAUSpec, vvau_parts
 from .window import PoolSpec, WindowSpec, pool_parts, window_parts
 
@@ -122,6 +122,13 @@ def kernel_name(spec: Spec) -> str:
     return next(name for name, cls in _SPEC_OF_KERNEL.items() if isinstance(spec, cls))
 
 
+def _coefficients(spec: Spec, family: str) -> dict[str, dict[str, float]]:
+    # A searching threshold unit is counted in cells (see its model), the other kernels by the calibration's fit.
+    if isinstance(spec, ThresholdSpec) and spec.threshold_style == "search":
+        return SEARCH_COEFFICIENTS[family]
+    return COEFFICIENTS[family][kernel_name(spec)]
+
+
 def features(spec: Spec, family: str, what: str) -> dict[str, float]:
     """The features the ``what`` (``"lut"`` or ``"ff"``) model of ``spec``'s kernel is linear in."""
     _, _, lut, ff = _parts(spec, family, True)
@@ -133,7 +140,7 @@ def estimate_kernel(spec: Spec, family: str, *, dsp: bool = True) -> ResourceEst
     if isinstance(spec, ChainSpec):
         return sum((estimate_kernel(part, family, dsp=dsp) for part in spec.kernels), ResourceEstimate())
     memories, dsps, lut_features, ff_features = _parts(spec, family, dsp)
-    coefficients = COEFFICIENTS[family][kernel_name(spec)]
+    coefficients = _coefficients(spec, family)
     lut = sum(coefficients["lut"].get(name, 0.0) * value for name, value in lut_features.items())
     ff = sum(coefficients["ff"].get(name, 0.0) * value for name, value in ff_features.items())
     return ResourceEstimate(lut=round(lut), ff=round(ff), bram=memories.bram, dsp=dsps, lutram=memories.lutram)

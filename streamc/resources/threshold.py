@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .memories import Memories, live_bits_of, logic_rom
+from .memories import Memories, bram_bank_mux, live_bits_of, live_columns, logic_rom
 from .shared import KernelSpec, known, twos
 
 
@@ -20,7 +20,14 @@ class ThresholdSpec(KernelSpec):
     compares and folds those no input can fail or pass): ``live_compares`` the distinct compares
     left, ``live_compare_bits`` their width less the constant low zero bits of each threshold
     (the input bits below them do not decide the compare), and ``count_full_adders`` those of the
-    compressor trees that sum each element's live compares (:func:`compressor_full_adders`)."""
+    compressor trees that sum each element's live compares (:func:`compressor_full_adders`).
+
+    ``threshold_style`` is the unit's style (a placement: :func:`~streamc.resources.with_placement` turns a
+    parallel unit's spec into the search's and back), and every spec of a unit that can search carries
+    what the search is built of: ``search_steps``, and per step and lane (step-major) its ROM's
+    ``search_roms`` ``(depth, live, address)``, ``live`` the distinct non-constant bit columns of its words
+    (0: the words are all one, a constant), ``address`` the address bits its words depend on (shared
+    thresholds do not depend on the group)."""
 
     channels: int
     elems: int
@@ -34,6 +41,9 @@ class ThresholdSpec(KernelSpec):
     live_compares: int = -1
     live_compare_bits: int = -1
     count_full_adders: int = -1
+    threshold_style: str = "parallel"
+    search_steps: int = 0
+    search_roms: tuple[tuple[int, int, int], ...] = ()
 
     @classmethod
     def of_unit(cls, unit) -> "ThresholdSpec":
@@ -47,7 +57,27 @@ class ThresholdSpec(KernelSpec):
                    shared=shared, signed=unit.compare_shape.signed,
                    rom_live=live_bits_of(lambda: rows, elems * thresholds * unit.compare_shape.width,
                                           len(rows)),
-                   live_compares=live, live_compare_bits=live_bits, count_full_adders=full_adders)
+                   live_compares=live, live_compare_bits=live_bits, count_full_adders=full_adders,
+                   threshold_style=unit.style, search_steps=unit.search_steps if unit.can_search else 0,
+                   search_roms=search_roms(unit) if unit.can_search else ())
+
+
+def search_roms(unit) -> tuple[tuple[int, int, int], ...]:
+    """:class:`ThresholdSpec`'s ``search_roms`` of a :class:`~streamc.rtl.threshold.ThresholdUnit`."""
+    width = unit.compare_shape.width
+    roms = []
+    for step in range(unit.search_steps):
+        table = unit.search_thresholds(step)
+        words = table.reshape(table.shape[0], -1) & ((1 << width) - 1)
+        addresses = np.arange(words.shape[1])
+        for lane in words:
+            live = 0 if (lane == lane[0]).all() else live_columns(lane.astype(np.uint64)[:, None], width)
+            # An address bit matters where flipping it reads another word.
+            used = sum(1 for bit in range((len(lane) - 1).bit_length())
+                       if ((flipped := addresses ^ (1 << bit)) < len(lane)).any()
+                       and (lane[addresses[flipped < len(lane)]] != lane[flipped[flipped < len(lane)]]).any())
+            roms.append((len(lane), live, used))
+    return tuple(roms)
 
 
 def _low_zero_bits(value: int, width: int) -> int:
@@ -95,6 +125,8 @@ def compressor_full_adders(count: int) -> int:
 
 def threshold_parts(spec: ThresholdSpec, family: str) -> tuple[Memories, int, dict[str, float], dict[str, float]]:
     """Memories, DSPs, and the LUT and FF features of a threshold unit."""
+    if spec.threshold_style == "search":
+        return search_parts(spec, family)
     memories = Memories()
     comparators = spec.elems * spec.thresholds
     if not spec.shared:
@@ -117,4 +149,51 @@ def threshold_parts(spec: ThresholdSpec, family: str) -> tuple[Memories, int, di
     # Yosys merges the registers of equal compares and drops those of constant ones.
     ff = {"control": 1.0, "pipeline": spec.elems * (spec.in_bits + spec.out_bits) + live,
           "memory_registers": rom_regs}
+    return memories, 0, lut, ff
+
+
+#: The weights of :func:`search_parts`' features, per family: not fitted, each feature counts cells. Against
+#: Yosys on five designs (``tests/test_threshold_search.py``, 15 to 255 thresholds, 1 to 8 lanes, shared and
+#: per-channel) the LUTs came out 0.85 to 1.14 of Yosys' on the iCE40 and 0.81 to 1.12 on the ECP5 (ABC
+#: shares more of the ROMs in logic than the count, most on sorted thresholds), the flip-flops within 1 %.
+SEARCH_COEFFICIENTS = {
+    family: {"lut": {"search_compare": 1.0, "search_rom": 1.0, "control": 1.0},
+             "ff": {"pipeline": 1.0, "memory_registers": 1.0}}
+    for family in ("ice40", "ecp5")}
+
+
+def search_parts(spec: ThresholdSpec, family: str) -> tuple[Memories, int, dict[str, float], dict[str, float]]:
+    """Memories, DSPs, and the LUT and FF features of a threshold unit that searches (weighed with
+    :data:`SEARCH_COEFFICIENTS`): the cells Yosys maps each step's compare and ROM to.
+
+    A step's compare is a carry chain, on the iCE40 with a LUT per bit, which also holds the word's bit
+    where the ROM stays in logic and its address and the input bit fit the LUT's four inputs (a ROM of up to
+    8 words); a 16-word column takes a LUT of its own, a larger one ``L = words / 16`` LUTs and the ``L - 1``
+    2:1 multiplexers joining them, the last inside the compare's LUT. On the ECP5 the compare is ``CCU2C``
+    cells, two LUTs per two bits, and a ROM column in logic ``L`` LUT4s joined by ``PFUMX``/``L6MUX21``
+    up to 64 words, past that by a LUT4 per 4 of them. A ROM in block RAM adds its read multiplexer
+    (:func:`~.memories.bram_bank_mux`). The flip-flops are the pipeline's registers as built (the last step
+    keeps no group) and the read registers of the ROMs in logic, a live column each."""
+    memories = Memories()
+    width, lanes = spec.compare_bits, spec.elems
+    group_bits = (spec.channels // lanes - 1).bit_length()
+    compare = rom = rom_registers = 0
+    for depth, live, address in spec.search_roms:
+        mapping = memories.add(width=width, depth=depth, rom=True, family=family) if live else None
+        in_logic = mapping is not None and mapping.kind == "logic"
+        leaves = 1 << max(address - 4, 0)
+        if family == "ice40":
+            cells = 1 if address <= 3 else 2 if address == 4 else 2 * leaves - 1
+            # Against a constant the chain needs no LUTs.
+            compare += (live * cells + width - live if in_logic else width if live else 0) + (1 if spec.signed else 0)
+        else:
+            compare += 2 * ((width + 2) // 2)
+            rom += live * (leaves + max(leaves // 4 - 1, 0)) if in_logic else 0
+        rom += bram_bank_mux(mapping, width) if mapping is not None else 0
+        rom_registers += live if in_logic else 0
+    steps = spec.search_steps
+    pipeline = (steps * (1 + lanes * spec.in_bits) + (steps - 1) * group_bits + lanes * steps * (steps - 1) // 2
+                + lanes * spec.out_bits + 1 + group_bits)
+    lut = {"search_compare": compare, "search_rom": rom, "control": group_bits + 1}
+    ff = {"pipeline": pipeline, "memory_registers": rom_registers}
     return memories, 0, lut, ff

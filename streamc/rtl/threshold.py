@@ -98,6 +98,8 @@ class ThresholdUnit(wiring.Component):
         Shape of the stored thresholds and of the comparisons.
     search_steps : int
         ``b = L.bit_length()``: the steps of a search.
+    can_search : bool
+        Whether the unit may search: its output is not ``BIPOLAR``.
     latency : int
         Cycles from the cycle that accepts a beat to the cycle in which its output beat is
         first valid: 3, or ``search_steps + 1`` for a search. One beat per cycle passes with no
@@ -124,7 +126,8 @@ class ThresholdUnit(wiring.Component):
         if style not in THRESHOLD_STYLES:
             raise ValueError(f"node {name!r}: style={style!r} is not a threshold style; valid: "
                              f"{', '.join(THRESHOLD_STYLES)}")
-        if style == "search" and out_dtype.bipolar:
+        self.can_search = not out_dtype.bipolar
+        if style == "search" and not self.can_search:
             raise ValueError(f"node {name!r}: a BIPOLAR output has one threshold, no search")
         if out_dtype.bipolar:
             if n_thr != 1:

@@ -27,6 +27,11 @@ class AddStage(Stage):
     channels: int
     count: int
     elems: int = 1
+    # How its thresholds find the count (streamc.stages.threshold.STYLES). Its lanes follow its producer, so the
+    # planner has no knob here: "auto" takes the cheaper style on the family it is pipelined for.
+    threshold_style: str = "auto"
+    family: str | None = None
+    threshold_choices: dict = field(default_factory=dict, repr=False, compare=False)
     sources: list[int] = field(default_factory=lambda: [-1, -1])
 
     kind = "add"
@@ -56,6 +61,9 @@ class AddStage(Stage):
     def need(self, port: int) -> np.ndarray:
         return np.arange(self.out_count) + 1
 
+    def pipeline_for(self, clock) -> None:
+        self.family = clock.family
+
     def follow(self, before: Stage | None, after: Stage | None) -> None:
         # Its first producer's pace, as far as the channels allow.
         self.elems = math.gcd(before.out_elems if before else 1, self.channels)
@@ -66,3 +74,6 @@ class AddStage(Stage):
         add = ElementwiseAdd(a_dtype=self.in_dtypes[0], b_dtype=self.in_dtypes[1], a_weight=self.weights[0],
                              b_weight=self.weights[1], bias=0, elems=self.elems, name=self.name)
         return [add, threshold_unit(self, add.out_dtype, self.channels, self.elems)]
+
+    def folding(self) -> dict:
+        return {"elems": self.elems, "threshold_style": self.components()[-1].style}

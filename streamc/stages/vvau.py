@@ -9,7 +9,7 @@ import numpy as np
 
 from ..datatypes import DataType
 from .base import Knob, Stage, activate, channel_need, divisors, placement_knobs
-from .threshold import threshold_unit
+from .threshold import threshold_knobs, threshold_unit
 from .window import conv_window
 
 
@@ -32,6 +32,9 @@ class VVAULayer(Stage):
     simd: int = 1
     ram_style: str = "auto"   # where the weight ROM goes (streamc.rtl.placement.RAM_STYLES)
     res_type: str = "auto"    # where the lanes' multiplies go (streamc.rtl.placement.RES_TYPES)
+    threshold_style: str = "auto"   # how its thresholds find the count (streamc.stages.threshold.STYLES)
+    family: str | None = None       # the device family it is pipelined for, which "auto" prices on
+    threshold_choices: dict = field(default_factory=dict, repr=False, compare=False)
     sources: list[int] = field(default_factory=lambda: [-1])
 
     kind = "vvau"
@@ -93,7 +96,11 @@ class VVAULayer(Stage):
         constant = self.constant_weights
         multiplies = not (constant or self.in_dtype.bipolar or self.weight_dtype.bipolar)
         return (Knob("simd", tuple(divisors(self.channels)), "both"),
-                *placement_knobs([] if constant else ["ram_style"], multiplies, placement))
+                *placement_knobs([] if constant else ["ram_style"], multiplies, placement),
+                *threshold_knobs(self, placement))
+
+    def pipeline_for(self, clock) -> None:
+        self.family = clock.family
 
     def fit_to(self, cycles: int) -> None:
         self.simd = next((d for d in divisors(self.channels) if self.cycles(d) <= cycles), self.channels)
@@ -108,13 +115,19 @@ class VVAULayer(Stage):
             return [unit]
         return [unit, threshold_unit(self, unit.out_dtype, self.channels, self.simd)]
 
+    def built_threshold_style(self) -> str | None:
+        """The style its threshold unit is built in (``"auto"`` resolved), None without thresholds."""
+        return None if self.thresholds is None else self.components()[-1].style
+
     def folding(self) -> dict:
-        return {"simd": self.simd, "ram_style": self.ram_style, "res_type": self.res_type}
+        style = self.built_threshold_style()
+        return {"simd": self.simd, "ram_style": self.ram_style, "res_type": self.res_type,
+                **({"threshold_style": style} if style else {})}
 
     def report(self) -> dict:
         return {"kind": self.kind, "channels": self.channels, "taps": self.taps, "vectors": self.vectors,
                 "simd": self.simd, "ram_style": self.ram_style, "res_type": self.res_type,
-                "weight_dtype": self.weight_dtype.name}
+                "threshold_style": self.built_threshold_style(), "weight_dtype": self.weight_dtype.name}
 
     def summary(self) -> dict:
         return {"shape": f"{self.channels} x {self.taps}", "weights": self.weight_dtype.name, "pe": "",
