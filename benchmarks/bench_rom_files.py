@@ -5,7 +5,7 @@ Run: python benchmarks/bench_rom_files.py MODEL [--target-fps F] [--verilator] [
 Builds MODEL through the ``rtl`` step (ROM files, as every build writes them), then converts the same
 stitched design again with every memory inline (what the build wrote before the ROM files). Prints
 both sizes; with ``--verilator`` the wall-clock time and peak memory of a Verilator build of each
-(``streamc.sim.runner.build_model``: Verilator, then the C++ compile); with ``--device`` the
+(``streamc.sim.cocotb_engine.build_model``: Verilator, then the C++ compile); with ``--device`` the
 synthesized cell counts of each on that device, and whether they are equal.
 """
 
@@ -51,11 +51,11 @@ def build(model: Path, target_fps: float, work: Path) -> tuple[Path, Path]:
 
 
 def verilator_build(verilog: Path, build_dir: Path) -> float:
-    from streamc.sim import runner
+    from streamc.sim import cocotb_engine
 
-    tools = runner.simulation_tools()
+    tools = cocotb_engine.simulation_tools()
     started = time.perf_counter()
-    runner.build_model(tools.get_runner("verilator"), tools, verilog=verilog, top=TOP, build_dir=build_dir,
+    cocotb_engine.build_model(tools.get_runner("verilator"), tools, verilog=verilog, top=TOP, build_dir=build_dir,
                        timeout_s=None)
     return time.perf_counter() - started
 

