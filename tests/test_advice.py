@@ -57,3 +57,14 @@ def test_timing_not_met_says_which_clock_and_frames_per_second_work(tmp_path, ca
     assert main(["build", str(config(tmp_path, "board: icebreaker\ndevices: [ice40-up5k]\ntarget_fps: 50000\n"))]) == 2
     err = capsys.readouterr().err
     assert re.fullmatch(rf"error: timing not met on icebreaker: .*; {advice}\n", err), err
+
+
+def test_a_budget_that_fits_nothing_gives_the_fastest_that_fits_the_device(tmp_path, capsys):
+    small = config(tmp_path, f"devices: [ice40-up5k]\nbudget: 0.05\nsteps: {TO_FOLD}\n")
+    assert main(["build", str(small)]) == 2
+    err = capsys.readouterr().err
+    found = re.search(r"within budget=0\.05.*\. The fastest that fits the ice40-up5k takes (\d+) cycles per frame: "
+                      r"[\d,]+ frames/s at clock_mhz 30 \(ask budget: 1\.0\)\n$", err)
+    assert found, err
+    assert main(["build", str(config(tmp_path, f"devices: [ice40-up5k]\nbudget: 1.0\nsteps: {TO_FOLD}\n"))]) == 0
+    assert f"Predicted: {found[1]} cycles/frame" in capsys.readouterr().out

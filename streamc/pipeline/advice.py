@@ -17,9 +17,9 @@ from .config import BuildConfig
 
 
 def fastest_that_fits(dataflow: Dataflow, config: BuildConfig) -> str:
-    """For a ``target_fps`` the first device cannot hold: the fastest frames/s within the whole of it
-    (what ``budget: 1.0`` would build), as a sentence to append to the planner's error."""
-    if config.target_fps is None or not config.devices:
+    """For a ``target_fps`` or ``budget`` the first device cannot hold: the fastest frames/s within the whole
+    of it (what ``budget: 1.0`` would build), as a sentence to append to the planner's error."""
+    if config.folding is not None or config.budget == 1.0 or not config.devices:
         return ""
     device = config.devices[0]
     try:
@@ -28,9 +28,10 @@ def fastest_that_fits(dataflow: Dataflow, config: BuildConfig) -> str:
     except FoldingError:
         return f". No folding fits the {device}, however slow"
     fps = config.clock_mhz * 1e6 / plan.cycles
+    ask = (f"ask target_fps: {_floor(fps)}, or budget: 1.0 for the fastest folding within the device"
+           if config.target_fps is not None else "ask budget: 1.0")
     return (f". The fastest that fits the {device} takes {plan.cycles} cycles per frame: {_floor(fps):,} frames/s at "
-            f"clock_mhz {config.clock_mhz:g} (ask target_fps: {_floor(fps)}, or budget: 1.0 for the fastest "
-            "folding within the device)")
+            f"clock_mhz {config.clock_mhz:g} ({ask})")
 
 
 def timing_advice(fmax_mhz: float, cycles: int, config: BuildConfig) -> str:
