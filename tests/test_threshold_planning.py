@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -112,3 +114,21 @@ def test_a_residual_add_resolves_auto_too():
     assert add.folding()["threshold_style"] == "parallel"
     add.pipeline_for(Clock(mhz=100, family="ecp5"))
     assert add.folding() == {"elems": 1, "threshold_style": "search"}
+
+
+def test_a_model_whose_pool_the_planner_searches_is_bit_exact_in_verilator(tmp_path):
+    """The depthwise block's global average (240 thresholds per channel on a 64-tap sum): the planner takes
+    the search on the ECP5, and Verilator's outputs, with the build's input gaps and output stalls, equal the
+    model's."""
+    import streamc
+
+    models = Path(__file__).parent / "models" / "cnn"
+    acc = streamc.compile(models / "depthwise_block.onnx", device="ecp5-85f", clock_mhz=100, target_fps=1000,
+                          output_dir=tmp_path)
+    pool = next(stage for stage in acc.stages if stage.name == "node_avg_pool2d")
+    assert pool.threshold_style == "search" and pool.components()[-1].search_steps == 8
+    frames = np.load(models / "depthwise_block_frames.npy")[:4]
+    expected = np.load(models / "depthwise_block_expected.npy")[:4]
+    sim = acc.simulate(frames, expected=expected)
+    assert sim.failure is None and sim.report["mismatches"] == 0
+    assert sim.report["measured_cycles_per_frame"] == acc.cycles_per_frame

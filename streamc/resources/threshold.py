@@ -26,8 +26,7 @@ class ThresholdSpec(KernelSpec):
     parallel unit's spec into the search's and back), and every spec of a unit that can search carries
     what the search is built of: ``search_steps``, and per step and lane (step-major) its ROM's
     ``search_roms`` ``(depth, live, address)``, ``live`` the distinct non-constant bit columns of its words
-    (0: the words are all one, a constant), ``address`` the address bits its words depend on (shared
-    thresholds do not depend on the group)."""
+    (0: the words are all one, a constant), ``address`` the address bits its words depend on."""
 
     channels: int
     elems: int
@@ -176,7 +175,8 @@ def search_parts(spec: ThresholdSpec, family: str) -> tuple[Memories, int, dict[
     keeps no group) and the read registers of the ROMs in logic, a live column each."""
     memories = Memories()
     width, lanes = spec.compare_bits, spec.elems
-    group_bits = (spec.channels // lanes - 1).bit_length()
+    # The first step's ROM holds a word per channel group, or one where the groups' thresholds are the same.
+    group_bits = (spec.search_roms[0][0] - 1).bit_length()
     compare = rom = rom_registers = 0
     for depth, live, address in spec.search_roms:
         mapping = memories.add(width=width, depth=depth, rom=True, family=family) if live else None

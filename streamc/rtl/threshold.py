@@ -179,13 +179,16 @@ class ThresholdUnit(wiring.Component):
     def search_thresholds(self, step: int) -> np.ndarray:
         """What lane ``j``'s ROM of search step ``step`` holds: ``[j, g, m]`` is the threshold compared
         with an element of channel ``g*elems + j`` whose count so far is ``m`` (``step`` bits), shape
-        ``(elems, channels // elems, 2**step)``; padding is ``in_dtype.max + 1``."""
+        ``(elems, groups, 2**step)``; padding is ``in_dtype.max + 1``. ``groups`` is ``channels // elems``,
+        or 1 where every channel group has the same thresholds (the group then picks no word)."""
         size = (1 << self.search_steps) - 1
-        padded = np.full((self._thresholds.shape[0], size), self._in_dtype.max + 1, dtype=np.int64)
-        padded[:, :self._thresholds.shape[1]] = np.sort(self._thresholds, axis=1)
+        ordered = np.sort(self._thresholds, axis=1).reshape(self._groups, self._elems, -1)
+        if (ordered == ordered[:1]).all():
+            ordered = ordered[:1]
+        padded = np.full((*ordered.shape[:2], size), self._in_dtype.max + 1, dtype=np.int64)
+        padded[:, :, :ordered.shape[2]] = ordered
         span = 1 << (self.search_steps - step)
-        probes = padded[:, span // 2 - 1::span]
-        return probes.reshape(self._groups, self._elems, 1 << step).transpose(1, 0, 2)
+        return padded[:, :, span // 2 - 1::span].transpose(1, 0, 2)
 
     def _value(self, bits):
         """The true value of one input element, as stored bits."""
@@ -271,7 +274,8 @@ class ThresholdUnit(wiring.Component):
             table = self.search_thresholds(step)
             found_next = []
             for j in range(elems):
-                threshold = self._step_threshold(m, table[j], step, j, advance, Cat(found_in[j], group_in))
+                address = Cat(found_in[j], group_in) if table.shape[1] > 1 else found_in[j]
+                threshold = self._step_threshold(m, table[j], step, j, advance, address)
                 reached = self._value(x[j * iw:(j + 1) * iw]) >= self._threshold(threshold)
                 found_next.append(Cat(reached, found[j]))
             valid_in, x_in, group_in, found_in = valid, x, group_at, found_next
