@@ -105,3 +105,9 @@ def assert_verilator_lint(folder: Path, filename: str, top: str) -> None:
                              "--top-module", top, filename],
                             cwd=folder, env={**os.environ, "VERILATOR_ROOT": root}, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def assert_latency_predicted(report: dict) -> None:
+    """The predicted latency (streamc.latency) within 10 % or 8 cycles of what Verilator measured."""
+    measured, predicted = report["latency_cycles"], report["predicted_latency_cycles"]
+    assert abs(measured - predicted) <= max(8, 0.1 * measured), (measured, predicted)

@@ -23,6 +23,7 @@ from streamc.transforms.tidy import tidy
 CNN = Path(__file__).parent / "models" / "cnn"
 sys.path.insert(0, str(CNN.parent))
 from qonnx_reference import execute_frames  # noqa: E402  (lives with the test models)
+from rtl_helpers import assert_latency_predicted  # noqa: E402
 
 #: qonnx's executor runs a frame at a time, node by node: a few frames per model.
 QONNX_FRAMES = 3
@@ -140,6 +141,7 @@ def test_cnn_is_bit_exact_in_verilator(tmp_path, name, target_fps, verify):
     assert report["end_to_end_differing_frames"] == []
     assert report.get("accuracy_hw") == report.get("accuracy_reference")
     assert report["measured_cycles_per_frame"] == report["predicted_cycles_per_frame"]
+    assert_latency_predicted(report)
 
 
 def _conv_bias_tanh_model(bias_shape: tuple[int, ...], seed: int = 0):

@@ -9,6 +9,7 @@ import yaml
 
 import dialect_factory as factory
 from exact_model import run_model
+from rtl_helpers import assert_latency_predicted
 
 from streamc.pipeline.runner import run_build
 from streamc.frontend.load import load_onnx
@@ -48,6 +49,7 @@ def test_dialect_is_bit_exact_in_verilator(tmp_path, name):
     report = state.rtlsim
     assert report["frames"] == 64 and report["mismatches"] == 0
     assert report["measured_cycles_per_frame"] == report["predicted_cycles_per_frame"]
+    assert_latency_predicted(report)
     assert report["expected_mismatches"] == 0
 
 

@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from rtl_helpers import assert_latency_predicted
 
 from streamc.pipeline.config import load_config
 from streamc.pipeline.folder import BuildFolder
@@ -50,6 +51,7 @@ def test_tfc_is_bit_exact_in_verilator(tmp_path, case):
     assert report["frames"] == 100
     assert report["mismatches"] == 0
     assert report["measured_cycles_per_frame"] == report["predicted_cycles_per_frame"]
+    assert_latency_predicted(report)
     assert report["expected_mismatches"] == 0
     assert report["end_to_end_differing_frames"] == []
     # Powers-of-two scales: the host tail reproduces qonnx's float outputs exactly.

@@ -21,6 +21,7 @@ from ..frontend.load import load_onnx
 from ..hw import Dataflow, to_hw
 from ..ir import Graph
 from ..kernels import estimate_design, stitch
+from ..latency import predicted_latency, stage_latencies
 from ..planner import plan_folding
 from ..protocol import FrameFormat
 from ..resources import ResourceEstimate
@@ -120,12 +121,15 @@ def fold_step(state: BuildState) -> None:
     cycles = dataflow.cycles_per_frame()
     rows = estimate_design(dataflow.stages, [get_device(d) for d in config.devices], config.fifo_depth)
     state.resources = {d: sum((row.resources[d] for row in rows), ResourceEstimate()).to_dict() for d in config.devices}
+    latencies = stage_latencies(dataflow)
     state.folder.write_report("estimates", {
         "clock_mhz": config.clock_mhz,
         "predicted_cycles_per_frame": cycles,
         "predicted_fps": config.clock_mhz * 1e6 / cycles,
+        "predicted_latency_cycles": latencies[-1].first,
         "target_fps": config.target_fps,
-        "stages": [_stage_estimate(stage) for stage in dataflow.stages],
+        "stages": [{**_stage_estimate(stage), "latency": asdict(latency)}
+                   for stage, latency in zip(dataflow.stages, latencies)],
         "resources": state.resources,
     })
 
@@ -297,6 +301,7 @@ def sim_step(state: BuildState) -> None:
                   first_mismatch=result.first_mismatch._asdict() if result.first_mismatch else None,
                   measured_cycles_per_frame=result.measured_cycles_per_frame,
                   predicted_cycles_per_frame=dataflow.cycles_per_frame(), latency_cycles=result.latency_cycles,
+                  predicted_latency_cycles=predicted_latency(dataflow),
                   simulated_cycles=result.simulated_cycles, sim_seconds=round(result.sim_seconds, 3),
                   fifo_depths=state.fifo_depths, host_tail_ops=[n.op_type for n in dataflow.tail.nodes],
                   end_to_end_max_abs_diff=float(np.abs(outputs - reference).max()),

@@ -123,6 +123,12 @@ class Stage(ABC):
         """Beats the stage takes on its first input in one burst, which the FIFO in front must hold."""
         return 0
 
+    @property
+    def beat_interval(self) -> float:
+        """Cycles the stage needs between two output beats when its inputs are there (one, unless it folds its
+        arithmetic over cycles)."""
+        return 1
+
     def knobs(self, *, placement: bool = True) -> tuple[Knob, ...]:
         """What the planner may choose, in the order FINN's greedy pass raises it, then where each ROM and
         the multiplies go (without ``placement``: ``"auto"``); ``()`` for a stage without knobs."""

@@ -119,6 +119,11 @@ class MVAULayer(Stage):
         return (np.arange(self.out_count) // self.mh + 1) * self.mw
 
     @property
+    def beat_interval(self) -> float:
+        # a beat of PE outputs takes its SIMD folds
+        return self.mw // self.simd
+
+    @property
     def input_burst(self) -> int:
         # The unit takes its input vector in a burst during its first neuron fold.
         return self.mw // self.simd
