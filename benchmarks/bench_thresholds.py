@@ -1,6 +1,7 @@
 """The zoo's threshold units with many thresholds, compared in parallel and searched: estimate and Yosys.
 
-Run: python benchmarks/bench_thresholds.py [--synth] [--models PATTERN] [--timeout SECONDS] [--workdir DIR]
+Run: python benchmarks/bench_thresholds.py [--synth] [--models PATTERN] [--stages PATTERN] [--timeout SECONDS]
+                                           [--workdir DIR]
 
 For every stage of the zoo models (``tests/models/zoo``) that ends in a standalone threshold unit with
 enough thresholds to search (:func:`streamc.stages.threshold.can_search`: a pool, a depthwise convolution,
@@ -67,6 +68,7 @@ def synthesized(unit, device: str, workdir: Path, timeout: float) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="*", help="glob over the zoo's model names")
+    parser.add_argument("--stages", default="*", help="glob over the stages' names")
     parser.add_argument("--synth", action="store_true", help="synthesize every unit with Yosys too")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per Yosys run")
     parser.add_argument("--workdir", type=Path, default=None, help="keep Yosys' files here (default: a temporary "
@@ -79,6 +81,8 @@ def main() -> None:
         workdir = args.workdir or Path(tmp)
         for model in models:
             for stage in threshold_stages(model):
+                if not fnmatch.fnmatch(stage.name, args.stages):
+                    continue
                 units = units_of(stage)
                 in_dtype = units["parallel"].in_dtype
                 for device, family in DEVICES.items():

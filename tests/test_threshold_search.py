@@ -129,8 +129,8 @@ SYNTHESIZED = {
 @pytest.mark.parametrize("design", sorted(SYNTHESIZED))
 def test_the_search_model_against_yosys(tmp_path, design, device, family):
     """The search's estimate against Yosys for the unit as its own top module (as the calibration synthesizes a
-    threshold unit): block RAMs exact, flip-flops within 15 %, LUTs within 20 % (this count of cells came out
-    0.85 to 1.14 of Yosys' LUTs on the iCE40, 0.81 to 1.12 on the ECP5, over these and two larger designs:
+    threshold unit): block RAMs exact, flip-flops within 15 %, LUTs within 20 % (the model came out 0.81 to 1.11
+    of Yosys' LUTs on the iCE40, 0.81 to 1.14 on the ECP5, over these and seven more designs:
     :data:`streamc.resources.threshold.SEARCH_COEFFICIENTS`)."""
     from amaranth.back import verilog
 

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .memories import Memories, bram_bank_mux, live_bits_of, live_columns, logic_rom
+from .lut import table_pieces
+from .memories import Memories, bram_bank_mux, live_bits_of, live_columns, logic_rom, varying_bits
 from .shared import KernelSpec, known, twos
 
 
@@ -25,8 +26,11 @@ class ThresholdSpec(KernelSpec):
     ``threshold_style`` is the unit's style (a placement: :func:`~streamc.resources.with_placement` turns a
     parallel unit's spec into the search's and back), and every spec of a unit that can search carries
     what the search is built of: ``search_steps``, and per step and lane (step-major) its ROM's
-    ``search_roms`` ``(depth, live, address)``, ``live`` the distinct non-constant bit columns of its words
-    (0: the words are all one, a constant), ``address`` the address bits its words depend on."""
+    ``search_roms`` ``(depth, varying, live, address, leaves, selects)``: ``varying`` the bit columns that are
+    not constant (Yosys drops the others before it maps the memory), ``live`` the distinct ones of those (0:
+    the words are all one, a constant), ``address`` the address bits its words depend on, ``leaves`` and
+    ``selects`` its LUT4s and 2:1 selects in logic (:func:`~.lut.table_pieces`: sorted thresholds make simple
+    columns)."""
 
     channels: int
     elems: int
@@ -42,7 +46,7 @@ class ThresholdSpec(KernelSpec):
     count_full_adders: int = -1
     threshold_style: str = "parallel"
     search_steps: int = 0
-    search_roms: tuple[tuple[int, int, int], ...] = ()
+    search_roms: tuple[tuple[int, int, int, int, int, int], ...] = ()
 
     @classmethod
     def of_unit(cls, unit) -> "ThresholdSpec":
@@ -61,7 +65,7 @@ class ThresholdSpec(KernelSpec):
                    search_roms=search_roms(unit) if unit.can_search else ())
 
 
-def search_roms(unit) -> tuple[tuple[int, int, int], ...]:
+def search_roms(unit) -> tuple[tuple[int, int, int, int, int, int], ...]:
     """:class:`ThresholdSpec`'s ``search_roms`` of a :class:`~streamc.rtl.threshold.ThresholdUnit`."""
     width = unit.compare_shape.width
     roms = []
@@ -75,7 +79,8 @@ def search_roms(unit) -> tuple[tuple[int, int, int], ...]:
             used = sum(1 for bit in range((len(lane) - 1).bit_length())
                        if ((flipped := addresses ^ (1 << bit)) < len(lane)).any()
                        and (lane[addresses[flipped < len(lane)]] != lane[flipped[flipped < len(lane)]]).any())
-            roms.append((len(lane), live, used))
+            roms.append((len(lane), varying_bits(lane[:, None], width), live, used,
+                         *table_pieces([int(word) for word in lane], width)))
     return tuple(roms)
 
 
@@ -151,26 +156,30 @@ def threshold_parts(spec: ThresholdSpec, family: str) -> tuple[Memories, int, di
     return memories, 0, lut, ff
 
 
-#: The weights of :func:`search_parts`' features, per family: not fitted, each feature counts cells. Against
-#: Yosys on five designs (``tests/test_threshold_search.py``, 15 to 255 thresholds, 1 to 8 lanes, shared and
-#: per-channel) the LUTs came out 0.85 to 1.14 of Yosys' on the iCE40 and 0.81 to 1.12 on the ECP5 (ABC
-#: shares more of the ROMs in logic than the count, most on sorted thresholds), the flip-flops within 1 %.
+#: The weights of :func:`search_parts`' features, per family: each feature counts cells; on the iCE40 the count
+#: came out 0.74 to 1.01 of Yosys' LUTs over the designs below, so its LUT features weigh 1.1. Against Yosys on 10
+#: designs per family (15 to 255 random sorted thresholds, 1 to 8 lanes, 8- to 26-bit inputs, shared and
+#: per-channel; three of them in ``tests/test_threshold_search.py``) the LUTs came out 0.81 to 1.11 of Yosys' on
+#: the iCE40 and 0.81 to 1.14 on the ECP5, block RAMs equal, flip-flops within 1 %. On the zoo's stages
+#: (``benchmarks/bench_thresholds.py --synth``) onnxruntime's ResNet-8 add came out 1.08 and 1.10, its pool 1.51
+#: and 1.19: the pool's thresholds (sums of table terms) leave ROM columns ABC folds further than pieces show.
 SEARCH_COEFFICIENTS = {
-    family: {"lut": {"search_compare": 1.0, "search_rom": 1.0, "control": 1.0},
+    family: {"lut": {"search_compare": weight, "search_rom": weight, "control": 1.0},
              "ff": {"pipeline": 1.0, "memory_registers": 1.0}}
-    for family in ("ice40", "ecp5")}
+    for family, weight in (("ice40", 1.1), ("ecp5", 1.0))}
 
 
 def search_parts(spec: ThresholdSpec, family: str) -> tuple[Memories, int, dict[str, float], dict[str, float]]:
     """Memories, DSPs, and the LUT and FF features of a threshold unit that searches (weighed with
     :data:`SEARCH_COEFFICIENTS`): the cells Yosys maps each step's compare and ROM to.
 
-    A step's compare is a carry chain, on the iCE40 with a LUT per bit, which also holds the word's bit
+    A step's compare is a carry chain, on the iCE40 with a LUT per bit that is not the same in every word, which
+    also holds the word's bit
     where the ROM stays in logic and its address and the input bit fit the LUT's four inputs (a ROM of up to
-    8 words); a 16-word column takes a LUT of its own, a larger one ``L = words / 16`` LUTs and the ``L - 1``
-    2:1 multiplexers joining them, the last inside the compare's LUT. On the ECP5 the compare is ``CCU2C``
-    cells, two LUTs per two bits, and a ROM column in logic ``L`` LUT4s joined by ``PFUMX``/``L6MUX21``
-    up to 64 words, past that by a LUT4 per 4 of them. A ROM in block RAM adds its read multiplexer
+    8 words); a larger ROM's pieces and selects (``leaves``, ``selects``) feed those LUTs, the top select of
+    a column inside its compare LUT. On the ECP5 the compare is ``CCU2C`` cells, two LUTs per two bits, and a
+    ROM in logic its pieces, joined by ``PFUMX``/``L6MUX21`` up to 64 words, past that by a LUT4 per 4 of
+    the ``words / 16`` leaves of a column. A ROM in block RAM adds its read multiplexer
     (:func:`~.memories.bram_bank_mux`). The flip-flops are the pipeline's registers as built (the last step
     keeps no group) and the read registers of the ROMs in logic, a live column each."""
     memories = Memories()
@@ -178,18 +187,21 @@ def search_parts(spec: ThresholdSpec, family: str) -> tuple[Memories, int, dict[
     # The first step's ROM holds a word per channel group, or one where the groups' thresholds are the same.
     group_bits = (spec.search_roms[0][0] - 1).bit_length()
     compare = rom = rom_registers = 0
-    for depth, live, address in spec.search_roms:
-        mapping = memories.add(width=width, depth=depth, rom=True, family=family) if live else None
+    for depth, varying, live, address, pieces, selects in spec.search_roms:
+        mapping = memories.add(width=varying, depth=depth, rom=True, family=family) if live else None
         in_logic = mapping is not None and mapping.kind == "logic"
         leaves = 1 << max(address - 4, 0)
+        # Equal columns share their pieces (live), and simple columns take fewer than 16 words a piece (pieces).
+        pieces = min(pieces, live * leaves)
         if family == "ice40":
-            cells = 1 if address <= 3 else 2 if address == 4 else 2 * leaves - 1
-            # Against a constant the chain needs no LUTs.
-            compare += (live * cells + width - live if in_logic else width if live else 0) + (1 if spec.signed else 0)
+            # Against a constant bit the chain needs no LUT; a ROM of up to 8 words sits in the compare's LUTs, a
+            # larger one's pieces and selects feed them, the top select of each column inside.
+            in_rom = varying if address <= 3 else pieces + selects + varying - min(selects, live)
+            compare += (in_rom if in_logic else varying) + (1 if spec.signed else 0)
         else:
             compare += 2 * ((width + 2) // 2)
-            rom += live * (leaves + max(leaves // 4 - 1, 0)) if in_logic else 0
-        rom += bram_bank_mux(mapping, width) if mapping is not None else 0
+            rom += pieces + live * max(leaves // 4 - 1, 0) if in_logic else 0
+        rom += bram_bank_mux(mapping, varying) if mapping is not None else 0
         rom_registers += live if in_logic else 0
     steps = spec.search_steps
     pipeline = (steps * (1 + lanes * spec.in_bits) + (steps - 1) * group_bits + lanes * steps * (steps - 1) // 2

@@ -57,7 +57,8 @@ class ThresholdUnit(wiring.Component):
     ``(2*m + 1) * 2**(b-1-i) - 1`` of its channel, where ``m`` holds the ``i`` count bits found so far,
     and appends the result as the next count bit. Step ``i`` of lane ``j`` reads its threshold from a
     ROM of its own (:meth:`search_thresholds`: ``2**i`` words per channel group, the lane's channels
-    only), addressed by the group and ``m`` as the element enters the step; the element, its group and
+    only; ``2**i`` in all where every group has the same thresholds), addressed by the group and ``m`` as
+    the element enters the step (a constant where the words are all one); the element, its group and
     ``m`` travel down the steps. So ``L`` thresholds cost ``b`` comparators per element instead of
     ``L``, and ``b`` ROMs per lane holding ``2**b - 1`` words per channel in all. A ``BIPOLAR`` output
     has no search.
