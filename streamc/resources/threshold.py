@@ -162,7 +162,8 @@ def threshold_parts(spec: ThresholdSpec, family: str) -> tuple[Memories, int, di
 #: per-channel; three of them in ``tests/test_threshold_search.py``) the LUTs came out 0.81 to 1.11 of Yosys' on
 #: the iCE40 and 0.81 to 1.14 on the ECP5, block RAMs equal, flip-flops within 1 %. On the zoo's stages
 #: (``benchmarks/bench_thresholds.py --synth``) onnxruntime's ResNet-8 add came out 1.08 and 1.10, its pool 1.51
-#: and 1.19: the pool's thresholds (sums of table terms) leave ROM columns ABC folds further than pieces show.
+#: and 1.19, the DS-CNN's pool 1.49 and 1.27: evenly spaced thresholds shared by every channel (an average's)
+#: leave ROM columns ABC folds further than pieces show, so the search is overestimated there.
 SEARCH_COEFFICIENTS = {
     family: {"lut": {"search_compare": weight, "search_rom": weight, "control": 1.0},
              "ff": {"pipeline": 1.0, "memory_registers": 1.0}}
