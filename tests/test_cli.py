@@ -46,7 +46,7 @@ def test_target_fps_build_folds_and_exits_0(tmp_path, capsys):
 
 def test_explicit_folding_build_exits_0(tmp_path, capsys):
     folding = {"node_linear": {"pe": 4, "simd": 8, "ram_style": "block"},
-               "node_linear_1": {"pe": 2, "simd": 64, "ram_style_thresholds": "distributed"},
+               "node_linear_1": {"pe": 2, "simd": 32, "ram_style_thresholds": "distributed"},
                "node_linear_2": {"pe": 10, "simd": 1}}
     config = write_config(tmp_path, f"folding: {json.dumps(folding)}\n")
     code, _, err = run(["build", str(config)], capsys)

@@ -145,3 +145,28 @@ def test_an_unknown_name_lists_the_lookup_tables_too(layers):
                                            r"layers: fc1, fc2; lookup tables: act \(in cfg.yaml\)$"):
         apply_folding(layers, {"fc1": {"pe": 1, "simd": 1}, "fc2": {"pe": 1, "simd": 1}, "tanh": {}},
                       source=SOURCE, tables=[table()])
+
+
+def test_an_explicit_folding_no_device_holds_is_refused_with_the_numbers(tmp_path):
+    """TFC-w2a2 fully unrolled needs about a hundred times the UP5K's LUTs: refused at the fold step, before any
+    Verilog, naming each device's overflow; the same folding is accepted where a device that holds it is listed."""
+    from pathlib import Path
+
+    import yaml
+
+    from streamc.pipeline.runner import run_build
+
+    model = Path(__file__).parent / "models" / "tfc_w2a2.onnx"
+    unrolled = {"node_linear": {"pe": 64, "simd": 784}, "node_linear_1": {"pe": 64, "simd": 64},
+                "node_linear_2": {"pe": 64, "simd": 64}, "node_linear_3": {"pe": 10, "simd": 64}}
+    config = {"model": str(model), "output_dir": str(tmp_path / "out"), "devices": ["ice40-up5k"], "clock_mhz": 30,
+              "folding": unrolled, "steps": ["load", "tidy", "streamline", "to_hw", "fold"]}
+    (tmp_path / "build.yaml").write_text(yaml.safe_dump(config))
+    with pytest.raises(FoldingError, match=r"^folding: the explicit folding needs more than the device has: "
+                                           r"ice40-up5k: [\d,]+ LUT of 5,280, [\d,]+ FF of 5,280 \(fold"):
+        run_build(tmp_path / "build.yaml")
+    # its ROMs take 37 block RAMs of the UP5K's 30, so the ECP5-85F holds it
+    folded = {name: {"pe": 1, "simd": 2} for name in unrolled}
+    (tmp_path / "small.yaml").write_text(yaml.safe_dump({**config, "folding": folded, "output_dir": str(tmp_path / "o2"),
+                                                         "devices": ["ice40-up5k", "ecp5-85f"]}))
+    assert run_build(tmp_path / "small.yaml").dataflow.layers[0].simd == 2

@@ -22,7 +22,7 @@ from ..hw import Dataflow, to_hw
 from ..ir import Graph
 from ..kernels import estimate_design, stitch
 from ..latency import predicted_latency, stage_latencies
-from ..planner import plan_folding
+from ..planner import LIMITED, plan_folding
 from ..protocol import FrameFormat
 from ..resources import ResourceEstimate
 from ..stages import Stage
@@ -121,6 +121,8 @@ def fold_step(state: BuildState) -> None:
     cycles = dataflow.cycles_per_frame()
     rows = estimate_design(dataflow.stages, [get_device(d) for d in config.devices], config.fifo_depth)
     state.resources = {d: sum((row.resources[d] for row in rows), ResourceEstimate()).to_dict() for d in config.devices}
+    if config.folding is not None:
+        _check_explicit_folding_fits(state.resources)
     latencies = stage_latencies(dataflow)
     state.folder.write_report("estimates", {
         "clock_mhz": config.clock_mhz,
@@ -132,6 +134,23 @@ def fold_step(state: BuildState) -> None:
                    for stage, latency in zip(dataflow.stages, latencies)],
         "resources": state.resources,
     })
+
+
+def _check_explicit_folding_fits(resources: dict[str, dict]) -> None:
+    """An explicit folding is built as given, but not onto no device at all: one that needs more LUTs, flip-flops,
+    block RAMs or DSPs than every device of ``devices`` has is refused with the numbers (the planner never
+    gives one)."""
+    overs = {}
+    for name, used in resources.items():
+        device = get_device(name)
+        over = [f"{used[key]:,} {key.upper()} of {getattr(device, key):,}" for key in LIMITED
+                if used[key] > getattr(device, key)]
+        if not over:
+            return
+        overs[name] = over
+    raise FoldingError("folding: the explicit folding needs more than the device has: "
+                       + "; ".join(f"{name}: {', '.join(over)}" for name, over in overs.items())
+                       + " (fold the largest layers more: a smaller pe or simd, or ask target_fps or budget)")
 
 
 def folding_of(dataflow: Dataflow) -> dict[str, dict]:

@@ -83,8 +83,9 @@ def print_results(state: BuildState, console: Console) -> None:
         verdict = "[green]BIT-EXACT[/green]" if sim["mismatches"] == 0 else f"[red]{sim['mismatches']} MISMATCHES[/red]"
         console.print(f"RTL simulation (Verilator): {sim['frames']} frames, {verdict}; measured "
                       f"{sim['measured_cycles_per_frame']} cycles/frame (predicted {sim['predicted_cycles_per_frame']}), "
-                      f"latency {sim['latency_cycles']} cycles (predicted {sim['predicted_latency_cycles']}); "
-                      "end-to-end max |diff| vs reference "
+                      f"latency {sim['latency_cycles']} cycles"
+                      + (f" (predicted {sim['predicted_latency_cycles']})" if "predicted_latency_cycles" in sim else "")
+                      + "; end-to-end max |diff| vs reference "
                       f"{sim['end_to_end_max_abs_diff']:.3g}"
                       + (f" ([red]{len(sim['end_to_end_differing_frames'])} frames beyond float32 rounding[/red])"
                          if sim.get("end_to_end_differing_frames") else ""))
