@@ -138,7 +138,7 @@ def simulate(
     input_gap_prob, output_stall_prob
         Probability per cycle of offering no input beat, and of refusing an output beat.
     timeout_cycles
-        Cycle budget of each run; by default 1000 + 50 per beat of that run.
+        Cycle budget of each phase; by default 1000 + 50 per beat of that phase.
     build_timeout_s, run_timeout_s
         Wall-clock limits in seconds of the Verilator build and of the simulation (None: no
         limit). The cocotb engine keeps them only in the main thread, with no other ``SIGALRM``
