@@ -9,6 +9,9 @@ from pathlib import Path
 from ..errors import ConfigError
 from .point import PASSED
 
+#: Where a row's LUTs come from, as the legend says it.
+SOURCES = {"estimate": "estimated", "yosys": "from Yosys"}
+
 
 def pareto_front(rows: list[dict]) -> list[dict]:
     """The rows no other row beats: none has at least as many frames/s with fewer LUTs, or more frames/s with
@@ -52,7 +55,7 @@ def pareto_chart(rows: list[dict], path: Path, *, title: str, best: dict | None)
         dots = axes.scatter([drawn[n]["lut"] for n in own], [drawn[n]["frames_per_second"] for n in own],
                             c=[colour[n] for n in own], vmin=low, vmax=high if high > low else low + 1,
                             cmap="viridis", marker=markers[device], s=70, edgecolors="black", linewidths=0.5,
-                            label=f"{device} ({drawn[own[0]]['resources_from']} LUTs)", zorder=3)
+                            label=f"{device} (LUTs {SOURCES[drawn[own[0]]['resources_from']]})", zorder=3)
     figure.colorbar(dots, ax=axes, label=colour_label)
     front = pareto_front(drawn)
     axes.step([row["lut"] for row in front], [row["frames_per_second"] for row in front], where="post",
@@ -62,7 +65,8 @@ def pareto_chart(rows: list[dict], path: Path, *, title: str, best: dict | None)
                      linewidths=1.8, label=f"best: {best['point']}", zorder=4)
     # Neighbours in LUTs take turns above and below their dot, so that close points' labels do not overlap.
     for turn, row in enumerate(sorted(drawn, key=lambda row: (row["lut"], row["frames_per_second"]))):
-        axes.annotate(f"{row['point']}\n{row['frames_per_second']:,.0f} frames/s, {row['lut']:,} LUT",
+        fmax = f", fmax {row['fmax_mhz']:.1f} MHz" if row["fmax_mhz"] is not None else ""
+        axes.annotate(f"{row['point']}\n{row['frames_per_second']:,.0f} frames/s, {row['lut']:,} LUT{fmax}",
                       (row["lut"], row["frames_per_second"]), textcoords="offset points",
                       xytext=(7, 5 if turn % 2 else -22), fontsize=7)
     fps = [row["frames_per_second"] for row in drawn]
@@ -74,7 +78,7 @@ def pareto_chart(rows: list[dict], path: Path, *, title: str, best: dict | None)
     axes.set_xlabel("LUTs (of the first device each point names)")
     axes.set_ylabel("frames/s at clock_mhz")
     failed = sum(row["status"] != PASSED for row in rows)
-    axes.set_title(f"streamc sweep {title}: frames/s against LUTs, {len(drawn)} points"
+    axes.set_title(f"streamc sweep {title}: frames/s against LUTs, {len(drawn)} passed points"
                    + (f" ({failed} failed, not drawn)" if failed else ""))
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(loc="best", fontsize=8)
