@@ -170,3 +170,34 @@ def test_an_explicit_folding_no_device_holds_is_refused_with_the_numbers(tmp_pat
     (tmp_path / "small.yaml").write_text(yaml.safe_dump({**config, "folding": folded, "output_dir": str(tmp_path / "o2"),
                                                          "devices": ["ice40-up5k", "ecp5-85f"]}))
     assert run_build(tmp_path / "small.yaml").dataflow.layers[0].simd == 2
+
+
+def test_folding_json_with_threshold_styles_pastes_back_as_the_same_folding(tmp_path):
+    """The residual block's add and average pool search their thresholds where the planner says so; the folding
+    the build writes, given back as the config's folding, builds the same design (styles included), and a bad
+    style is refused by the config's check."""
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    from streamc.errors import ConfigError
+    from streamc.pipeline.runner import run_build
+
+    model = Path(__file__).parent / "models" / "cnn" / "residual_block.onnx"
+    config = {"model": str(model), "output_dir": str(tmp_path / "planned"), "devices": ["ecp5-85f"], "target_fps": 1000,
+              "steps": ["load", "tidy", "streamline", "to_hw", "fold"]}
+    (tmp_path / "planned.yaml").write_text(yaml.safe_dump(config))
+    run_build(tmp_path / "planned.yaml")
+    folding = json.loads((tmp_path / "planned" / "reports" / "folding.json").read_text())
+    styles = {name: entry["threshold_style"] for name, entry in folding.items() if set(entry) == {"threshold_style"}}
+    assert styles and set(styles.values()) <= {"parallel", "search"}
+    pinned = {key: value for key, value in config.items() if key != "target_fps"}
+    pinned.update(folding=folding, output_dir=str(tmp_path / "pinned"))
+    (tmp_path / "pinned.yaml").write_text(yaml.safe_dump(pinned))
+    run_build(tmp_path / "pinned.yaml")
+    assert json.loads((tmp_path / "pinned" / "reports" / "folding.json").read_text()) == folding
+    name = next(iter(styles))
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({**pinned, "folding": {**folding, name: {"threshold_style": "fast"}}}))
+    with pytest.raises(ConfigError, match=f"folding.{name}.threshold_style"):
+        run_build(tmp_path / "bad.yaml")

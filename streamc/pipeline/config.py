@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, Validatio
 from ..boards import get_board
 from ..errors import ConfigError
 from ..rtl.placement import RAM_STYLES, RES_TYPES
+from ..stages.threshold import STYLES as THRESHOLD_STYLES
 
 STEPS = ("load", "tidy", "streamline", "to_hw", "fold", "rtl", "sim", "synth", "pnr")
 #: What runs when a config names no steps: a bitstream (pnr) only where it names a board.
@@ -63,15 +64,30 @@ class TableFolding(_Strict):
     """Where each lane's table goes: auto, distributed (LUTs) or block (block RAM)."""
 
 
+class ThresholdFolding(_Strict):
+    """A vector unit's or residual add's entry: its lanes follow its neighbours; only how its thresholds find the
+    count is chosen."""
+
+    threshold_style: Literal[THRESHOLD_STYLES] = "auto"
+    """parallel (a compare per threshold), search (a binary search over thresholds in ROMs) or auto (the cheaper)."""
+
+
 def _folding_kind(entry) -> str:
-    # An entry that gives nothing but ram_style is a table's; anything else is checked as a layer's,
-    # so that a layer's entry missing pe says so.
-    return "table" if isinstance(entry, dict) and entry and set(entry) <= {"ram_style"} else "layer"
+    # An entry that gives nothing but ram_style is a table's, nothing but threshold_style a thresholded
+    # stage's; anything else is checked as a layer's, so that a layer's entry missing pe says so. Pydantic
+    # asks again with the entry made, to serialize it.
+    if isinstance(entry, (TableFolding, ThresholdFolding)):
+        return "table" if isinstance(entry, TableFolding) else "thresholds"
+    if isinstance(entry, dict) and entry and set(entry) <= {"ram_style"}:
+        return "table"
+    if isinstance(entry, dict) and entry and set(entry) <= {"threshold_style"}:
+        return "thresholds"
+    return "layer"
 
 
-#: A folding entry, as its keys say: a layer's, or a lookup table's.
-FoldingEntry = Annotated[Annotated[LayerFolding, Tag("layer")] | Annotated[TableFolding, Tag("table")],
-                         Discriminator(_folding_kind)]
+#: A folding entry, as its keys say: a layer's, a lookup table's, or a thresholded stage's.
+FoldingEntry = Annotated[Annotated[LayerFolding, Tag("layer")] | Annotated[TableFolding, Tag("table")]
+                         | Annotated[ThresholdFolding, Tag("thresholds")], Discriminator(_folding_kind)]
 
 
 class VerifyConfig(_Strict):

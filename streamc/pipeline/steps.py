@@ -109,7 +109,7 @@ def fold_step(state: BuildState) -> None:
             stage.pipeline_for(clock)
     if config.folding is not None:
         apply_folding(layers, {k: v.model_dump() for k, v in config.folding.items()}, source=state.config_path,
-                      tables=dataflow.tables)
+                      tables=dataflow.tables, thresholded=_thresholded(dataflow))
         fold_vector_units(dataflow.stages, max(layer.cycles() for layer in layers) if layers else 0)
     else:
         try:
@@ -160,7 +160,14 @@ def folding_of(dataflow: Dataflow) -> dict[str, dict]:
                         "ram_style_thresholds": layer.ram_style_thresholds, "res_type": layer.res_type,
                         **dict(zip(("operand_register", "tree_every"), layer.pipelining()))}
            for layer in dataflow.layers},
-        **{table.name: {"ram_style": table.ram_style} for table in dataflow.tables}}
+        **{table.name: {"ram_style": table.ram_style} for table in dataflow.tables},
+        **{stage.name: {"threshold_style": stage.folding()["threshold_style"]} for stage in _thresholded(dataflow)}}
+
+
+def _thresholded(dataflow: Dataflow) -> list[Stage]:
+    """The stages whose thresholds may be searched (vector units, residual adds): a folding may name them."""
+    return [stage for stage in dataflow.stages
+            if hasattr(stage, "threshold_style") and getattr(stage, "thresholds", None) is not None]
 
 
 def accelerator_top(dataflow: Dataflow, fifo_depth: int):
