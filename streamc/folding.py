@@ -75,26 +75,11 @@ def apply_folding(layers: list[MVAULayer], folding: dict[str, dict], *, source: 
         raise FoldingError(f"folding names layer {unknown[0]!r}, which the model does not have; "
                            f"{listed} (in {source})")
     for stage in thresholded:
-        entry = folding.get(stage.name, {})
-        extra = sorted(key for key in entry if key != "threshold_style")
-        if extra:
-            raise FoldingError(f"{stage.describe()}: folding gives {', '.join(extra)}, but its lanes are not "
-                               f"chosen there; give only threshold_style ({', '.join(THRESHOLD_STYLES)}) "
-                               f"(in {source})")
-        if entry.get("threshold_style", "auto") not in THRESHOLD_STYLES:
-            raise FoldingError(f"{stage.describe()}: threshold_style={entry['threshold_style']!r} is not a threshold "
-                               f"style; valid threshold_style: {', '.join(THRESHOLD_STYLES)} "
-                               f"(set folding.{stage.name}.threshold_style in {source})")
+        _check_sole_key(stage, folding.get(stage.name, {}), "threshold_style", THRESHOLD_STYLES,
+                        "its lanes are not chosen there", "a threshold style", source)
     for table in tables:
-        entry = folding.get(table.name, {})
-        extra = sorted(key for key in entry if key != "ram_style")
-        if extra:
-            raise FoldingError(f"{table.describe()}: folding gives {', '.join(extra)}, but a lookup table's lanes "
-                               f"follow the layer before it; give only ram_style ({', '.join(RAM_STYLES)}) "
-                               f"(in {source})")
-        if entry.get("ram_style", "auto") not in RAM_STYLES:
-            raise FoldingError(f"{table.describe()}: ram_style={entry['ram_style']!r} is not a placement; valid "
-                               f"ram_style: {', '.join(RAM_STYLES)} (set folding.{table.name}.ram_style in {source})")
+        _check_sole_key(table, folding.get(table.name, {}), "ram_style", RAM_STYLES,
+                        "a lookup table's lanes follow the layer before it", "a placement", source)
     for layer in layers:
         if layer.name not in folding:
             raise FoldingError(f"folding has no entry for layer {layer.name!r} (in {source}); "
@@ -155,3 +140,14 @@ def fold_streaming_stages(dataflow: Dataflow) -> None:
         readers = dataflow.consumers(index)
         stage.follow(stages[stage.sources[0]] if stage.sources[0] >= 0 else None,
                      stages[readers[0]] if readers else None)
+
+
+def _check_sole_key(stage, entry: dict, key: str, valid: tuple[str, ...], why: str, kind: str, source: str) -> None:
+    """A stage whose lanes a folding does not choose may be given ``key`` alone, one of ``valid``."""
+    extra = sorted(name for name in entry if name != key)
+    if extra:
+        raise FoldingError(f"{stage.describe()}: folding gives {', '.join(extra)}, but {why}; give only {key} "
+                           f"({', '.join(valid)}) (in {source})")
+    if entry.get(key, "auto") not in valid:
+        raise FoldingError(f"{stage.describe()}: {key}={entry[key]!r} is not {kind}; valid {key}: {', '.join(valid)} "
+                           f"(set folding.{stage.name}.{key} in {source})")
