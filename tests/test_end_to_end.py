@@ -44,6 +44,25 @@ def build(tmp_path: Path, model: str, extra: dict) -> dict:
     return yaml.safe_load((tmp_path / "out" / "reports" / "rtlsim.json").read_text())
 
 
+def test_sharded_verification_equals_one_run(tmp_path):
+    """verify.shards: three simulations of the one Verilator model, each on a third of the frames, give the
+    outputs and the verdict of one run (the second build reuses the first's model: only the sim step reruns)."""
+    verify = {"inputs": str(DIGITS / "digits_frames.npy"), "labels": str(DIGITS / "digits_labels.npy"), "frames": 60}
+    config = {"model": str(DIGITS / "digits_mlp.onnx"), "output_dir": str(tmp_path / "out"), "target_fps": 50_000,
+              "clock_mhz": 30, "steps": STEPS_TO_SIM, "verify": verify}
+    reports = []
+    for shards in (1, 3):
+        (tmp_path / "build.yaml").write_text(yaml.safe_dump({**config, "verify": {**verify, "shards": shards}}))
+        reports.append(run_build(tmp_path / "build.yaml").rtlsim)
+        reports[-1]["hw"] = np.load(tmp_path / "out" / "reports" / "rtlsim_hw_outputs.npy")
+    whole, sharded = reports
+    np.testing.assert_array_equal(sharded["hw"], whole["hw"])
+    assert sharded["frames"] == 60 and sharded["mismatches"] == 0
+    assert sharded["accuracy_hw"] == whole["accuracy_hw"] == sharded["accuracy_reference"]
+    assert sharded["measured_cycles_per_frame"] == sharded["predicted_cycles_per_frame"]
+    assert sorted(path.name for path in (tmp_path / "out" / "sim_build").glob("run_*")) == ["run_0", "run_1", "run_2"]
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_tfc_is_bit_exact_in_verilator(tmp_path, case):
     model, extra = CASES[case]

@@ -137,3 +137,26 @@ def test_an_unknown_engine_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"^engine must be one of 'harness', 'cocotb', not 'icarus'$"):
         run(tmp_path / "never_built.v", tmp_path / "build", random_frames(2, 1, 8), None, elems=1, width=8,
             engine="icarus")
+
+
+def test_shards_merge_in_frame_order(built):
+    """Three runs of the one built model side by side give the outputs of one run, mismatches counted over
+    every shard and the first named by its frame in the whole set, each shard with its own full-rate timing."""
+    frames = random_frames(40, built["elems"], built["width"])
+    expected = (frames + 1) % (1 << built["width"])
+    expected[[21, 33], 0] ^= 1
+    whole = simulate_built(built, frames, expected)
+    sharded = simulate_built(built, frames, expected, shards=3)
+    np.testing.assert_array_equal(sharded.outputs, whole.outputs)
+    assert sharded.mismatches == whole.mismatches == 2
+    assert sharded.first_mismatch == whole.first_mismatch and sharded.first_mismatch.frame == 21
+    assert sharded.measured_cycles_per_frame == whole.measured_cycles_per_frame == 4 * ACCEPT_EVERY
+    assert sharded.latency_cycles == whole.latency_cycles
+
+
+def test_shards_need_the_harness(built):
+    frames = random_frames(4, built["elems"], built["width"])
+    with pytest.raises(ConfigError, match="shards must be a positive count, and more than 1 only with the harness"):
+        simulate_built(built, frames, None, engine="cocotb", shards=2)
+    with pytest.raises(ConfigError, match="shards must be a positive count"):
+        simulate_built(built, frames, None, shards=0)

@@ -100,6 +100,8 @@ class VerifyConfig(_Strict):
     frames: PositiveInt | None = None
     """How many frames to simulate (default: all given inputs, or 32 random frames)."""
     seed: int = 0
+    shards: PositiveInt = 1
+    """Simulations of the one Verilator model run side by side, each on its share of the frames (merged in order)."""
     input_gap_prob: Probability = 0.3
     output_stall_prob: Probability = 0.3
 

@@ -317,7 +317,7 @@ def sim_step(state: BuildState) -> None:
                       out_width=last.out_dtype.bitwidth, frames=first.in_dtype.to_hw(codes),
                       expected=last.out_dtype.to_hw(expected_hw), n_out=last.out_count, seed=verify.seed,
                       input_gap_prob=verify.input_gap_prob, output_stall_prob=verify.output_stall_prob,
-                      timeout_cycles=_timeout_cycles(dataflow, n, verify))
+                      timeout_cycles=_timeout_cycles(dataflow, n, verify), shards=verify.shards)
     hw = last.out_dtype.from_hw(result.outputs)
     outputs = dataflow.outputs_of(hw)
     folder.save_array("reports", "rtlsim_outputs.npy", array=outputs)

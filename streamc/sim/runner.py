@@ -15,6 +15,8 @@ limited by the size of the environment. One build folder serves one simulation a
 
 import json
 import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -104,6 +106,7 @@ def simulate(
     build_timeout_s: float | None = BUILD_TIMEOUT_S,
     run_timeout_s: float | None = RUN_TIMEOUT_S,
     engine: str = "harness",
+    shards: int = 1,
 ) -> SimResult:
     """Stream ``frames`` through the Verilog module ``top`` and compare the outputs.
 
@@ -145,6 +148,11 @@ def simulate(
         timer running.
     engine
         ``"harness"`` or ``"cocotb"`` (see the module's description).
+    shards
+        Runs of the one built model side by side, each on its share of the frames (consecutive frames,
+        its own random gaps and stalls from ``seed`` plus its index, its own full-rate re-run); their
+        outputs are merged in frame order, cycles per frame is the median over every shard's frames and
+        latency the first shard's. The harness engine only.
 
     Returns
     -------
@@ -174,56 +182,78 @@ def simulate(
     )
     if engine not in ENGINES:
         raise ConfigError(f"engine must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
+    if shards < 1 or (shards > 1 and engine != "harness"):
+        raise ConfigError(f"shards must be a positive count, and more than 1 only with the harness engine; got "
+                          f"{shards!r} with {engine!r}")
     build, run = ENGINES[engine]
     build_dir = Path(build_dir).resolve()
     verilog = Path(verilog).resolve()
     built = build(verilog=verilog, top=top, build_dir=build_dir / engine, timeout_s=build_timeout_s)
+    parts = np.array_split(np.arange(len(frames)), min(shards, len(frames)))
 
-    run_dir = build_dir / "run"
-    geometry = _Geometry(frames=len(frames), in_beats=frames.shape[1] // in_elems, out_beats=n_out // out_elems,
-                         full_rate_frames=min(len(frames), FULL_RATE_FRAMES), timeout_cycles=timeout_cycles)
-    _prepare_run(run_dir, verilog=verilog, words=pack_words(frames, in_elems, in_width), config={
-        "in_words": words_per_beat(in_elems, in_width),
-        "out_words": words_per_beat(out_elems, out_width),
-        "in_beats_per_frame": geometry.in_beats,
-        "out_beats_per_frame": geometry.out_beats,
-        "frames": geometry.frames,
-        "full_rate_frames": geometry.full_rate_frames,
-        # Any Python int seeds the same run; the harness takes 64 bits.
-        "seed": seed % (1 << 64),
-        "input_gap_prob": float(input_gap_prob),
-        "output_stall_prob": float(output_stall_prob),
-        "randomized_budget": geometry.budget("randomized"),
-        "full_rate_budget": geometry.budget("full_rate"),
-        "reset_cycles": RESET_CYCLES,
-    })
-    log_path, sim_seconds = run(built, top=top, run_dir=run_dir, timeout_s=run_timeout_s)
+    def run_shard(index: int, rows: np.ndarray):
+        """One shard's frames through its own copy of the model: outputs, full-rate outputs and result."""
+        run_dir = build_dir / ("run" if len(parts) == 1 else f"run_{index}")
+        where = "" if len(parts) == 1 else f" (shard {index}: frames {rows[0]}-{rows[-1]})"
+        geometry = _Geometry(frames=len(rows), in_beats=frames.shape[1] // in_elems, out_beats=n_out // out_elems,
+                             full_rate_frames=min(len(rows), FULL_RATE_FRAMES), timeout_cycles=timeout_cycles)
+        _prepare_run(run_dir, verilog=verilog, words=pack_words(frames[rows], in_elems, in_width), config={
+            "in_words": words_per_beat(in_elems, in_width),
+            "out_words": words_per_beat(out_elems, out_width),
+            "in_beats_per_frame": geometry.in_beats,
+            "out_beats_per_frame": geometry.out_beats,
+            "frames": geometry.frames,
+            "full_rate_frames": geometry.full_rate_frames,
+            # Any Python int seeds the same run; the harness takes 64 bits. Each shard draws its own gaps.
+            "seed": (seed + index) % (1 << 64),
+            "input_gap_prob": float(input_gap_prob),
+            "output_stall_prob": float(output_stall_prob),
+            "randomized_budget": geometry.budget("randomized"),
+            "full_rate_budget": geometry.budget("full_rate"),
+            "reset_cycles": RESET_CYCLES,
+        })
+        log_path, _ = run(built, top=top, run_dir=run_dir, timeout_s=run_timeout_s)
+        result_path = run_dir / run_files.RESULT
+        if not result_path.exists():
+            raise BuildError(f"simulation of {top!r} ended without a result{where}: {last_line(log_path)}; "
+                             f"see {log_path}")
+        result = json.loads(result_path.read_text())
+        if result["failure"] is not None:
+            raise BuildError(f"simulation of {top!r} failed after {result['cycles']} cycles{where}: "
+                             f"{geometry.failure(result)}")
 
-    result_path = run_dir / run_files.RESULT
-    if not result_path.exists():
-        raise BuildError(f"simulation of {top!r} ended without a result: {last_line(log_path)}; see {log_path}")
-    result = json.loads(result_path.read_text())
-    if result["failure"] is not None:
-        raise BuildError(f"simulation of {top!r} failed after {result['cycles']} cycles: "
-                         f"{geometry.failure(result)}")
+        def outputs_of(name: str) -> np.ndarray:
+            words = np.fromfile(run_dir / name, dtype="<u4")
+            return unpack_words(words, out_elems, out_width).reshape(-1, n_out)
 
-    def outputs_of(name: str) -> np.ndarray:
-        words = np.fromfile(run_dir / name, dtype="<u4")
-        return unpack_words(words, out_elems, out_width).reshape(-1, n_out)
+        return outputs_of(run_files.OUTPUTS), outputs_of(run_files.RERUN_OUTPUTS), result
 
-    outputs, rerun_outputs = outputs_of(run_files.OUTPUTS), outputs_of(run_files.RERUN_OUTPUTS)
-    mismatches, first_mismatch = _compare(outputs, rerun_outputs, expected)
-    ends = result["frame_end_cycles"]
-    gaps = [later - earlier for earlier, later in zip(ends, ends[1:])]
+    started = time.perf_counter()
+    if len(parts) == 1:
+        shard_results = [run_shard(0, parts[0])]
+    else:  # the harness runs as a process of its own: threads only wait for them
+        with ThreadPoolExecutor(len(parts)) as pool:
+            shard_results = list(pool.map(run_shard, range(len(parts)), parts))
+    sim_seconds = time.perf_counter() - started
+
+    mismatches, first_mismatch, gaps = 0, None, []
+    for rows, (outputs, rerun_outputs, result) in zip(parts, shard_results):
+        count, first = _compare(outputs, rerun_outputs, None if expected is None else expected[rows])
+        mismatches += count
+        if first_mismatch is None and first is not None:
+            first_mismatch = first._replace(frame=first.frame + int(rows[0]))
+        ends = result["frame_end_cycles"]
+        gaps += [later - earlier for earlier, later in zip(ends, ends[1:])]
+    first_result = shard_results[0][2]
     return SimResult(
-        outputs=outputs,
+        outputs=np.concatenate([outputs for outputs, _, _ in shard_results]),
         mismatches=mismatches,
         first_mismatch=first_mismatch,
         frames=len(frames),
         measured_cycles_per_frame=float(statistics.median(gaps)) if gaps else None,
-        latency_cycles=result["first_output_cycle"] - result["first_input_cycle"],
+        latency_cycles=first_result["first_output_cycle"] - first_result["first_input_cycle"],
         sim_seconds=sim_seconds,
-        simulated_cycles=result["cycles"],
+        simulated_cycles=sum(result["cycles"] for _, _, result in shard_results),
     )
 
 
