@@ -140,6 +140,8 @@ def _check_explicit_folding_fits(resources: dict[str, dict]) -> None:
     """An explicit folding is built as given, but not onto no device at all: one that needs more LUTs, flip-flops,
     block RAMs or DSPs than every device of ``devices`` has is refused with the numbers (the planner never
     gives one)."""
+    if not resources:
+        return  # no device named: nothing to hold it against
     overs = {}
     for name, used in resources.items():
         device = get_device(name)
