@@ -207,7 +207,11 @@ def test_serial_transport_talks_to_a_board_on_a_pseudo_terminal(digits_design):
     finally:
         transport.close()
         os.close(device)
+        # The server must be gone before the controller's descriptor is closed: a number closed under its
+        # read is the next file opened (the model, which it then read from under load_onnx).
+        server.join(timeout=10)
         os.close(controller)
+    assert not server.is_alive()
     assert np.allclose(outputs, digits_reference(frames), rtol=1e-5, atol=1e-5)
 
 
