@@ -33,6 +33,8 @@ CASES = {
     "ds_cnn": [],
     "autoencoder": [],
     "jet_tagging_mlp": [],
+    "autoencoder_8bit": [],
+    "autoencoder_8bit_qcdq": [],
 }
 
 

@@ -44,6 +44,11 @@ Its expected outputs are qonnx's executor's (``qonnx_reference.execute_frames``)
 - ``autoencoder``, input (1, 640) in [-1, 1]: MLPerf Tiny's anomaly-detection autoencoder:
   8-bit input quantizer -> 640 -> 128 -> 128 -> 128 -> 128 -> 8 -> 128 -> 128 -> 128 -> 128
   (Linear + BN + ReLU each) -> Linear 640 (float bias, the output). INT8 weights, UINT8 ReLUs.
+- ``autoencoder_8bit``, input (1, 128) in [-1, 1]: the dense autoencoder of issue 24, 8-bit input quantizer
+  -> 128 -> 64 -> 64 -> 8 -> 64 -> 64 (Linear + BN + ReLU each) -> Linear 128 (float bias, the output),
+  INT8 weights and UINT8 ReLUs with per-tensor float scales; exported with ``export_qonnx`` and also
+  as QCDQ (``autoencoder_8bit_qcdq``: ``export_onnx_qcdq``, TorchScript exporter; its expected outputs
+  from ``tests/exact_model.py``, onnxruntime node by node, since qonnx has no QCDQ ops to run).
 - ``jet_tagging_mlp``, input (1, 16) (standardized features, in [-3, 3]): hls4ml's jet-tagging
   MLP 16 -> 64 -> 32 -> 32 -> 5 (Linear + BN + ReLU, the last Linear bare: its softmax is left to
   the host), 8-bit input quantizer, INT6 weights, UINT6 activations as the hls4ml QKeras benchmark.
@@ -67,7 +72,9 @@ FRAME_COUNT = 8
 #: Frames that calibrate the scales and norm statistics; more than the recorded ones.
 CALIBRATION_COUNT = 32
 ORT_NAME = "resnet8_ort_qdq"
-NAMES = ("mobilenet_v1_w025", "resnet8", ORT_NAME, "ds_cnn", "autoencoder", "jet_tagging_mlp")
+NAMES = ("mobilenet_v1_w025", "resnet8", ORT_NAME, "ds_cnn", "autoencoder", "jet_tagging_mlp", "autoencoder_8bit")
+#: Brevitas models also exported as QCDQ, as ``<name>_qcdq.onnx``.
+QCDQ_NAMES = ("autoencoder_8bit",)
 
 
 def record_ort_expected() -> None:
@@ -173,6 +180,7 @@ def _brevitas_builders():
         "ds_cnn": ds_cnn,
         "autoencoder": lambda: mlp([640, 128, 128, 128, 128, 8, 128, 128, 128, 128, 640], 8),
         "jet_tagging_mlp": lambda: mlp([16, 64, 32, 32, 5], 6),
+        "autoencoder_8bit": lambda: mlp([128, 64, 64, 8, 64, 64, 128], 8),
     }
 
 
@@ -184,6 +192,7 @@ INPUTS = {
     "ds_cnn": ((1, 49, 10), -4.0, 4.0),
     "autoencoder": ((640,), -1.0, 1.0),
     "jet_tagging_mlp": ((16,), -3.0, 3.0),
+    "autoencoder_8bit": ((128,), -1.0, 1.0),
 }
 
 
@@ -213,6 +222,29 @@ def make_brevitas(name, generator):
     np.save(HERE / f"{name}_frames.npy", frames_np)
     expected = record_expected(model, name, frames_np, FRAME_COUNT, with_legacy=False, folder=HERE)
     print(f"  argmax {expected.reshape(len(expected), -1).argmax(1)}")
+    if name in QCDQ_NAMES:
+        export_qcdq(model, name, frames_np)
+
+
+def export_qcdq(model, name, frames):
+    """``<name>_qcdq.onnx`` (frames and expected outputs beside it): the same weights as QCDQ."""
+    import torch
+    from brevitas.export import export_onnx_qcdq
+
+    stem = f"{name}_qcdq"
+    path = HERE / f"{stem}.onnx"
+    # the TorchScript QCDQ exporter returns nothing; its file is the result
+    export_onnx_qcdq(model.eval(), args=torch.zeros(1, *frames.shape[1:]), export_path=str(path), dynamo=False,
+                     input_names=["x"], output_names=["y"])
+    np.save(HERE / f"{stem}_frames.npy", frames)
+    expected = run_frames(onnx.load(path), frames).astype(np.float32)
+    np.save(HERE / f"{stem}_expected.npy", expected)
+    qonnx_expected = np.load(HERE / f"{name}_expected.npy")
+    print(f"{stem}: out {expected.shape}, |qcdq-qonnx| max {np.abs(expected - qonnx_expected).max():.3g}; "
+          f"{path.stat().st_size / 1e6:.2f} MB")
+    sys.path.insert(0, str(HERE.parent))
+    from describe_onnx import describe
+    (HERE / f"{stem}.onnx.txt").write_text(describe(onnx.load(path)))
 
 
 class _ResNet8Float:
