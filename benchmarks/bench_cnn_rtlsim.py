@@ -91,12 +91,12 @@ def export_lfc(path: Path) -> Path:
     return path
 
 
-def speed(name: str, model: Path, inputs: Path, out: Path, cocotb_cycles: int) -> dict:
+def speed(name: str, model: Path, inputs: Path, out: Path, cocotb_cycles: int, shards: int = 1) -> dict:
     """One model's ONNX -> 4-frame simulation wall time, and each engine's simulated cycles per second."""
     config = out / f"{name}_speed.yaml"
     config.write_text(yaml.safe_dump({
         "model": str(model), "output_dir": str(out / f"{name}_speed"), "target_fps": 100, "clock_mhz": 100,
-        "steps": SIM_STEPS, "verify": {"inputs": str(inputs), "frames": SPEED_FRAMES}}))
+        "steps": SIM_STEPS, "verify": {"inputs": str(inputs), "frames": SPEED_FRAMES, "shards": shards}}))
     start = time.perf_counter()
     state = run_build(config, fresh=True)
     wall = time.perf_counter() - start
@@ -133,8 +133,9 @@ def speed(name: str, model: Path, inputs: Path, out: Path, cocotb_cycles: int) -
                 cocotb_rate=cocotb_cycles / cocotb_seconds, cocotb_build=cocotb_build)
 
 
-def print_speed(rows: list[dict], cocotb_cycles: int) -> None:
-    print(f"\nONNX -> {SPEED_FRAMES}-frame Verilator simulation at 100 frames/s (100 MHz), fresh build, harness engine:")
+def print_speed(rows: list[dict], cocotb_cycles: int, shards: int) -> None:
+    print(f"\nONNX -> {SPEED_FRAMES}-frame Verilator simulation at 100 frames/s (100 MHz), fresh build, harness engine, "
+          f"verify.shards {shards}:")
     for r in rows:
         rep = r["report"]
         steps = ", ".join(f"{step} {seconds:.1f}" for step, seconds in r["steps"].items())
@@ -158,13 +159,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--speed", action="store_true", help="the simulation engines' speed instead (see above)")
     parser.add_argument("--lfc", type=Path, help="the LFC-w1a1 ONNX file, with lfc_w1a1_frames.npy beside it")
     parser.add_argument("--cocotb-cycles", type=int, default=100_000)
+    parser.add_argument("--shards", type=int, default=1,
+                        help="with --speed: verify.shards of the fresh builds (the frames run side by side)")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.speed:
         lfc = args.lfc or export_lfc(args.out / "lfc_w1a1.onnx")
-        rows = [speed("lfc_w1a1", lfc, lfc.with_name("lfc_w1a1_frames.npy"), args.out, args.cocotb_cycles),
-                speed("cnv_w2a2", CNN / "cnv_w2a2.onnx", CNN / "cnv_frames.npy", args.out, args.cocotb_cycles)]
-        print_speed(rows, args.cocotb_cycles)
+        rows = [speed("lfc_w1a1", lfc, lfc.with_name("lfc_w1a1_frames.npy"), args.out, args.cocotb_cycles,
+                      args.shards),
+                speed("cnv_w2a2", CNN / "cnv_w2a2.onnx", CNN / "cnv_frames.npy", args.out, args.cocotb_cycles,
+                      args.shards)]
+        print_speed(rows, args.cocotb_cycles, args.shards)
         return 1 if any(r["report"]["mismatches"] or r["report"]["end_to_end_differing_frames"] for r in rows) else 0
     print(f"{'model':16} {'frames':>6} {'mismatches':>10} {'vs expected':>11} {'predicted':>10} {'measured':>10} "
           f"{'ratio':>7} {'seconds':>8}")
