@@ -16,7 +16,13 @@ the last one expected), ``cycles`` (after reset, both phases), ``inputs_accepted
 ``outputs_received`` (in the last phase), ``randomized_cycles``, ``full_rate_cycles``,
 ``frame_end_cycles`` (the cycle of each full-rate frame's last output beat), ``first_input_cycle`` and
 ``first_output_cycle`` (of the full-rate phase).
+
+While it runs, the C++ harness prints to its log (``sim.log``) a line ``streamc-progress FRAMES CYCLES``
+about twice a second and at the end of each phase: the frames that came out whole in the randomized run so
+far, and the cycles simulated after reset. The cocotb engine prints none.
 """
+
+import re
 
 from pathlib import Path
 
@@ -26,6 +32,8 @@ OUTPUTS = "outputs.bin"
 RERUN_OUTPUTS = "rerun_outputs.bin"
 RESULT = "result.json"
 LOG = "sim.log"
+PROGRESS = "streamc-progress"
+_PROGRESS_LINE = re.compile(rf"^{PROGRESS} (\d+) (\d+)$", re.MULTILINE)
 
 
 def write_config(path: Path, config: dict[str, int | float]) -> None:
@@ -38,3 +46,9 @@ def read_config(path: Path) -> dict[str, int | float]:
         key, value = line.split()
         config[key] = float(value) if "." in value or "e" in value else int(value)
     return config
+
+
+def last_progress(log_text: str) -> tuple[int, int] | None:
+    """The frames and cycles of the last progress line in ``log_text``, if it has one."""
+    lines = _PROGRESS_LINE.findall(log_text)
+    return (int(lines[-1][0]), int(lines[-1][1])) if lines else None

@@ -13,8 +13,9 @@ Data goes to and from the simulation through files in the build folder, so frame
 limited by the size of the environment. One build folder serves one simulation at a time.
 """
 
-import json
+import contextlib
 import statistics
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,12 +24,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from streamc.errors import BuildError, ConfigError
-from streamc.rtl.rom_files import copy_rom_files
+from streamc.cluster import dask_client
+from streamc.errors import ConfigError
 
-from . import cocotb_engine, harness, run_files
-from .beats import pack_words, unpack_words, words_per_beat
-from .toolchain import BUILD_TIMEOUT_S, RUN_TIMEOUT_S, last_line
+from . import cocotb_engine, harness
+from .beats import pack_words, words_per_beat
+from .cluster_shards import Design, run_on_cluster
+from .shard import Geometry, Progress, Shard, ShardOutput, run_shard
+from .toolchain import BUILD_TIMEOUT_S, RUN_TIMEOUT_S
 
 #: How each engine builds the model (returning what its run needs) and runs it on a run folder.
 ENGINES = {
@@ -38,7 +41,6 @@ ENGINES = {
 #: Frames re-sent at full rate to measure cycles per frame and latency.
 FULL_RATE_FRAMES = 32
 RESET_CYCLES = 4
-_PHASES = {"randomized": "random gaps and back-pressure", "full_rate": "full rate"}
 
 
 class Mismatch(NamedTuple):
@@ -106,7 +108,9 @@ def simulate(
     build_timeout_s: float | None = BUILD_TIMEOUT_S,
     run_timeout_s: float | None = RUN_TIMEOUT_S,
     engine: str = "harness",
-    shards: int = 1,
+    shards: int | None = None,
+    scheduler: str | None = None,
+    progress: Progress | None = None,
 ) -> SimResult:
     """Stream ``frames`` through the Verilog module ``top`` and compare the outputs.
 
@@ -152,7 +156,14 @@ def simulate(
         Runs of the one built model side by side, each on its share of the frames (consecutive frames,
         its own random gaps and stalls from ``seed`` plus its index, its own full-rate re-run); their
         outputs are merged in frame order, cycles per frame is the median over every shard's frames and
-        latency the first shard's. The harness engine only.
+        latency the first shard's. The harness engine only. Default: 1, or one per worker with ``scheduler``.
+    scheduler
+        A Dask scheduler's address (``tcp://HOST:PORT``): each shard runs as a task of its cluster, whose workers
+        build the model from the Verilog, once per machine (:mod:`streamc.sim.cluster_shards`). By default the
+        shards run as local processes of the one model built in ``build_dir``.
+    progress
+        Called now and then while the frames stream, with the frames that came out whole in the randomized
+        run so far and the cycles simulated, over all shards; last with the totals. The harness engine only.
 
     Returns
     -------
@@ -182,121 +193,105 @@ def simulate(
     )
     if engine not in ENGINES:
         raise ConfigError(f"engine must be one of {', '.join(map(repr, ENGINES))}, not {engine!r}")
-    if shards < 1 or (shards > 1 and engine != "harness"):
-        raise ConfigError(f"shards must be a positive count, and more than 1 only with the harness engine; got "
-                          f"{shards!r} with {engine!r}")
-    build, run = ENGINES[engine]
+    if scheduler is not None and engine != "harness":
+        raise ConfigError(f"a scheduler runs the harness engine only, not {engine!r}")
     build_dir = Path(build_dir).resolve()
     verilog = Path(verilog).resolve()
-    built = build(verilog=verilog, top=top, build_dir=build_dir / engine, timeout_s=build_timeout_s)
-    parts = np.array_split(np.arange(len(frames)), min(shards, len(frames)))
-
-    def run_shard(index: int, rows: np.ndarray):
-        """One shard's frames through its own copy of the model: outputs, full-rate outputs and result."""
-        run_dir = build_dir / ("run" if len(parts) == 1 else f"run_{index}")
-        where = "" if len(parts) == 1 else f" (shard {index}: frames {rows[0]}-{rows[-1]})"
-        geometry = _Geometry(frames=len(rows), in_beats=frames.shape[1] // in_elems, out_beats=n_out // out_elems,
-                             full_rate_frames=min(len(rows), FULL_RATE_FRAMES), timeout_cycles=timeout_cycles)
-        _prepare_run(run_dir, verilog=verilog, words=pack_words(frames[rows], in_elems, in_width), config={
-            "in_words": words_per_beat(in_elems, in_width),
-            "out_words": words_per_beat(out_elems, out_width),
-            "in_beats_per_frame": geometry.in_beats,
-            "out_beats_per_frame": geometry.out_beats,
-            "frames": geometry.frames,
-            "full_rate_frames": geometry.full_rate_frames,
-            # Any Python int seeds the same run; the harness takes 64 bits. Each shard draws its own gaps.
-            "seed": (seed + index) % (1 << 64),
-            "input_gap_prob": float(input_gap_prob),
-            "output_stall_prob": float(output_stall_prob),
-            "randomized_budget": geometry.budget("randomized"),
-            "full_rate_budget": geometry.budget("full_rate"),
-            "reset_cycles": RESET_CYCLES,
-        })
-        log_path, _ = run(built, top=top, run_dir=run_dir, timeout_s=run_timeout_s)
-        result_path = run_dir / run_files.RESULT
-        if not result_path.exists():
-            raise BuildError(f"simulation of {top!r} ended without a result{where}: {last_line(log_path)}; "
-                             f"see {log_path}")
-        result = json.loads(result_path.read_text())
-        if result["failure"] is not None:
-            raise BuildError(f"simulation of {top!r} failed after {result['cycles']} cycles{where}: "
-                             f"{geometry.failure(result)}")
-
-        def outputs_of(name: str) -> np.ndarray:
-            words = np.fromfile(run_dir / name, dtype="<u4")
-            return unpack_words(words, out_elems, out_width).reshape(-1, n_out)
-
-        return outputs_of(run_files.OUTPUTS), outputs_of(run_files.RERUN_OUTPUTS), result
-
-    started = time.perf_counter()
-    if len(parts) == 1:
-        shard_results = [run_shard(0, parts[0])]
-    else:  # the harness runs as a process of its own: threads only wait for them
-        with ThreadPoolExecutor(len(parts)) as pool:
-            shard_results = list(pool.map(run_shard, range(len(parts)), parts))
+    with contextlib.ExitStack() as stack:
+        client = None if scheduler is None else stack.enter_context(dask_client(scheduler))
+        if shards is None:
+            shards = 1 if client is None else len(client.scheduler_info()["workers"])
+        if shards < 1 or (shards > 1 and engine != "harness"):
+            raise ConfigError(f"shards must be a positive count, and more than 1 only with the harness engine; "
+                              f"got {shards!r} with {engine!r}")
+        parts = np.array_split(np.arange(len(frames)), min(shards, len(frames)))
+        in_beats, out_beats = frames.shape[1] // in_elems, n_out // out_elems
+        shard_list = []
+        for index, rows in enumerate(parts):
+            geometry = Geometry(frames=len(rows), in_beats=in_beats, out_beats=out_beats,
+                                full_rate_frames=min(len(rows), FULL_RATE_FRAMES), timeout_cycles=timeout_cycles)
+            shard_list.append(Shard(index=index, first_frame=int(rows[0]), last_frame=int(rows[-1]),
+                                    words=pack_words(frames[rows], in_elems, in_width), geometry=geometry,
+                                    out_elems=out_elems, out_width=out_width, n_out=n_out, config={
+                "in_words": words_per_beat(in_elems, in_width),
+                "out_words": words_per_beat(out_elems, out_width),
+                "in_beats_per_frame": in_beats,
+                "out_beats_per_frame": out_beats,
+                "frames": geometry.frames,
+                "full_rate_frames": geometry.full_rate_frames,
+                # Any Python int seeds the same run; the harness takes 64 bits. Each shard draws its own gaps.
+                "seed": (seed + index) % (1 << 64),
+                "input_gap_prob": float(input_gap_prob),
+                "output_stall_prob": float(output_stall_prob),
+                "randomized_budget": geometry.budget("randomized"),
+                "full_rate_budget": geometry.budget("full_rate"),
+                "reset_cycles": RESET_CYCLES,
+            }))
+        counts = _Counts(len(shard_list), progress)
+        started = time.perf_counter()
+        if client is not None:
+            outputs = run_on_cluster(client, Design.read(verilog, top), shard_list, build_timeout_s=build_timeout_s,
+                                     run_timeout_s=run_timeout_s, progress=counts.update if progress else None)
+        else:
+            outputs = _run_locally(shard_list, engine=engine, verilog=verilog, top=top, build_dir=build_dir,
+                                   build_timeout_s=build_timeout_s, run_timeout_s=run_timeout_s,
+                                   progress=counts.update if progress else None)
     sim_seconds = time.perf_counter() - started
+    if progress is not None:
+        # The counts the runs end with, whatever reached the callback on the way.
+        progress(len(frames), sum(output.result["cycles"] for output in outputs))
 
     mismatches, first_mismatch, gaps = 0, None, []
-    for rows, (outputs, rerun_outputs, result) in zip(parts, shard_results):
-        count, first = _compare(outputs, rerun_outputs, None if expected is None else expected[rows])
+    for rows, output in zip(parts, outputs):
+        count, first = _compare(output.outputs, output.rerun_outputs, None if expected is None else expected[rows])
         mismatches += count
         if first_mismatch is None and first is not None:
             first_mismatch = first._replace(frame=first.frame + int(rows[0]))
-        ends = result["frame_end_cycles"]
+        ends = output.result["frame_end_cycles"]
         gaps += [later - earlier for earlier, later in zip(ends, ends[1:])]
-    first_result = shard_results[0][2]
+    first_result = outputs[0].result
     return SimResult(
-        outputs=np.concatenate([outputs for outputs, _, _ in shard_results]),
+        outputs=np.concatenate([output.outputs for output in outputs]),
         mismatches=mismatches,
         first_mismatch=first_mismatch,
         frames=len(frames),
         measured_cycles_per_frame=float(statistics.median(gaps)) if gaps else None,
         latency_cycles=first_result["first_output_cycle"] - first_result["first_input_cycle"],
         sim_seconds=sim_seconds,
-        simulated_cycles=sum(result["cycles"] for _, _, result in shard_results),
+        simulated_cycles=sum(output.result["cycles"] for output in outputs),
     )
 
 
-@dataclass(frozen=True)
-class _Geometry:
-    """The frames and beats of the two phases of a run."""
+class _Counts:
+    """Every shard's latest frames and cycles, passed on summed to ``progress`` as any of them moves."""
 
-    frames: int
-    in_beats: int
-    out_beats: int
-    full_rate_frames: int
-    timeout_cycles: int | None
+    def __init__(self, shards: int, progress: Progress | None):
+        self.frames, self.cycles = [0] * shards, [0] * shards
+        self.progress, self.lock = progress, threading.Lock()
 
-    def frame_count(self, phase: str) -> int:
-        return self.frames if phase == "randomized" else self.full_rate_frames
-
-    def budget(self, phase: str) -> int:
-        """The phase's cycle budget: by default 1000 + 50 per beat."""
-        return self.timeout_cycles or 1000 + 50 * self.frame_count(phase) * (self.in_beats + self.out_beats)
-
-    def failure(self, result: dict) -> str:
-        """What went wrong in the failed phase of an engine's ``result``, and how far it got."""
-        phase = result["phase"]
-        frames = self.frame_count(phase)
-        inputs, outputs = frames * self.in_beats, frames * self.out_beats
-        if result["failure"] == "timeout":
-            detail = (f"did not finish within {self.budget(phase)} cycles: {result['inputs_accepted']} of {inputs} "
-                      f"input beats accepted, {result['outputs_received']} of {outputs} output beats received")
-        else:
-            detail = f"more than the {outputs} output beats expected arrived"
-        whole = result["outputs_received"] // self.out_beats
-        return f"{_PHASES[phase]}, {frames} frames ({whole} came out whole): {detail}"
+    def update(self, shard: int, frames: int, cycles: int) -> None:
+        with self.lock:
+            self.frames[shard], self.cycles[shard] = frames, cycles
+            self.progress(sum(self.frames), sum(self.cycles))
 
 
-def _prepare_run(run_dir: Path, *, verilog: Path, words: np.ndarray, config: dict) -> None:
-    """The run folder with the input beats, the configuration and the ROM files, and no earlier run's results."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    for name in (run_files.OUTPUTS, run_files.RERUN_OUTPUTS, run_files.RESULT):
-        (run_dir / name).unlink(missing_ok=True)
-    # The model reads its ROM files when it starts, from the folder it runs in.
-    copy_rom_files(verilog, run_dir)
-    words.tofile(run_dir / run_files.FRAMES)
-    run_files.write_config(run_dir / run_files.CONFIG, config)
+def _run_locally(shards: list[Shard], *, engine: str, verilog: Path, top: str, build_dir: Path,
+                 build_timeout_s: float | None, run_timeout_s: float | None, progress) -> list[ShardOutput]:
+    """The shards through the one model built in ``build_dir``, side by side; ``progress`` gets each shard's
+    index, frames and cycles."""
+    build, run = ENGINES[engine]
+    built = build(verilog=verilog, top=top, build_dir=build_dir / engine, timeout_s=build_timeout_s)
+
+    def local(shard: Shard) -> ShardOutput:
+        return run_shard(shard, run, built, top=top, verilog=verilog, timeout_s=run_timeout_s,
+                         run_dir=build_dir / ("run" if len(shards) == 1 else f"run_{shard.index}"),
+                         sharded=len(shards) > 1,
+                         progress=None if progress is None else lambda f, c: progress(shard.index, f, c))
+
+    if len(shards) == 1:  # in this thread: the cocotb engine's wall-clock limit needs the main thread
+        return [local(shards[0])]
+    with ThreadPoolExecutor(len(shards)) as pool:  # the harness runs as a process of its own: threads only wait
+        return list(pool.map(local, shards))
 
 
 def _check_stream_arguments(

@@ -10,10 +10,15 @@
 // Each cycle follows the cocotb testbench: the input and output handshake signals are driven after the
 // rising edge, the handshakes are sampled once the combinational logic has settled (tready may depend on
 // tvalid), and a beat transfers at the next rising edge when valid and ready were both high.
+//
+// Progress goes to stdout (the run's log) as "streamc-progress FRAMES CYCLES" lines: the frames that came out
+// whole in the randomized phase and the cycles since reset, about twice a second (the clock is read every
+// 65,536 cycles) and at the end of each phase.
 
 #include "Vtop.h"
 #include "verilated.h"
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -89,7 +94,7 @@ struct Phase {
 
 class Driver {
   public:
-    Driver(Vtop& top, uint64_t seed) : top_(top), rng_(seed) {}
+    Driver(Vtop& top, uint64_t seed, uint64_t out_beats) : top_(top), rng_(seed), out_beats_(out_beats) {}
 
     // Cycles since reset.
     uint64_t cycle() const { return cycle_; }
@@ -107,9 +112,9 @@ class Driver {
     }
 
     // Sends beats [0, n_inputs) of `inputs` and takes `n_outputs` beats. Probabilities of 0 give full rate:
-    // then no random number is drawn.
+    // then no random number is drawn. `counted`: its whole output frames are the frames the progress counts.
     Phase run(const Words& inputs, size_t in_words, uint64_t n_inputs, uint64_t n_outputs, double gap_prob,
-              double stall_prob, uint64_t budget) {
+              double stall_prob, uint64_t budget, bool counted) {
         Phase phase;
         phase.start = cycle_;
         const bool randomized = gap_prob > 0 || stall_prob > 0;
@@ -119,6 +124,7 @@ class Driver {
                 phase.failure = "timeout";
                 break;
             }
+            if ((cycle_ & 0xFFFF) == 0) report(false);
             if (!holding && phase.inputs_accepted < n_inputs && (!randomized || uniform() >= gap_prob)) {
                 put(top_.s_axis_tdata, &inputs[phase.inputs_accepted * in_words]);
                 holding = true;
@@ -134,6 +140,7 @@ class Driver {
                 }
                 get(top_.m_axis_tdata, phase.outputs);
                 phase.output_cycles.push_back(cycle_);
+                if (counted && phase.outputs_received % out_beats_ == 0) ++frames_done_;
             }
             if (holding && top_.s_axis_tready) {
                 phase.input_cycles.push_back(cycle_);
@@ -145,10 +152,21 @@ class Driver {
         top_.s_axis_tvalid = 0;
         top_.m_axis_tready = 0;
         phase.cycles = cycle_ - phase.start;
+        report(true);
         return phase;
     }
 
   private:
+    // A progress line when `now` or when half a second has passed since the last one.
+    void report(bool now) {
+        const auto time = std::chrono::steady_clock::now();
+        if (!now && time - reported_ < std::chrono::milliseconds(500)) return;
+        reported_ = time;
+        std::printf("streamc-progress %llu %llu\n", static_cast<unsigned long long>(frames_done_),
+                    static_cast<unsigned long long>(cycle_));
+        std::fflush(stdout);
+    }
+
     double uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
 
     // A rising edge, then the clock falls. The design is synchronous to the rising edge only, so the falling
@@ -165,6 +183,9 @@ class Driver {
     Vtop& top_;
     std::mt19937_64 rng_;
     uint64_t cycle_ = 0;
+    const uint64_t out_beats_;
+    uint64_t frames_done_ = 0;
+    std::chrono::steady_clock::time_point reported_ = std::chrono::steady_clock::now();
 };
 
 std::string cycle_list(const std::vector<uint64_t>& cycles) {
@@ -192,15 +213,15 @@ int main(int argc, char** argv) {
         const Words inputs = read_words("frames.bin", frames * in_beats * in_words);
 
         auto top = std::make_unique<Vtop>(context.get());
-        Driver driver(*top, std::stoull(number("seed")));
+        Driver driver(*top, std::stoull(number("seed")), out_beats);
         driver.reset(std::stoi(number("reset_cycles")));
         Phase randomized = driver.run(inputs, in_words, frames * in_beats, frames * out_beats, std::stod(number("input_gap_prob")), std::stod(number("output_stall_prob")),
-                                      std::stoull(number("randomized_budget")));
+                                      std::stoull(number("randomized_budget")), true);
         Phase full_rate;
         const bool rerun = randomized.failure == nullptr;
         if (rerun) {
             full_rate = driver.run(inputs, in_words, full_rate_frames * in_beats, full_rate_frames * out_beats, 0.0,
-                                   0.0, std::stoull(number("full_rate_budget")));
+                                   0.0, std::stoull(number("full_rate_budget")), false);
         }
         const Phase& last = rerun ? full_rate : randomized;
         top->final();

@@ -8,11 +8,8 @@ The workers build into the sweep's ``output_dir``, so a remote cluster's workers
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import logging
-import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +17,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from ..cluster import dask_client
 from ..errors import BuildError, ConfigError
 from ..pipeline.runner import input_fingerprint
 from .chart import pareto_chart
@@ -29,8 +27,6 @@ from .spec import Point, Sweep, load_sweep, write_point_config
 
 #: The entry of :func:`input_fingerprint` that hashes streamc's source and its tools' versions.
 STREAMC_INPUT = "streamc or its tools"
-#: How long to wait for an external scheduler to answer, and then for it to have a worker.
-CONNECT_TIMEOUT_S = 30
 
 
 @dataclass
@@ -107,7 +103,7 @@ def run_sweep(sweep_file: str | Path, *, scheduler: str | None = None, workers: 
     if todo:
         for point in todo:
             write_point_config(point)
-        with _client(scheduler, workers) as client:
+        with dask_client(scheduler, workers) as client:
             from distributed import as_completed
 
             count = len(client.scheduler_info()["workers"])
@@ -157,32 +153,6 @@ def _fingerprint(point: Point) -> str:
 
 def _in_order(sweep: Sweep, rows: dict[str, dict]) -> list[dict]:
     return [rows[point.name] for point in sweep.points if point.name in rows]
-
-
-@contextlib.contextmanager
-def _client(scheduler: str | None, workers: int | None):
-    from distributed import Client, LocalCluster
-
-    if scheduler is None:
-        # One single-threaded worker per core: a build is one process (its tools run one at a time within it).
-        # No memory limit: the tools' memory is the build's own. The scheduler's web server on a free port: two
-        # sweeps on one host would both want Dask's 8787.
-        with LocalCluster(n_workers=workers or os.cpu_count(), threads_per_worker=1, processes=True,
-                          host="127.0.0.1", dashboard_address=":0", memory_limit=0,
-                          silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
-            yield client
-        return
-    try:
-        client = Client(scheduler, timeout=CONNECT_TIMEOUT_S)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise BuildError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
-    with client:
-        try:
-            client.wait_for_workers(1, timeout=CONNECT_TIMEOUT_S)
-        except TimeoutError:
-            raise BuildError(f"the Dask scheduler at {scheduler} has no worker after {CONNECT_TIMEOUT_S} s; start one "
-                             f"with: dask worker {scheduler}") from None
-        yield client
 
 
 def _print_row(console: Console, done: int, total: int, row: dict) -> None:
