@@ -202,12 +202,15 @@ class Accelerator:
             shutil.copyfile(source / name, folder / name)
         return folder / f"{TOP}.v"
 
-    def simulate(self, frames, *, expected=None, labels=None, check: bool = True) -> Simulation:
+    def simulate(self, frames, *, expected=None, labels=None, check: bool = True,
+                 scheduler: str | None = None) -> Simulation:
         """Stream ``frames`` through the Verilog in Verilator, with the build's random input gaps and output
         stalls (``verify`` keys), and judge the outputs as ``streamc build`` does.
 
         ``expected`` (the model's outputs from your framework) and ``labels`` are compared as
-        ``verify.expected`` and ``verify.labels`` are.
+        ``verify.expected`` and ``verify.labels`` are. ``scheduler``: a Dask scheduler's address whose workers
+        simulate a share of the frames each (``verify.shards``, default one per worker), as
+        ``streamc build --scheduler`` does; by default ``verify.shards`` local processes.
 
         Raises
         ------
@@ -220,6 +223,7 @@ class Accelerator:
         count = len(state.frames)
         state.expected = None if expected is None else np.asarray(expected).reshape(count, -1)
         state.labels = None if labels is None else np.asarray(labels).reshape(-1)[:count]
+        state.scheduler = scheduler
         STEP_FUNCTIONS["sim"](state)
         reports = state.folder.reports
         result = Simulation(outputs=np.load(reports / "rtlsim_outputs.npy"),

@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("config", type=Path, help="the build configuration (YAML)")
     build.add_argument("--fresh", action="store_true",
                        help="run every step, even those a previous build in output_dir completed from the same inputs")
+    build.add_argument("--scheduler", metavar="ADDRESS",
+                       help="a Dask scheduler, e.g. tcp://HOST:8786, whose workers simulate the verification frames, "
+                            "a share each (verify.shards, default one per worker; default: local processes)")
     estimate = commands.add_parser("estimate", help="fold and estimate cycles and resources per stage, without RTL")
     estimate.add_argument("config", type=Path, help="the build configuration (YAML)")
     estimate.add_argument("--device", action="append", dest="devices", metavar="DEVICE",
@@ -83,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     from .pipeline.verdict import verification_failure
 
     try:
-        state = run_build(args.config, console=console, fresh=args.fresh)
+        state = run_build(args.config, console=console, fresh=args.fresh, scheduler=args.scheduler)
     except StreamcError as exc:
         if args.debug:
             raise

@@ -100,8 +100,9 @@ class VerifyConfig(_Strict):
     frames: PositiveInt | None = None
     """How many frames to simulate (default: all given inputs, or 32 random frames)."""
     seed: int = 0
-    shards: PositiveInt = 1
-    """Simulations of the one Verilator model run side by side, each on its share of the frames (merged in order)."""
+    shards: PositiveInt | None = None
+    """Simulations run side by side, each on its share of the frames (merged in order): of the one Verilator model
+    built locally, or on the workers of ``streamc build --scheduler`` (default: 1 locally, one per worker there)."""
     input_gap_prob: Probability = 0.3
     output_stall_prob: Probability = 0.3
 

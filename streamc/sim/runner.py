@@ -74,9 +74,12 @@ class SimResult:
         Cycles from a frame's first input beat accepted to its first output beat, through
         an empty pipeline.
     sim_seconds : float
-        Wall-clock time of the simulation run, build excluded.
+        Wall-clock time of the simulation run, the local build excluded (the builds on a Dask cluster's
+        machines included).
     simulated_cycles : int
-        Clock cycles simulated after reset, both runs together.
+        Clock cycles simulated after reset, both runs together, over all shards.
+    shards : int
+        Runs the frames were shared among.
     """
 
     outputs: np.ndarray
@@ -87,6 +90,7 @@ class SimResult:
     latency_cycles: int
     sim_seconds: float
     simulated_cycles: int
+    shards: int
 
 
 def simulate(
@@ -259,6 +263,7 @@ def simulate(
         latency_cycles=first_result["first_output_cycle"] - first_result["first_input_cycle"],
         sim_seconds=sim_seconds,
         simulated_cycles=sum(output.result["cycles"] for output in outputs),
+        shards=len(outputs),
     )
 
 
