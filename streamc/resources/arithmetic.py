@@ -6,7 +6,9 @@ from ..datatypes import DataType
 
 
 _DSP_RULES = {"ice40": dict(max_width=16, min_width=2, min_result=11),
-              "ecp5": dict(max_width=18, min_width=2, min_result=0)}
+              "ecp5": dict(max_width=18, min_width=2, min_result=0),
+              # synth_gowin: a MULT9X9 from 4 x 4 bits, counted as a whole 18 x 18 multiplier (it takes half).
+              "gowin": dict(max_width=18, min_width=4, min_result=0)}
 
 
 def dsp_count(a: int, b: int, result: int, family: str, *, dsp: bool = True) -> int:

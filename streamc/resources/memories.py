@@ -77,8 +77,11 @@ _BLOCK_RAMS = {
     "ice40": [dict(primitive="SB_RAM40_4K", cost=64, abits=11, widths=(2, 4, 8, 16), byte=0)],
     "ecp5": [dict(primitive="DP16KD", cost=128, abits=14, widths=(1, 2, 4, 9, 18), byte=9),
              dict(primitive="PDPW16KD", cost=128, abits=14, widths=(1, 2, 4, 9, 18, 36), byte=9)],
+    # synth_gowin's brams.txt: single port (a ROM) and semi dual port (a RAM) take every width to 36.
+    "gowin": [dict(primitive="SDPB", cost=128, abits=14, widths=(1, 2, 4, 9, 18, 36), byte=9)],
 }
-LUTRAM = {"ecp5": dict(primitive="TRELLIS_DPR16X4", cost=4, depth=16, width=4)}   # RAMs only (prune_rom)
+LUTRAM = {"ecp5": dict(primitive="TRELLIS_DPR16X4", cost=4, depth=16, width=4),   # RAMs only (prune_rom)
+          "gowin": dict(primitive="RAM16SDP4", cost=4, depth=16, width=4)}
 _ROM_LOGIC_COST, RAM_LOGIC_COST = 1 / 16, 1.0
 
 

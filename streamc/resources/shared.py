@@ -10,14 +10,14 @@ import numpy as np
 
 from ..datatypes import DataType
 
-FAMILIES = ("ice40", "ecp5")
+FAMILIES = ("ice40", "ecp5", "gowin")
 
 
 def family_of(device: str) -> str:
-    """The family (``"ice40"`` or ``"ecp5"``) of a device name such as ``"ice40-up5k"``."""
+    """The family (``"ice40"``, ``"ecp5"`` or ``"gowin"``) of a device name such as ``"ice40-up5k"``."""
     family = device.split("-", 1)[0]
     if family not in FAMILIES:
-        raise ValueError(f"device must be an iCE40 or ECP5 device (ice40-*, ecp5-*), not {device!r}")
+        raise ValueError(f"device must be an iCE40, ECP5 or Gowin device (ice40-*, ecp5-*, gowin-*), not {device!r}")
     return family
 
 

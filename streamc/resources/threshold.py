@@ -167,7 +167,7 @@ def threshold_parts(spec: ThresholdSpec, family: str) -> tuple[Memories, int, di
 SEARCH_COEFFICIENTS = {
     family: {"lut": {"search_compare": weight, "search_rom": weight, "control": 1.0},
              "ff": {"pipeline": 1.0, "memory_registers": 1.0}}
-    for family, weight in (("ice40", 1.1), ("ecp5", 1.0))}
+    for family, weight in (("ice40", 1.1), ("ecp5", 1.0), ("gowin", 1.0))}
 
 
 def search_parts(spec: ThresholdSpec, family: str) -> tuple[Memories, int, dict[str, float], dict[str, float]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from amaranth.back import verilog
 from amaranth.hdl import ClockDomain, Elaboratable, Module, Signal
 
-from .pll import PLL, ECP5PLLSettings, ICE40PLLSettings
+from .pll import PLL, ECP5PLLSettings, GowinPLLSettings, ICE40PLLSettings
 
 __all__ = ["BOARD_TOP", "PORTS", "BoardTop", "board_top_verilog"]
 
@@ -23,7 +23,7 @@ class BoardTop(Elaboratable):
 
     Parameters
     ----------
-    pll : ICE40PLLSettings or ECP5PLLSettings
+    pll : ICE40PLLSettings, ECP5PLLSettings or GowinPLLSettings
         The PLL's dividers for the design clock.
     core : wiring.Component
         Has ``uart_rx``, ``uart_tx`` and ``led``; runs in ``sync``.
@@ -31,7 +31,7 @@ class BoardTop(Elaboratable):
         True where the board's LED is active low.
     """
 
-    def __init__(self, *, pll: ICE40PLLSettings | ECP5PLLSettings, core, led_inverted: bool = False):
+    def __init__(self, *, pll: ICE40PLLSettings | ECP5PLLSettings | GowinPLLSettings, core, led_inverted: bool = False):
         self._pll, self._core, self._led_inverted = pll, core, led_inverted
         self.clk_pad, self.uart_rx, self.uart_tx, self.led = (Signal(name=PORTS[role]) for role in PORTS)
 

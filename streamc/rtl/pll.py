@@ -1,8 +1,10 @@
-"""PLLs that make the design clock from a board oscillator: iCE40 ``SB_PLL40_PAD``, ECP5 ``EHXPLLL``.
+"""PLLs that make the design clock from a board oscillator: iCE40 ``SB_PLL40_PAD``, ECP5 ``EHXPLLL``, Gowin
+``rPLL``.
 
-The divider searches follow Project IceStorm's ``icepll`` (simple feedback) and Project Trellis'
-``ecppll``: every legal divider setting is tried and the one closest to the requested frequency
-wins. ``tests/test_pnr.py`` checks them against ``yowasp-icepll`` and ``yowasp-ecppll``.
+The divider searches follow Project IceStorm's ``icepll`` (simple feedback), Project Trellis' ``ecppll`` and
+Project Apicula's ``gowin_pll``: every legal divider setting is tried and the one closest to the requested
+frequency wins. ``tests/test_pnr.py`` checks them against ``yowasp-icepll`` and ``yowasp-ecppll``,
+``tests/test_gowin.py`` against ``gowin_pll`` (apycula).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from amaranth.lib.cdc import ResetSynchronizer
 
 from ..errors import ConfigError
 
-__all__ = ["ICE40PLLSettings", "ECP5PLLSettings", "ice40_pll_settings", "ecp5_pll_settings", "PLL"]
+__all__ = ["ICE40PLLSettings", "ECP5PLLSettings", "GowinPLLSettings", "ice40_pll_settings", "ecp5_pll_settings",
+           "gowin_pll_settings", "PLL"]
 
 # iCE40 sysCLOCK PLL limits (iCE40 sysCLOCK PLL Design and Usage Guide, FPGA-TN-02052; as in icepll).
 _ICE40_PFD_MHZ = (10.0, 133.0)
@@ -25,6 +28,11 @@ _ICE40_OUT_MHZ = (16.0, 275.0)
 _ECP5_PFD_MHZ = (3.125, 400.0)
 _ECP5_VCO_MHZ = (400.0, 800.0)
 _ECP5_OUT_MHZ = (10.0, 400.0)
+# Gowin rPLL limits per chip (phase detector, VCO, output), as apycula's gowin_pll has them from the data sheets
+# (GW1NR-9 C6/I5: DS117E; GW2A-18 C8/I7: DS102E); the VCO and output must lie strictly inside theirs.
+_GOWIN_LIMITS_MHZ = {"GW1N-9C": ((3.0, 400.0), (400.0, 1200.0), (3.125, 600.0)),
+                     "GW2A-18C": ((3.0, 500.0), (500.0, 1250.0), (3.90625, 625.0))}
+_GOWIN_ODIV = (2, 4, 8, 16, 32, 48, 64, 80, 96, 112, 128)
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,19 @@ class ECP5PLLSettings:
     clki_div: int
     clkfb_div: int
     clkop_div: int
+    vco_mhz: float
+
+
+@dataclass(frozen=True)
+class GowinPLLSettings:
+    """``rPLL`` dividers: f_out = f_in * (fbdiv_sel + 1) / (idiv_sel + 1), VCO = f_out * odiv_sel."""
+
+    input_mhz: float
+    requested_mhz: float
+    achieved_mhz: float
+    idiv_sel: int
+    fbdiv_sel: int
+    odiv_sel: int
     vco_mhz: float
 
 
@@ -117,14 +138,43 @@ def ecp5_pll_settings(*, input_mhz: float, requested_mhz: float) -> ECP5PLLSetti
                            clkfb_div=clkfb_div, clkop_div=clkop_div, vco_mhz=vco)
 
 
+def gowin_pll_settings(*, chip: str, input_mhz: float, requested_mhz: float) -> GowinPLLSettings:
+    """The ``rPLL`` dividers of ``chip`` (nextpnr's chip database: ``"GW1N-9C"``, ``"GW2A-18C"``) whose output is
+    closest to ``requested_mhz`` (ties: the first in gowin_pll's order).
+
+    Raises
+    ------
+    ConfigError
+        If ``requested_mhz`` is outside the PLL's output range (GW1N-9C: 3.125 to 600 MHz).
+    """
+    pfd_limits, vco_limits, out_limits = _GOWIN_LIMITS_MHZ[chip]
+    _check_request(f"Gowin {chip}", requested_mhz, out_limits)
+    best = None
+    for idiv_sel in range(64):
+        pfd = input_mhz / (idiv_sel + 1)
+        if not pfd_limits[0] <= pfd <= pfd_limits[1]:
+            continue
+        for fbdiv_sel in range(64):
+            out = input_mhz * (fbdiv_sel + 1) / (idiv_sel + 1)
+            if not out_limits[0] < out < out_limits[1]:
+                continue
+            for odiv_sel in _GOWIN_ODIV:
+                vco = out * odiv_sel
+                if vco_limits[0] < vco < vco_limits[1] and (best is None or abs(out - requested_mhz) < best[0]):
+                    best = (abs(out - requested_mhz), out, idiv_sel, fbdiv_sel, odiv_sel, vco)
+    _, out, idiv_sel, fbdiv_sel, odiv_sel, vco = best
+    return GowinPLLSettings(input_mhz=input_mhz, requested_mhz=requested_mhz, achieved_mhz=out, idiv_sel=idiv_sel,
+                            fbdiv_sel=fbdiv_sel, odiv_sel=odiv_sel, vco_mhz=vco)
+
+
 class PLL(Elaboratable):
     """Clocks the ``sync`` domain (which its parent defines) from a PLL fed by the oscillator pad; reset is
     held until the PLL locks.
 
     Parameters
     ----------
-    settings : ICE40PLLSettings or ECP5PLLSettings
-        The dividers (from :func:`ice40_pll_settings` or :func:`ecp5_pll_settings`).
+    settings : ICE40PLLSettings, ECP5PLLSettings or GowinPLLSettings
+        The dividers (from :func:`ice40_pll_settings`, :func:`ecp5_pll_settings` or :func:`gowin_pll_settings`).
     pad : Signal
         The oscillator's input port. On iCE40 it must be a top-level port on a PLL-capable pin:
         ``SB_PLL40_PAD`` takes the pad itself.
@@ -135,7 +185,7 @@ class PLL(Elaboratable):
         High once the PLL has locked.
     """
 
-    def __init__(self, *, settings: ICE40PLLSettings | ECP5PLLSettings, pad: Signal):
+    def __init__(self, *, settings: ICE40PLLSettings | ECP5PLLSettings | GowinPLLSettings, pad: Signal):
         self._settings = settings
         self._pad = pad
         self.locked = Signal()
@@ -153,6 +203,11 @@ class PLL(Elaboratable):
             return Instance("SB_PLL40_PAD", p_FEEDBACK_PATH="SIMPLE", p_DIVR=s.divr, p_DIVF=s.divf, p_DIVQ=s.divq,
                             p_FILTER_RANGE=s.filter_range, i_PACKAGEPIN=self._pad, i_RESETB=1, i_BYPASS=0,
                             o_PLLOUTGLOBAL=clock, o_LOCK=self.locked)
+        if isinstance(s, GowinPLLSettings):
+            # Internal feedback; the dynamic divider and phase inputs tied off, as gowin_pll writes them.
+            return Instance("rPLL", p_FCLKIN=f"{s.input_mhz:g}", p_IDIV_SEL=s.idiv_sel, p_FBDIV_SEL=s.fbdiv_sel,
+                            p_ODIV_SEL=s.odiv_sel, i_CLKIN=self._pad, i_CLKFB=0, i_RESET=0, i_RESET_P=0, i_FBDSEL=0,
+                            i_IDSEL=0, i_ODSEL=0, i_PSDA=0, i_DUTYDA=0, i_FDLY=0, o_CLKOUT=clock, o_LOCK=self.locked)
         # CPHASE = CLKOP_DIV - 1 is the zero-phase setting of Lattice's tools; the phase to the
         # oscillator does not matter here, only the frequency.
         return Instance("EHXPLLL", a_FREQUENCY_PIN_CLKI=f"{s.input_mhz:g}", a_FREQUENCY_PIN_CLKOP=f"{s.achieved_mhz:g}",
