@@ -62,29 +62,31 @@ def showing(console: Console, title: str, *, interval: float = PLAIN_INTERVAL_S)
 
 
 class _PlainLines:
-    """Reports as ``title: text`` lines, one every ``interval`` seconds; :meth:`flush` prints the last one held."""
+    """Reports as ``title: text`` lines, one every ``interval`` seconds and none repeated; :meth:`flush` prints
+    the last one held back."""
 
     def __init__(self, console: Console, title: str, interval: float):
         self.console, self.title, self.interval = console, title, interval
-        self.printed_at, self.held = -float("inf"), None
+        self.printed_at, self.printed, self.held = -float("inf"), None, None
         self.lock = threading.Lock()
 
     def show(self, text: str) -> None:
         with self.lock:
             if time.monotonic() - self.printed_at < self.interval:
                 self.held = text
-                return
-            self.printed_at, self.held = time.monotonic(), None
-            self._print(text)
+            else:
+                self._print(text)
 
     def flush(self) -> None:
         with self.lock:
             if self.held is not None:
                 self._print(self.held)
-                self.held = None
 
     def _print(self, text: str) -> None:
-        self.console.print(f"{self.title}: {text}", markup=False, highlight=False, soft_wrap=True)
+        self.held = None
+        if text != self.printed:
+            self.printed_at, self.printed = time.monotonic(), text
+            self.console.print(f"{self.title}: {text}", markup=False, highlight=False, soft_wrap=True)
 
 
 @contextlib.contextmanager

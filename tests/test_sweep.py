@@ -1,11 +1,12 @@
 """``streamc sweep``: points of the digits MLP built on a real Dask cluster (an embedded LocalCluster of 2 workers
 on 127.0.0.1, and a ``dask scheduler`` + ``dask worker`` the test starts), rows equal to the API's own figures
-or the points' Yosys reports, reruns that skip finished points, a failing point recorded while the sweep goes
-on, and one clear line for each bad sweep file."""
+or the points' Yosys reports, a bar of the points done on a terminal, reruns that skip finished points, a failing
+point recorded while the sweep goes on, and one clear line for each bad sweep file."""
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import socket
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 from distributed import Client
+from rich.console import Console
 
 import streamc
 from streamc.cli import main
@@ -46,9 +48,12 @@ def _sweep_file(folder: Path, **keys) -> Path:
 def test_an_estimate_sweep_on_a_local_cluster_of_two_workers_then_reruns_skip_finished_points(tmp_path):
     _base(tmp_path)
     sweep_file = _sweep_file(tmp_path, until="estimate", grid={"target_fps": [10000, 50000], "clock_mhz": [30, 48]})
-    result = streamc.run_sweep(sweep_file, workers=2)
+    shown = io.StringIO()
+    result = streamc.run_sweep(sweep_file, workers=2, console=Console(file=shown, force_terminal=True, width=160))
 
     assert result.ran == [row["point"] for row in result.rows] and not result.skipped
+    # On a terminal, a bar of the points built, passed and failed.
+    assert "4/4" in shown.getvalue() and "points: 4 passed, 0 failed" in shown.getvalue()
     assert [row["values"] for row in result.rows] == [{"target_fps": fps, "clock_mhz": mhz}
                                                       for fps in (10000, 50000) for mhz in (30, 48)]
     assert len({row["worker"] for row in result.rows}) == 2

@@ -317,6 +317,7 @@ def sim_step(state: BuildState) -> None:
     expected_hw = expected_hw_outputs(dataflow, execute(tidied, {in_name: frames}, keep_all=True))
     codes = dataflow.input_codes(frames)
     send = relay()
+    send("building the Verilator model, or reusing its last build")
 
     def progress(done: int, cycles: int) -> None:
         send(f"{done:,} of {n:,} frames, {cycles:,} cycles")

@@ -249,8 +249,8 @@ class Planner(Chain):
             resources = self.evaluate(assignment)[0]
             tried.append((resources, assignment))
             over = [key for key in over_limits(resources, limits) if key != "lut"]
-            report(f"{cycles:,} cycles/frame: {len(tried)} foldings priced, "
-                   + ("this one over on " + ", ".join(over) if over else f"{resources.lut:,} LUTs fit"))
+            report(f"at {cycles:,} cycles/frame, folding {len(tried)}: "
+                   + (f"over on {', '.join(over)}" if over else f"{resources.lut:,} LUTs, fits"))
             return over
 
         over = attempt()

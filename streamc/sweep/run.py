@@ -16,6 +16,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..cluster import dask_client
 from ..errors import BuildError, ConfigError
@@ -99,11 +100,12 @@ def run_sweep(sweep_file: str | Path, *, scheduler: str | None = None, workers: 
         rows[point.name] = {"point": point.name, "values": point.values, **row}
         write_results(output_dir, sweep_info, sweep.keys, _in_order(sweep, rows))
         _print_row(console, len(rows), len(sweep.points), rows[point.name])
+        bar.advance(row["status"])
 
     if todo:
         for point in todo:
             write_point_config(point)
-        with dask_client(scheduler, workers) as client:
+        with dask_client(scheduler, workers) as client, _PointsBar(console, len(todo)) as bar:
             from distributed import as_completed
 
             count = len(client.scheduler_info()["workers"])
@@ -153,6 +155,34 @@ def _fingerprint(point: Point) -> str:
 
 def _in_order(sweep: Sweep, rows: dict[str, dict]) -> list[dict]:
     return [rows[point.name] for point in sweep.points if point.name in rows]
+
+
+class _PointsBar:
+    """The points built so far, passed and failed, as a bar on a terminal; elsewhere each point's printed row
+    (:func:`_print_row`) says as much."""
+
+    def __init__(self, console: Console, total: int):
+        self.progress = None
+        if console.is_terminal:
+            self.progress = Progress(SpinnerColumn(), BarColumn(), MofNCompleteColumn(),
+                                     TextColumn("points: {task.fields[passed]} passed, {task.fields[failed]} failed"),
+                                     TimeElapsedColumn(), console=console, transient=True)
+            self.task = self.progress.add_task("sweep", total=total, passed=0, failed=0)
+
+    def __enter__(self):
+        if self.progress is not None:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.progress is not None:
+            self.progress.stop()
+
+    def advance(self, status: str) -> None:
+        if self.progress is not None:
+            fields = self.progress.tasks[0].fields
+            key = "failed" if status == FAILED else "passed"
+            self.progress.update(self.task, advance=1, **{key: fields[key] + 1})
 
 
 def _print_row(console: Console, done: int, total: int, row: dict) -> None:
