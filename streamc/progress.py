@@ -44,12 +44,14 @@ def _ignore(text: str) -> None:
 
 
 @contextlib.contextmanager
-def showing(console: Console, title: str, *, interval: float = PLAIN_INTERVAL_S) -> Iterator[None]:
-    """Show ``title`` and what the block reports on ``console`` while it runs (see the module's description)."""
+def showing(console: Console, title: str, *, note: str | None = None,
+            interval: float = PLAIN_INTERVAL_S) -> Iterator[None]:
+    """Show ``title`` and what the block reports on ``console`` while it runs (see the module's description); on a
+    terminal with ``note`` after the title."""
     if console.is_terminal:
         progress = Progress(SpinnerColumn(), TimeElapsedColumn(), TextColumn("[bold]{task.description}[/bold]"),
                             TextColumn("{task.fields[status]}"), console=console, transient=True)
-        task = progress.add_task(escape(title), status="")
+        task = progress.add_task(escape(f"{title}: {note}" if note else title), status="")
         with progress, _listening(lambda text: progress.update(task, status=escape(text))):
             yield
         return

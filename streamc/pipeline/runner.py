@@ -41,7 +41,8 @@ RECORD_FORMAT = 1
 STEP_RECORD_KEYS = {"name", "seconds", "outputs", "state_sha256"}
 #: Reports about the whole build, written after the last step: their presence says the build finished.
 BUILD_REPORTS = ("time_per_step", "summary")
-#: What the progress line says during the steps that run a tool for minutes, besides what they report.
+#: What the progress line on a terminal says during the steps that run a tool for minutes, besides what they
+#: report.
 STEP_NOTES = {"synth": "Yosys (its first run on a machine compiles Yosys first, once: a minute or more)",
               "pnr": "nextpnr (its first run on a machine compiles nextpnr first, once)"}
 #: Tools whose version can change what a step writes, besides streamc's own source.
@@ -125,7 +126,7 @@ def _run(config: BuildConfig, config_path: Path, folder: BuildFolder, console: C
         before = _file_stamps(folder)
         start = time.perf_counter()
         try:
-            with showing(console, f"{name}: {STEP_NOTES[name]}" if name in STEP_NOTES else name):
+            with showing(console, name, note=STEP_NOTES.get(name)):
                 STEP_FUNCTIONS[name](state)
             timings[name] = round(time.perf_counter() - start, 3)
             kept.append(_record_step(folder, name, timings[name], before, state, kept))
