@@ -9,8 +9,8 @@ prints each kind's median per family, and the parts of the delay model built fro
 
 - register: a flip-flop's clock-to-output, the route into the next register and its setup;
 - adder level: a LUT and the route after it;
-- carry bit: a step along a carry chain (an ECP5 CCU2C carries two bits; steps into and out of a chain are
-  printed apart, as carry_in and carry_out);
+- carry bit: a step along a carry chain (an ECP5 CCU2C carries two bits, a Gowin ALU one; steps into and out
+  of a chain are printed apart, as carry_in and carry_out);
 - memory: a block RAM's clock-to-output and the route after it;
 - multiply: a hard multiplier and the route after it.
 
@@ -27,21 +27,25 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: (family, step type, from port, to port) -> kind; ports as nextpnr's iCE40 and ECP5 cells name them.
+#: (family, step type, from port, to port) -> kind; ports as nextpnr's iCE40, ECP5 and Gowin cells name them.
 LUT_INPUTS = {"I0", "I1", "I2", "I3", "A", "B", "C", "D", "A0", "B0", "C0", "D0", "A1", "B1", "C1", "D1"}
 
 
 def kind_of(family: str, step: dict) -> str | None:
     kind, source, sink = step["type"], step["from"].get("port", ""), step["to"].get("port", "")
+    # A Gowin multiplier's outputs are DOUT*, its block RAM's DO*.
+    from_multiplier = source.startswith("DOUT") if family == "gowin" else source.startswith("P")
     if kind == "clk-to-q":
+        if from_multiplier and family == "gowin":
+            return "multiplier_clk_to_q"
         return "ram_clk_to_q" if source.startswith(("DO", "RDATA")) else "ff_clk_to_q"
     if kind == "setup":
         return "setup"
     if kind == "routing":
+        if from_multiplier:
+            return "route_from_multiplier"
         if source.startswith(("DO", "RDATA")):
             return "route_from_ram"
-        if source.startswith("P"):
-            return "route_from_multiplier"
         return "route_from_carry" if source in ("COUT", "FCO") and sink in ("CIN", "FCI") else "route"
     if source in ("CIN", "FCI") and sink in ("COUT", "FCO"):
         return "carry"
@@ -49,7 +53,8 @@ def kind_of(family: str, step: dict) -> str | None:
         return "carry_in"
     if source in ("CIN", "FCI"):
         return "carry_out"
-    if sink.startswith("P") or sink.startswith("O") and family == "ice40" and source.startswith(("A", "B")):
+    if (sink.startswith("DOUT") if family == "gowin" else
+            sink.startswith("P") or sink.startswith("O") and family == "ice40" and source.startswith(("A", "B"))):
         return "multiplier"
     if source in LUT_INPUTS and sink in ("O", "F", "OFX0", "OFX1"):
         return "lut"
@@ -60,7 +65,8 @@ def steps_by_kind(folders: list[Path]) -> dict[str, dict[str, list[float]]]:
     found: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for report in sorted(path for folder in folders for path in folder.rglob("report.json")):
         placed = json.loads(report.read_text())
-        family = "ecp5" if "TRELLIS_COMB" in placed["utilization"] else "ice40"
+        cells = placed["utilization"]
+        family = "ecp5" if "TRELLIS_COMB" in cells else "gowin" if "LUT4" in cells else "ice40"
         for path in placed["critical_paths"]:
             if "<async>" in (path["from"], path["to"]):
                 continue

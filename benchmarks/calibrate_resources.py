@@ -726,6 +726,13 @@ def run_sweep(devices: list[str], workdir: Path, jobs: int, skip_slower: float |
             if skip_slower is not None else set())
     todo = [(kernel, p, device) for kernel, p in SWEEP for device in devices
             if (device, key_of(kernel, p)) not in done and key_of(kernel, p) not in slow]
+    # Kinds taken in turn, each in the sweep's order: a sweep cut short has designs of every kind to fit.
+    seen: dict[str, int] = {}
+    turns = []
+    for kernel, _, _ in todo:
+        turns.append(seen.get(kernel, 0))
+        seen[kernel] = turns[-1] + 1
+    todo = [entry for _, entry in sorted(zip(turns, todo), key=lambda pair: pair[0])]
     print(f"{len(todo)} designs to synthesize", flush=True)
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         futures = {pool.submit(synthesize_one, kernel, p, device, workdir.resolve()): (kernel, p, device)

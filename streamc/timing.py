@@ -8,7 +8,9 @@ multiply after it. ``benchmarks/calibrate_delays.py`` prints the medians of thos
 nextpnr's critical paths (``report.json`` of placed designs: ``benchmarks/bench_fmax.py`` writes them); the
 figures below are those medians rounded up, by more where routes spread (on the ECP5-85F a route of the
 median 0.9 ns reached 3.9 ns). No critical path of the iCE40 runs so far crossed a block RAM's output or a
-DSP: those two iCE40 figures are estimates from the LUT and route delays, not measured.
+DSP: those two iCE40 figures are estimates from the LUT and route delays, not measured. nextpnr-himbaechel's
+Gowin chip databases (0.11.1) time no path through a hard multiplier (a 16 x 16 multiply into a 32-bit
+accumulator reported the accumulator's own carry chain), so the Gowin multiply figure is the ECP5's, not measured.
 """
 
 from __future__ import annotations
@@ -62,11 +64,12 @@ class DelayModel:
 DELAYS = {
     "ice40": DelayModel(register_ns=3.7, adder_ns=2.7, carry_ns=0.3, memory_ns=4.5, multiply_ns=6.0),
     "ecp5": DelayModel(register_ns=2.2, adder_ns=1.4, carry_ns=0.06, memory_ns=7.1, multiply_ns=5.5),
+    "gowin": DelayModel(register_ns=2.0, adder_ns=1.6, carry_ns=0.06, memory_ns=5.5, multiply_ns=5.5),
 }
 
 
 def delay_model(family: str) -> DelayModel:
-    """The delay model of a device family (``"ice40"``, ``"ecp5"``)."""
+    """The delay model of a device family (``"ice40"``, ``"ecp5"``, ``"gowin"``)."""
     if family not in DELAYS:
         raise ValueError(f"no delay model for device family {family!r}; streamc has {', '.join(DELAYS)}")
     return DELAYS[family]

@@ -92,7 +92,8 @@ def test_unknown_keys_are_named(text, message, tmp_path):
     ("target_fps: 1\nsteps: load\n", "steps: must be a list, not 'load'"),
     ("target_fps: 1\nsteps: [load, tidi]\n",
      "steps.1: Input should be 'load', 'tidy', 'streamline', 'to_hw', 'fold', 'rtl', 'sim', 'synth' or 'pnr', not 'tidi'"),
-    ("target_fps: 1\ndevices: [ice40]\n", "devices.0: Input should be 'ice40-up5k' or 'ecp5-85f', not 'ice40'"),
+    ("target_fps: 1\ndevices: [ice40]\n",
+     "devices.0: Input should be 'ice40-up5k', 'ecp5-85f', 'gowin-gw1nr-9' or 'gowin-gw2a-18', not 'ice40'"),
     ("target_fps: 1\nverify: {input_gap_prob: 1.0}\n", "verify.input_gap_prob: Input should be less than 1, not 1.0"),
     ("target_fps: 1\nverify: {frames: -1}\n", "verify.frames: Input should be greater than 0, not -1"),
     ("target_fps: 1\nfifo_depth: 1.5\n", "fifo_depth: Input should be a valid integer, not 1.5"),
@@ -164,7 +165,7 @@ def test_a_board_adds_the_pnr_step_and_pnr_needs_a_board(tmp_path):
     assert load_config(write(tmp_path, BASE + "target_fps: 1\nboard: icebreaker\n")).steps == list(STEPS)
     assert_config_error(write(tmp_path, BASE + f"target_fps: 1\nsteps: [{', '.join(STEPS)}]\n"),
                         ": steps include pnr but no board is given; give board: one of icebreaker, ulx3s-85f, "
-                        "ulx3s-45f, ulx3s-25f")
+                        "ulx3s-45f, ulx3s-25f, tangnano9k, tangprimer20k")
 
 
 def test_synth_needs_a_device(tmp_path):

@@ -1,4 +1,5 @@
-"""Boards, PLL settings and one tiny design through the whole iCE40 flow (Yosys, nextpnr, icepack)."""
+"""Boards, PLL settings and one tiny design through the whole iCE40 flow (Yosys, nextpnr, icepack); the Gowin
+boards' in tests/test_gowin.py."""
 
 import importlib
 import re
@@ -76,10 +77,10 @@ def test_board_pins_are_amaranth_boards(name, platform_class):
 
 
 def test_unknown_board_lists_the_known_ones():
-    with pytest.raises(ConfigError, match=r"^board must be one of icebreaker, ulx3s-25f, ulx3s-45f, ulx3s-85f, "
-                                          r"not 'arty'$"):
+    with pytest.raises(ConfigError, match=r"^board must be one of icebreaker, tangnano9k, tangprimer20k, ulx3s-25f, "
+                                          r"ulx3s-45f, ulx3s-85f, not 'arty'$"):
         get_board("arty")
-    assert sorted(BOARDS) == ["icebreaker", "ulx3s-25f", "ulx3s-45f", "ulx3s-85f"]
+    assert sorted(BOARDS) == ["icebreaker", "tangnano9k", "tangprimer20k", "ulx3s-25f", "ulx3s-45f", "ulx3s-85f"]
 
 
 def test_constraint_files():

@@ -65,7 +65,8 @@ def test_multiplier_counts_as_dsp(tmp_path, device, multiplier_cell):
 
 
 def test_unknown_device_is_rejected(add_one_verilog, tmp_path):
-    with pytest.raises(ConfigError, match=r"^device must be one of 'ecp5-85f', 'ice40-up5k', not 'xc7a35t'$"):
+    with pytest.raises(ConfigError, match=r"^device must be one of 'ecp5-85f', 'gowin-gw1nr-9', 'gowin-gw2a-18', 'ice40-up5k', "
+                                          r"not 'xc7a35t'$"):
         synthesize(verilog=add_one_verilog, top="streamc_top", device="xc7a35t", workdir=tmp_path)
 
 

@@ -24,8 +24,11 @@ from ..stages.threshold import STYLES as THRESHOLD_STYLES
 STEPS = ("load", "tidy", "streamline", "to_hw", "fold", "rtl", "sim", "synth", "pnr")
 #: What runs when a config names no steps: a bitstream (pnr) only where it names a board.
 DEFAULT_STEPS = STEPS[:-1]
-BOARDS = ("icebreaker", "ulx3s-85f", "ulx3s-45f", "ulx3s-25f")
+BOARDS = ("icebreaker", "ulx3s-85f", "ulx3s-45f", "ulx3s-25f", "tangnano9k", "tangprimer20k")
+#: What a config synthesizes for when it names no devices.
 DEVICES = ("ice40-up5k", "ecp5-85f")
+#: Every device a config may name (streamc.synth's).
+SYNTH_DEVICES = (*DEVICES, "gowin-gw1nr-9", "gowin-gw2a-18")
 #: The keys that say how the folding is chosen: a config gives exactly one.
 FOLDING_MODES = ("target_fps", "budget", "folding")
 
@@ -126,7 +129,7 @@ class BuildConfig(_Strict):
 
     model: ConfigPath
     output_dir: ConfigPath
-    devices: list[Literal["ice40-up5k", "ecp5-85f"]] = list(DEVICES)
+    devices: list[Literal[SYNTH_DEVICES]] = list(DEVICES)
     clock_mhz: PositiveFinite = 100.0
     target_fps: PositiveFinite | None = None
     budget: DeviceFraction | None = None
@@ -168,7 +171,7 @@ class BuildConfig(_Strict):
             raise ValueError(f"steps must be a non-empty prefix of the pipeline [{', '.join(STEPS)}], "
                              f"not [{', '.join(self.steps)}]")
         board_device = get_board(self.board).device if self.board else None
-        if board_device in DEVICES and self.devices[:1] != [board_device]:
+        if board_device in SYNTH_DEVICES and self.devices[:1] != [board_device]:
             raise ValueError(f"board {self.board} carries the {board_device}, but the folding is planned for the first "
                              f"of devices, {self.devices[0] if self.devices else 'none'}; put {board_device} first in "
                              f"devices")
