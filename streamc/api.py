@@ -235,10 +235,15 @@ class Accelerator:
 
     def build(self, board: str | None = None) -> dict:
         """Synthesize for every device of ``devices`` (Yosys) and, for a ``board`` (or the config's), place,
-        route and make its bitstream (nextpnr). Returns ``{"synth": {device: report}, "pnr": report or None}``."""
-        if board is not None:
+        route and make its bitstream (nextpnr). Returns ``{"synth": {device: report}, "pnr": report or None}``.
+
+        A ``board`` that :func:`compile` was not given is planned for first: the fold step runs again so that the
+        folding leaves the board's shell (UART, frame buffers) room on its device, which may change the folding."""
+        if board is not None and board != self.config.board:
             raw = {**self.config.model_dump(exclude_unset=True), "board": board}
             self._state.config = config_from_mapping(raw, base=Path.cwd(), source=f"build(board={board!r})")
+            STEP_FUNCTIONS["fold"](self._state)
+            self._state.verilog = None
         self._verilog()
         STEP_FUNCTIONS["synth"](self._state)
         if self.config.board is not None:

@@ -87,3 +87,25 @@ def test_keywords_override_the_config_and_the_folding_pins_the_design(tmp_path):
     pinned = streamc.compile(config=DIGITS, folding=acc.folding, output_dir=tmp_path / "b")
     assert pinned.folding == acc.folding and pinned.estimate() == acc.estimate()
     assert "cycles/frame" in repr(acc) and "Estimated resources" in repr(acc)
+
+
+def test_build_for_a_board_compile_was_not_given_leaves_its_shell_room(tmp_path, monkeypatch):
+    # Planned for the UP5K alone, onnxruntime's int8 MLP puts its tables in every block RAM; the iCEBreaker's
+    # shell needs some of them, so nextpnr could not place it. build(board=) plans again with the shell's room
+    # kept. The synth and pnr steps (Yosys, nextpnr: minutes) are not what this checks, so they are left out.
+    from streamc.boards import get_board, shell_resources
+    from streamc.devices import get_device
+    from streamc.protocol import FrameFormat
+
+    acc = streamc.compile(MODELS / "dialects/ort_qdq_mlp.onnx", device="ice40-up5k", clock_mhz=30,
+                          target_fps=50_000, output_dir=tmp_path)
+    shell = shell_resources(get_board("icebreaker"), FrameFormat.from_dataflow(acc.dataflow))
+    have = get_device("ice40-up5k").bram
+    assert acc.estimate()["ice40-up5k"]["bram"] + shell.bram > have
+    ran = []
+    monkeypatch.setitem(streamc.api.STEP_FUNCTIONS, "synth", lambda state: ran.append("synth"))
+    monkeypatch.setitem(streamc.api.STEP_FUNCTIONS, "pnr", lambda state: ran.append(state.config.board))
+    acc.build(board="icebreaker")
+    assert ran == ["synth", "icebreaker"]
+    assert acc.estimate()["ice40-up5k"]["bram"] + shell.bram <= have
+    assert (tmp_path / "verilog" / "streamc_top.v").is_file()
