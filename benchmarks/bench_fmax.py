@@ -1,17 +1,18 @@
 """fmax after place and route, with and without the clock's pipeline registers, per design and board.
 
-Run: python benchmarks/bench_fmax.py [--boards icebreaker ulx3s-85f] [--designs digits tfc-w1a1 digits-cnn]
+Run: python benchmarks/bench_fmax.py [--boards icebreaker ulx3s-85f tangnano9k] [--designs digits tfc-w1a1 digits-cnn]
                                     [--pipelining clock none] [--out DIR] [--seeds N]
 
-Each design is planned at the fastest folding within the board's budget (``budget``: 90 % of the UP5K with the
-board shell kept free, half of the ECP5-85F) at the board's clock (50 MHz on the UP5K, 150 MHz on the
-ECP5-85F: issue 23's targets), compiled to Verilog by the build steps (load .. rtl), and placed and routed
-inside the board top (PLL, board shell with its UART at 115200 baud) by :func:`streamc.pnr.build_board`, as
-``streamc build`` does. Each row is run twice in the same run: ``pipelining: none`` (the kernels' fixed
-stages only, as before the clock-aware registers) and ``pipelining: clock`` (the registers the delay model
-asks for at that clock). The table gives cycles/frame, nextpnr's fmax, frames/s at the clock the design closes
-at (the lower of fmax and the clock asked), the cells placed (logic, flip-flops, block RAM, DSP), frames/s per
-logic cell, the critical path's ends; with ``--seeds N``, the best of up to N placement seeds.
+Each design is planned at the fastest folding within the board's budget (``budget``: 90 % of the UP5K and of the
+Tang Nano 9K's GW1NR-9 with the board shell kept free, half of the ECP5-85F) at the board's clock (50 MHz on the
+UP5K, 150 MHz on the ECP5-85F: issue 23's targets; 60 MHz on the GW1NR-9), compiled to Verilog by the build
+steps (load .. rtl), and placed and routed inside the board top (PLL, board shell with its UART at 115200 baud)
+by :func:`streamc.pnr.build_board`, as ``streamc build`` does. Each row is run twice in the same run:
+``pipelining: none`` (the kernels' fixed stages only, as before the clock-aware registers) and ``pipelining:
+clock`` (the registers the delay model asks for at that clock). The table gives cycles/frame, nextpnr's fmax,
+frames/s at the clock the design closes at (the lower of fmax and the clock asked), the cells placed (logic,
+flip-flops, block RAM, DSP), frames/s per logic cell, the predicted latency of a frame through the empty
+accelerator at that clock, the critical path's ends; with ``--seeds N``, the best of up to N placement seeds.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from rich.table import Table
 
 from streamc.boards import get_board
 from streamc.errors import BuildError
+from streamc.latency import predicted_latency
 from streamc.pipeline.config import load_config
 from streamc.pipeline.folder import BuildFolder
 from streamc.pipeline.steps import STEP_FUNCTIONS, BuildState
@@ -33,17 +35,30 @@ from streamc.pnr import build_board
 from streamc.protocol import FrameFormat
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGET_MHZ = {"icebreaker": 50.0, "ulx3s-85f": 150.0}
-BUDGET = {"icebreaker": 0.9, "ulx3s-85f": 0.5}
+TARGET_MHZ = {"icebreaker": 50.0, "ulx3s-85f": 150.0, "tangnano9k": 60.0}
+BUDGET = {"icebreaker": 0.9, "ulx3s-85f": 0.5, "tangnano9k": 0.9}
 DESIGNS = {
     "digits": ROOT / "build_configs/models/digits_mlp.onnx",
     "tfc-w1a1": ROOT / "tests/models/tfc_w1a1.onnx",
     "digits-cnn": ROOT / "tests/models/cnn/digits_cnn.onnx",
 }
-#: Issue 23's rows: TFC-w1a1 and the digits CNN in 90 % of the UP5K, those and the digits MLP in half the ECP5-85F.
-ROWS = {"icebreaker": ("tfc-w1a1", "digits-cnn"), "ulx3s-85f": ("digits", "tfc-w1a1", "digits-cnn")}
-LOGIC_CELL = {"ice40": "ICESTORM_LC", "ecp5": "TRELLIS_COMB"}
-FF_CELL = {"ice40": "ICESTORM_LC", "ecp5": "TRELLIS_FF"}
+#: Issue 23's rows: TFC-w1a1 and the digits CNN in 90 % of the UP5K, those and the digits MLP in half the ECP5-85F
+#: and in 90 % of the Tang Nano 9K.
+ROWS = {"icebreaker": ("tfc-w1a1", "digits-cnn"), "ulx3s-85f": ("digits", "tfc-w1a1", "digits-cnn"),
+        "tangnano9k": ("digits", "tfc-w1a1", "digits-cnn")}
+#: nextpnr's cells counted as logic, flip-flops (none apart on the iCE40: a logic cell holds both), block RAM and
+#: hard multipliers (a Gowin MULT36X36 is four 18 x 18, as streamc.devices counts them), with their weights.
+PLACED_CELLS = {
+    "ice40": dict(logic={"ICESTORM_LC": 1}, ff={}, bram={"ICESTORM_RAM": 1}, dsp={"ICESTORM_DSP": 1}),
+    "ecp5": dict(logic={"TRELLIS_COMB": 1}, ff={"TRELLIS_FF": 1}, bram={"DP16KD": 1}, dsp={"MULT18X18D": 1}),
+    "gowin": dict(logic={"LUT4": 1, "ALU": 1}, ff={"DFF": 1}, bram={"BSRAM": 1},
+                  dsp={"MULT9X9": 1, "MULT18X18": 1, "MULT36X36": 4}),
+}
+
+
+def placed(utilization: dict, cells: dict[str, int]) -> int | str:
+    """The weighted count of ``cells`` nextpnr placed; "-" where the family counts none apart."""
+    return sum(weight * utilization.get(cell, {"used": 0})["used"] for cell, weight in cells.items()) if cells else "-"
 
 
 def accelerator_verilog(design: str, board: str, pipelining: str, out: Path, budget: float) -> tuple[Path, BuildState]:
@@ -77,7 +92,8 @@ def main() -> None:
 
     table = Table(title="fmax after place and route (nextpnr)", title_justify="left")
     for column in ("design", "board", "budget", "pipelining", "cycles/frame", "clock MHz", "fmax MHz", "met",
-                   "frames/s", "logic", "FF", "BRAM", "DSP", "frames/s per logic cell", "critical path", "P&R s"):
+                   "frames/s", "logic", "FF", "BRAM", "DSP", "frames/s per logic cell", "latency us", "critical path",
+                   "P&R s"):
         table.add_column(column)
     console = Console(width=260)
     for board in args.boards:
@@ -94,21 +110,21 @@ def main() -> None:
                                          clock_mhz=TARGET_MHZ[board], seeds=args.seeds,
                                          workdir=args.out / f"{design}_{board}_{pipelining}" / "pnr")
                 except BuildError as error:
-                    row = (*lead, "-", "NO", "-", "-", "-", "-", "-", "-", str(error)[:160], "")
+                    row = (*lead, "-", "NO", "-", "-", "-", "-", "-", "-", "-", str(error)[:160], "")
                     console.print(" | ".join(row))
                     table.add_row(*row)
                     continue
-                family = get_board(board).family
-                used = result.utilization
-                logic = used[LOGIC_CELL[family]]["used"]
-                ff = used[FF_CELL[family]]["used"] if family == "ecp5" else "-"
-                bram = used.get("ICESTORM_RAM" if family == "ice40" else "DP16KD", {"used": 0})["used"]
-                dsp = used.get("ICESTORM_DSP" if family == "ice40" else "MULT18X18D", {"used": 0})["used"]
-                fps = min(result.fmax_mhz, TARGET_MHZ[board]) * 1e6 / cycles
+                cells = PLACED_CELLS[get_board(board).family]
+                logic, ff, bram, dsp = (placed(result.utilization, cells[what])
+                                        for what in ("logic", "ff", "bram", "dsp"))
+                closes_mhz = min(result.fmax_mhz, TARGET_MHZ[board])
+                fps = closes_mhz * 1e6 / cycles
+                latency_us = predicted_latency(state.dataflow) / closes_mhz
                 path = result.critical_path
                 ends = f"{path[0].from_cell} -> {path[-1].to_cell} ({result.critical_path_ns:.1f} ns)" if path else ""
                 row = (*lead, f"{result.fmax_mhz:.1f}", "yes" if result.timing_met else "NO", f"{fps:,.0f}", str(logic),
-                       str(ff), str(bram), str(dsp), f"{fps / logic:,.1f}", ends, f"{time.perf_counter() - started:.0f}")
+                       str(ff), str(bram), str(dsp), f"{fps / logic:,.1f}", f"{latency_us:.1f}", ends,
+                       f"{time.perf_counter() - started:.0f}")
                 console.print(" | ".join(row))
                 table.add_row(*row)
     console.print(table)

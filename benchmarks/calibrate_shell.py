@@ -32,7 +32,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=Path("out/calibrate_shell"),
                         help="where Yosys runs (not under /tmp: YoWASP cannot see it)")
     args = parser.parse_args()
-    for device in ("ice40-up5k", "ecp5-85f"):
+    for device in ("ice40-up5k", "ecp5-85f", "gowin-gw1nr-9"):
         fifo = estimate_kernel(shell_fifo_spec(), family_of(device))
         points = []
         for fmt in FORMATS:

