@@ -1,7 +1,8 @@
 """Wall time of one 6-point synth sweep of the digits MLP on 1 Dask worker and on 2 (``streamc.run_sweep``, an
-embedded LocalCluster), and their ratio, in one run.
+embedded LocalCluster), and their ratio; then the demo's verification of 1,797 digits in one process and sharded
+(benchmarks/bench_shards.py), in one run.
 
-Run: python benchmarks/bench_sweep.py [--frames N] [--keep DIR]
+Run: python benchmarks/bench_sweep.py [--frames N] [--keep DIR] [--shard-runs N]
 
 The points: target_fps 10,000, 25,000 and 50,000 at clock_mhz 30 and 48 on the iCE40 UP5K, each built through
 synth (the Verilator check of ``--frames`` digits, then Yosys). Each sweep builds from empty folders, so neither
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 
 import yaml
+from bench_shards import measure, print_table
 from rich.console import Console
 
 import streamc
@@ -47,6 +49,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=64, help="digits each point simulates in Verilator")
     parser.add_argument("--keep", type=Path, help="build the sweeps in this folder and keep them (default: a temporary one)")
+    parser.add_argument("--shard-runs", type=int, default=3, help="runs of each way of verifying the 1,797 digits")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         root = args.keep or Path(scratch)
@@ -68,7 +71,8 @@ def main() -> None:
     # The machine's load can change between the two sweeps; this figure of each sweep alone does not compare them.
     busy = {workers: sum(row["seconds"] for row in rows[workers]) / walls[workers] for workers in (1, 2)}
     print(f"points building at once, on average (their seconds over the wall time): {busy[1]:.2f} on 1 worker, "
-          f"{busy[2]:.2f} on 2 workers")
+          f"{busy[2]:.2f} on 2 workers\n")
+    print_table(measure(2, args.shard_runs))
 
 
 if __name__ == "__main__":

@@ -61,9 +61,11 @@ def run_on_cluster(client, design: Design, shards: list[Shard], *, build_timeout
         client.subscribe_topic(topic, lambda event: progress(*event[1]))
     try:
         [shared] = client.scatter([design], broadcast=True)
+        # Scattered rather than put in the task graph: a shard's frames may be megabytes.
+        scattered = client.scatter(shards)
         # Keys unique to this run: a long-lived scheduler may still hold an earlier run's tasks.
-        futures = [client.submit(_shard_task, shared, shard, build_timeout_s, run_timeout_s, topic, pure=False,
-                                 key=f"{topic}-shard-{shard.index}") for shard in shards]
+        futures = [client.submit(_shard_task, shared, data, build_timeout_s, run_timeout_s, topic, pure=False,
+                                 key=f"{topic}-shard-{shard.index}") for shard, data in zip(shards, scattered)]
         return client.gather(futures)
     finally:
         if progress is not None:
