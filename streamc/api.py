@@ -26,12 +26,6 @@ from .sweep import SweepResult, run_sweep
 
 __all__ = ["Accelerator", "Simulation", "SweepResult", "compile", "run_sweep"]
 
-#: Elements of the widest stage output :meth:`Accelerator.predict` holds at once (int64: 256 MB).
-PREDICT_ELEMENTS = 1 << 25
-#: At most this many frames per batch: larger batches of small models gain nothing more.
-PREDICT_MAX_BATCH = 1 << 14
-
-
 def compile(model: str | Path | None = None, *, config: str | Path | None = None, device: str | None = None,
             **keys) -> Accelerator:
     """Compile a model through the fold step: its stages, folding, cycles and resource estimates.
@@ -179,17 +173,11 @@ class Accelerator:
         """What the accelerator and the host compute for ``frames``, in the hardware's exact integer arithmetic.
 
         Returns the model's outputs, or with ``hardware`` the hardware's output integers ``(N, out_count)``
-        in stream order. Frames go through in batches whose widest stage output holds about
-        :data:`PREDICT_ELEMENTS` integers.
+        in stream order. Frames go through in cache-sized batches on every core
+        (:meth:`~streamc.hw.Dataflow.integers`).
         """
-        frames = self._frames(frames)
-        dataflow = self.dataflow
-        widest = max(stage.out_count for stage in dataflow.stages)
-        batch = max(1, min(PREDICT_MAX_BATCH, PREDICT_ELEMENTS // widest))
-        parts = [dataflow.run_stages(dataflow.input_codes(frames[start:start + batch]))
-                 for start in range(0, len(frames), batch)]
-        integers = np.concatenate(parts) if parts else np.zeros((0, dataflow.stages[-1].out_count), np.int64)
-        return integers if hardware else dataflow.outputs_of(integers)
+        integers = self.dataflow.integers(self._frames(frames))
+        return integers if hardware else self.dataflow.outputs_of(integers)
 
     def write_verilog(self, folder: str | Path) -> Path:
         """Write the accelerator's Verilog, its ROM files and ``filelist.f`` into ``folder``; returns the
