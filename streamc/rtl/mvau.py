@@ -12,6 +12,7 @@ from streamc.datatypes import DataType
 from streamc.errors import FoldingError
 
 from .arithmetic import adder_tree, shape_of_range, tree_stages
+from .constant_products import adder_graph, constant_products
 from .placement import check_res_type, multiply, rom_attrs
 from .requant import Requant
 
@@ -158,6 +159,8 @@ class MatrixVectorUnit(wiring.Component):
         self._pe, self._simd = pe, simd
         self._nf, self._sf = mh // pe, mw // simd
         self._xnor = in_dtype.bipolar and weight_dtype.bipolar
+        #: The weight ROM has one word: each lane's weight is a constant (see :attr:`constant_weights`).
+        self.constant_weights = self._nf * self._sf == 1
         self._scale, self._offsets = self._accumulator_domain()
 
         self._bounds = self._row_bounds()
@@ -224,7 +227,21 @@ class MatrixVectorUnit(wiring.Component):
     def pipeline_stages(self) -> int:
         """Registers ``tree_every`` adds: in each lane's adder tree, and in the threshold count."""
         count = 0 if self._thresholds is None else self._thresholds.shape[1]
-        return tree_stages(self._simd, self.tree_every) + tree_stages(count, self.tree_every)
+        return tree_stages(self._lanes_summed, self.tree_every) + tree_stages(count, self.tree_every)
+
+    @property
+    def _lanes_summed(self) -> int:
+        """Values each PE's adder tree sums: its lanes' products, or the one sum of constant products."""
+        return 1 if self.constant_weights else self._simd
+
+    @property
+    def adder_graph(self):
+        """With :attr:`constant_weights`: the :class:`~streamc.rtl.constant_products.AdderGraph` of the lanes,
+        ``W u`` for ``u`` the inputs (a ``BIPOLAR`` input's bits); ``None`` otherwise."""
+        if not self.constant_weights:
+            return None
+        lo, hi = (0, 1) if self._in_dtype.bipolar else (self._in_dtype.min, self._in_dtype.max)
+        return adder_graph(self._weights, lo, hi)
 
     @property
     def weights(self) -> np.ndarray:
@@ -314,6 +331,9 @@ class MatrixVectorUnit(wiring.Component):
           ``2**bits - 1`` for an unsigned one), so ``W x = a - c count(w == -1)``.
         """
         weights = self._weights
+        if self.constant_weights:
+            # The adder graph sums W x itself, or for a BIPOLAR input W b of its bits (x = 2 b - 1).
+            return (2, -weights.sum(axis=1)) if self._in_dtype.bipolar else (1, np.zeros(weights.shape[0], np.int64))
         if self._xnor:
             return 2, np.full(weights.shape[0], -weights.shape[1], np.int64)
         if self._in_dtype.bipolar:
@@ -337,6 +357,13 @@ class MatrixVectorUnit(wiring.Component):
         ``[0, 1]``; a complemented input ``c - x`` lies in ``[c - x_hi, c - x_lo]``.
         """
         mh, mw = self._weights.shape
+        if self.constant_weights:
+            # One fold: the partial sums are the complete ones.
+            x_lo, x_hi = (0, 1) if self._in_dtype.bipolar else (self._in_dtype.min, self._in_dtype.max)
+            positive = np.clip(self._weights, 0, None).sum(axis=1)
+            negative = np.clip(self._weights, None, 0).sum(axis=1)
+            lo, hi = x_lo * positive + x_hi * negative, x_hi * positive + x_lo * negative
+            return lo, hi, lo, hi
         if self._xnor:
             zeros, full = np.zeros(mh, np.int64), np.full(mh, mw, np.int64)
             return zeros, full, zeros, full
@@ -568,6 +595,21 @@ class MatrixVectorUnit(wiring.Component):
                              for bit, point in zip(reached[j], points[j * (ups + downs):(j + 1) * (ups + downs)])]
         return [bits[:ups] for bits in reached], [bits[ups:] for bits in reached]
 
+    def _constant_sums(self, m, advance, x1) -> list[list]:
+        """Stage 2 with :attr:`constant_weights`: each PE's sum of its lanes' products, by the adder graph,
+        registered (one value per PE, for the adder tree)."""
+        iw, in_dt = self.in_width, self._in_dtype
+        fields = [x1[k * iw:(k + 1) * iw] for k in range(self._simd)]
+        inputs = [field.as_signed() if in_dt.signed and not in_dt.bipolar else field for field in fields]
+        lo, hi = self.output_sum_range
+        rows = []
+        for j, value in enumerate(constant_products(m, inputs, self.adder_graph)):
+            total = Signal(shape_of_range(lo, hi), name=f"constant_sum_{j}")
+            with m.If(advance):
+                m.d.sync += total.eq(value)
+            rows.append([total])
+        return rows
+
     def elaborate(self, platform):
         """Input buffer, weight ROM, lanes, accumulators and the output stage, in pipeline order. One long
         function: the fold counters and the stage valid bits it declares first are read by every part."""
@@ -643,7 +685,9 @@ class MatrixVectorUnit(wiring.Component):
         valid2, first2, last2 = Signal(), Signal(), Signal()
         nf2 = Signal.like(nf)
         products2 = []
-        for j in range(pe):
+        if self.constant_weights:
+            products2 = self._constant_sums(m, advance, x1)
+        for j in range(0 if self.constant_weights else pe):
             row = []
             for k in range(simd):
                 x_bits = x1[k * iw:(k + 1) * iw]
@@ -662,7 +706,7 @@ class MatrixVectorUnit(wiring.Component):
         acc3 = [Signal(self.acc_shape, name=f"acc_{j}") for j in range(pe)]
         sums2 = [adder_tree(m, row, every=self.tree_every, register=register) for row in products2]
         control.append((valid2, first2, last2, nf2))
-        for _ in range(tree_stages(simd, self.tree_every)):
+        for _ in range(tree_stages(self._lanes_summed, self.tree_every)):
             control.append(tuple(register(signal) for signal in control[-1]))
         valid2, first2, last2, nf2 = control[-1]
         if self.starts_from_offsets and self._scale != 1:
@@ -673,7 +717,9 @@ class MatrixVectorUnit(wiring.Component):
             m.d.sync += valid3.eq(valid2 & last2)
             with m.If(valid2):
                 for j in range(pe):
-                    m.d.sync += acc3[j].eq(Mux(first2, starts[j], acc3[j]) + sums2[j])
+                    # With constant weights every step is a vector's first and last.
+                    restart = starts[j] if self.constant_weights else Mux(first2, starts[j], acc3[j])
+                    m.d.sync += acc3[j].eq(restart + sums2[j])
 
         if self._requant is not None:
             out_valid, out_values = self._requantize(m, advance, valid3, (control[-2][3], nf2), acc3)

@@ -1,0 +1,121 @@
+"""Products of an input vector with a constant matrix, as a graph of shifts and adds.
+
+Where a lane's weights never change (a fully unrolled layer: its weight ROM has one word), ``W x`` needs
+no multiplier: each output is a sum of shifted inputs, and outputs share their common partial sums.
+da4ml's constant-matrix-vector solver (``da4ml.cmvm``, canonical signed digits with common-subexpression
+elimination) finds that graph; this module turns it into Amaranth arithmetic of the narrowest widths, one
+kept signal per adder so that Yosys builds each on a carry chain and never as a hard multiplier.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import lru_cache
+from math import log2
+
+import numpy as np
+from amaranth.hdl import Signal
+
+from .arithmetic import shape_of_range
+
+__all__ = ["AdderGraph", "adder_graph", "constant_products"]
+
+
+@dataclass(frozen=True)
+class AdderNode:
+    """One value of the graph: ``value = n * 2**exponent`` with ``n`` in ``[lo, hi]``. An input (``a`` its
+    index, ``b`` -1) or ``n_a * 2**(e_a - exponent) +/- n_b * 2**(e_b + shift - exponent)``."""
+
+    a: int
+    b: int
+    subtract: bool
+    shift: int
+    lo: int
+    hi: int
+    exponent: int
+
+    @property
+    def is_input(self) -> bool:
+        return self.b < 0
+
+    @property
+    def bits(self) -> int:
+        return shape_of_range(self.lo, self.hi).width
+
+
+@dataclass(frozen=True)
+class AdderGraph:
+    """``W x`` for ``x`` of ``MW`` integers in ``[x_lo, x_hi]`` as adders: ``outputs[j]`` is
+    ``(node, shift, negate)``, output ``j`` being ``(-1 if negate else 1) * node value * 2**shift``; a node
+    of -1 is the constant 0 (a row of zeros)."""
+
+    nodes: tuple[AdderNode, ...]
+    outputs: tuple[tuple[int, int, bool], ...]
+
+    @property
+    def adders(self) -> tuple[AdderNode, ...]:
+        """The nodes that add or subtract (the others are inputs)."""
+        return tuple(node for node in self.nodes if not node.is_input)
+
+    @property
+    def adder_bits(self) -> int:
+        """Output bits over all adders: the carry chain each adder is built on."""
+        return sum(node.bits for node in self.adders)
+
+
+def adder_graph(weights: np.ndarray, x_lo: int, x_hi: int) -> AdderGraph:
+    """The shift-and-add graph of ``y = W x`` for the ``(MH, MW)`` integer ``weights``, cached by contents."""
+    weights = np.ascontiguousarray(weights, dtype=np.int64)
+    key = hashlib.sha256(weights.tobytes()).hexdigest()
+    return _solved(key, weights.shape, weights.tobytes(), int(x_lo), int(x_hi))
+
+
+@lru_cache(maxsize=64)
+def _solved(key: str, shape: tuple[int, int], raw: bytes, x_lo: int, x_hi: int) -> AdderGraph:
+    # da4ml is imported here, so that nothing else pays for loading its solver.
+    from da4ml.trace import FixedVariableArray, comb_trace
+
+    mh, mw = shape
+    weights = np.frombuffer(raw, dtype=np.int64).reshape(shape)
+    x = FixedVariableArray.from_lhs(np.full(mw, x_lo, float), np.full(mw, x_hi, float), np.ones(mw))
+    logic = comb_trace(x, x @ weights.T.astype(np.float64))
+    nodes = []
+    for op in logic.ops:
+        exponent = int(log2(op.qint.step))
+        lo, hi = round(op.qint.min / op.qint.step), round(op.qint.max / op.qint.step)
+        if op.opcode == -1:
+            nodes.append(AdderNode(op.id0, -1, False, 0, lo, hi, exponent))
+        elif op.opcode in (0, 1):
+            nodes.append(AdderNode(op.id0, op.id1, op.opcode == 1, int(op.data), lo, hi, exponent))
+        else:
+            raise NotImplementedError(f"da4ml's solver gave an operation streamc does not build: opcode "
+                                      f"{op.opcode} ({op}); supported: inputs (-1), adds (0), subtracts (1)")
+    outputs = tuple((int(index), int(shift), bool(negate))
+                    for index, shift, negate in zip(logic.out_idxs, logic.out_shifts, logic.out_negs))
+    return AdderGraph(tuple(nodes), outputs)
+
+
+def constant_products(m, inputs: list, graph: AdderGraph) -> list:
+    """The outputs of ``graph`` on the Amaranth values ``inputs`` (integers in the graph's input range), its
+    adders added to ``m``'s combinational domain. Each adder is a signal of its node's narrowest shape, kept:
+    without that, Yosys' ``alumacc`` merges chains of adders into one ``$macc`` of full adders in LUTs."""
+    values = []
+    for n, node in enumerate(graph.nodes):
+        if node.is_input:
+            value = inputs[node.a]
+        else:
+            a, b = graph.nodes[node.a], graph.nodes[node.b]
+            left = values[node.a] << (a.exponent - node.exponent)
+            right = values[node.b] << (b.exponent + node.shift - node.exponent)
+            value = Signal(shape_of_range(node.lo, node.hi), name=f"cmvm_{n}", attrs={"keep": 1})
+            m.d.comb += value.eq(left - right if node.subtract else left + right)
+        values.append(value)
+    sums = []
+    for index, shift, negate in graph.outputs:
+        if index < 0:
+            sums.append(0)
+            continue
+        value = values[index] << (graph.nodes[index].exponent + shift)
+        sums.append(-value if negate else value)
+    return sums
