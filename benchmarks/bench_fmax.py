@@ -3,8 +3,8 @@
 Run: python benchmarks/bench_fmax.py [--boards icebreaker ulx3s-85f tangnano9k] [--designs digits tfc-w1a1 digits-cnn]
                                     [--pipelining clock none] [--out DIR] [--seeds N]
 
-Each design is planned at the fastest folding within the board's budget (``budget``: 90 % of the UP5K and of the
-Tang Nano 9K's GW1NR-9 with the board shell kept free, half of the ECP5-85F) at the board's clock (50 MHz on the
+Each design is planned at the fastest folding within the board's budget (``budget``: 90 % of the UP5K and 60 % of
+the Tang Nano 9K's GW1NR-9 with the board shell kept free, half of the ECP5-85F) at the board's clock (50 MHz on the
 UP5K, 150 MHz on the ECP5-85F: issue 23's targets; 60 MHz on the GW1NR-9), compiled to Verilog by the build
 steps (load .. rtl), and placed and routed inside the board top (PLL, board shell with its UART at 115200 baud)
 by :func:`streamc.pnr.build_board`, as ``streamc build`` does. Each row is run twice in the same run:
@@ -36,14 +36,16 @@ from streamc.protocol import FrameFormat
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_MHZ = {"icebreaker": 50.0, "ulx3s-85f": 150.0, "tangnano9k": 60.0}
-BUDGET = {"icebreaker": 0.9, "ulx3s-85f": 0.5, "tangnano9k": 0.9}
+#: On the GW1NR-9 nextpnr places more than synth_gowin counts (a LUT passing each flip-flop's input that no LUT
+#: drives, four per LUT RAM, more ALUs at the ends of carry chains): 60 % of the LUTs leaves room for that.
+BUDGET = {"icebreaker": 0.9, "ulx3s-85f": 0.5, "tangnano9k": 0.6}
 DESIGNS = {
     "digits": ROOT / "build_configs/models/digits_mlp.onnx",
     "tfc-w1a1": ROOT / "tests/models/tfc_w1a1.onnx",
     "digits-cnn": ROOT / "tests/models/cnn/digits_cnn.onnx",
 }
 #: Issue 23's rows: TFC-w1a1 and the digits CNN in 90 % of the UP5K, those and the digits MLP in half the ECP5-85F
-#: and in 90 % of the Tang Nano 9K.
+#: and in 60 % of the Tang Nano 9K.
 ROWS = {"icebreaker": ("tfc-w1a1", "digits-cnn"), "ulx3s-85f": ("digits", "tfc-w1a1", "digits-cnn"),
         "tangnano9k": ("digits", "tfc-w1a1", "digits-cnn")}
 #: nextpnr's cells counted as logic, flip-flops (none apart on the iCE40: a logic cell holds both), block RAM and

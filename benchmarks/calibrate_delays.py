@@ -8,7 +8,8 @@ block RAM's clock-to-output, a LUT, a carry step, a hard multiplier, the routes 
 prints each kind's median per family, and the parts of the delay model built from them:
 
 - register: a flip-flop's clock-to-output, the route into the next register and its setup;
-- adder level: a LUT and the route after it;
+- adder level: a LUT and the route after it (on Gowin, where the tree is ALU chains, also a chain's carry in, its
+  last sum and the route from it, printed apart);
 - carry bit: a step along a carry chain (an ECP5 CCU2C carries two bits, a Gowin ALU one; steps into and out
   of a chain are printed apart, as carry_in and carry_out);
 - memory: a block RAM's clock-to-output and the route after it;
@@ -46,7 +47,9 @@ def kind_of(family: str, step: dict) -> str | None:
             return "route_from_multiplier"
         if source.startswith(("DO", "RDATA")):
             return "route_from_ram"
-        return "route_from_carry" if source in ("COUT", "FCO") and sink in ("CIN", "FCI") else "route"
+        if source in ("COUT", "FCO") and sink in ("CIN", "FCI"):
+            return "route_from_carry"
+        return "route_from_sum" if family == "gowin" and source == "SUM" else "route"
     if source in ("CIN", "FCI") and sink in ("COUT", "FCO"):
         return "carry"
     if sink in ("COUT", "FCO"):
@@ -94,6 +97,9 @@ def main() -> None:
         print(f"  model: register {part('ff_clk_to_q', 'route', 'setup')}, adder level {part('lut', 'route')}, "
               f"carry step {part('carry')}, memory {part('ram_clk_to_q', 'route_from_ram')}, "
               f"multiply {part('multiplier', 'route_from_multiplier')}")
+        if family == "gowin":
+            # The adder tree is ALU chains: a level is a chain's carry in, its last sum and the route to the next.
+            print(f"  adder level of ALU chains {part('carry_in', 'carry_out', 'route_from_sum')}")
 
 
 if __name__ == "__main__":
