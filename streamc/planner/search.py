@@ -249,8 +249,9 @@ class Planner(Chain):
             resources = self.evaluate(assignment)[0]
             tried.append((resources, assignment))
             over = [key for key in over_limits(resources, limits) if key != "lut"]
-            report(f"at {cycles:,} cycles/frame, folding {len(tried)}: "
-                   + (f"over on {', '.join(over)}" if over else f"{resources.lut:,} LUTs, fits"))
+            # LUTs are what the search trades away: shown against their limit, not judged here.
+            report(f"at {cycles:,} cycles/frame, folding {len(tried)}: {resources.lut:,} of {limits['lut']:,} LUTs"
+                   + (f", over on {', '.join(over)}" if over else ""))
             return over
 
         over = attempt()
