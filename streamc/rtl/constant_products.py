@@ -14,7 +14,7 @@ from functools import lru_cache
 from math import log2
 
 import numpy as np
-from amaranth.hdl import Signal
+from amaranth.hdl import Const, Signal
 
 from .arithmetic import shape_of_range
 
@@ -23,8 +23,8 @@ __all__ = ["AdderGraph", "adder_graph", "cmvm_logic", "constant_products"]
 
 @dataclass(frozen=True)
 class AdderNode:
-    """One value of the graph: ``value = n * 2**exponent`` with ``n`` in ``[lo, hi]``. An input (``a`` its
-    index, ``b`` -1) or ``n_a * 2**(e_a - exponent) +/- n_b * 2**(e_b + shift - exponent)``."""
+    """One value of the graph: ``value = n * 2**exponent`` with ``n`` in ``[lo, hi]``. A constant (``a`` and
+    ``b`` -1, ``n = lo = hi``), an input (``a`` its index, ``b`` -1) or ``n_a * 2**(e_a - exponent) +/- n_b * 2**(e_b + shift - exponent)``."""
 
     a: int
     b: int
@@ -36,7 +36,11 @@ class AdderNode:
 
     @property
     def is_input(self) -> bool:
-        return self.b < 0
+        return self.b < 0 <= self.a
+
+    @property
+    def is_constant(self) -> bool:
+        return self.a < 0
 
     @property
     def bits(self) -> int:
@@ -54,8 +58,8 @@ class AdderGraph:
 
     @property
     def adders(self) -> tuple[AdderNode, ...]:
-        """The nodes that add or subtract (the others are inputs)."""
-        return tuple(node for node in self.nodes if not node.is_input)
+        """The nodes that add or subtract (the others are inputs and constants)."""
+        return tuple(node for node in self.nodes if node.b >= 0)
 
     @property
     def adder_bits(self) -> int:
@@ -72,11 +76,14 @@ def adder_graph(weights: np.ndarray, x_lo: int, x_hi: int) -> AdderGraph:
         lo, hi = round(op.qint.min / op.qint.step), round(op.qint.max / op.qint.step)
         if op.opcode == -1:
             nodes.append(AdderNode(op.id0, -1, False, 0, lo, hi, exponent))
+        elif op.opcode == 5:
+            value = int(op.data * op.qint.step)
+            nodes.append(AdderNode(-1, -1, False, 0, value, value, 0))
         elif op.opcode in (0, 1):
             nodes.append(AdderNode(op.id0, op.id1, op.opcode == 1, int(op.data), lo, hi, exponent))
         else:
             raise NotImplementedError(f"da4ml's solver gave an operation streamc does not build: opcode "
-                                      f"{op.opcode} ({op}); supported: inputs (-1), adds (0), subtracts (1)")
+                                      f"{op.opcode} ({op}); supported: inputs (-1), adds (0), subtracts (1), constants (5)")
     outputs = tuple((int(index), int(shift), bool(negate))
                     for index, shift, negate in zip(logic.out_idxs, logic.out_shifts, logic.out_negs))
     return AdderGraph(tuple(nodes), outputs)
@@ -108,12 +115,14 @@ def constant_products(m, inputs: list, graph: AdderGraph) -> list:
     3,212 with every adder kept)."""
     values = []
     for n, node in enumerate(graph.nodes):
-        if node.is_input:
+        if node.is_constant:
+            value = Const(node.lo, shape_of_range(node.lo, node.hi))
+        elif node.is_input:
             value = inputs[node.a]
         else:
             a, b = graph.nodes[node.a], graph.nodes[node.b]
-            left = values[node.a] << (a.exponent - node.exponent)
-            right = values[node.b] << (b.exponent + node.shift - node.exponent)
+            left = values[node.a].shift_left(a.exponent - node.exponent)
+            right = values[node.b].shift_left(b.exponent + node.shift - node.exponent)
             value = Signal(shape_of_range(node.lo, node.hi), name=f"cmvm_{n}")
             m.d.comb += value.eq(left - right if node.subtract else left + right)
         values.append(value)
@@ -122,6 +131,6 @@ def constant_products(m, inputs: list, graph: AdderGraph) -> list:
         if index < 0:
             sums.append(0)
             continue
-        value = values[index] << (graph.nodes[index].exponent + shift)
+        value = values[index].shift_left(graph.nodes[index].exponent + shift)
         sums.append(-value if negate else value)
     return sums

@@ -1,0 +1,116 @@
+"""Fully unrolled MVAUs: their lanes' constant products as da4ml's shift-and-add graph, bit-exact, no DSPs."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from amaranth.back import verilog
+from amaranth.hdl import Module, Signal, signed, unsigned
+from amaranth.sim import Simulator
+
+from rtl_helpers import pack, run_stream, unpack
+from streamc.datatypes import BIPOLAR, INT, UINT
+from streamc.pipeline.runner import run_build
+from streamc.rtl.constant_products import adder_graph, constant_products
+from streamc.rtl.mvau import MatrixVectorUnit
+from streamc.synth import synthesize
+
+DIGITS = Path(__file__).parent.parent / "build_configs" / "models"
+
+
+@pytest.mark.parametrize("w_lo,w_hi,x_shape", [(-8, 7, unsigned(4)), (-3, 3, signed(3)), (-1, 1, unsigned(1)),
+                                                (0, 15, signed(2))])
+def test_adder_graph_equals_the_matrix_product_on_random_inputs(w_lo, w_hi, x_shape):
+    rng = np.random.default_rng(w_hi)
+    weights = rng.integers(w_lo, w_hi + 1, size=(7, 11))
+    weights[3] = 0  # a row of zeros is the constant 0
+    x_lo, x_hi = (-(1 << x_shape.width - 1), (1 << x_shape.width - 1) - 1) if x_shape.signed else (0, (1 << x_shape.width) - 1)
+    m = Module()
+    inputs = [Signal(x_shape, name=f"x_{k}") for k in range(11)]
+    outputs = [Signal(signed(16), name=f"y_{j}") for j in range(7)]
+    m.d.comb += [out.eq(total) for out, total in zip(outputs, constant_products(m, inputs, adder_graph(weights, x_lo, x_hi)))]
+    vectors = rng.integers(x_lo, x_hi + 1, size=(40, 11))
+    vectors[0], vectors[1] = x_lo, x_hi
+    got = []
+
+    async def bench(ctx):
+        for vector in vectors:
+            for signal, value in zip(inputs, vector):
+                ctx.set(signal, int(value))
+            await ctx.delay(1e-9)
+            got.append([ctx.get(out) for out in outputs])
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    np.testing.assert_array_equal(np.array(got), vectors @ weights.T)
+
+
+# (in_dtype, weight_dtype, thresholds per channel or None, out_dtype, out_bias)
+UNITS = {
+    "uint4_x_int4_acc": (UINT(4), INT(4), None, INT(12), 0),
+    "int3_x_int2_thr": (INT(3), INT(2), 3, INT(2), -2),
+    "bipolar_x_bipolar_thr": (BIPOLAR, BIPOLAR, 1, BIPOLAR, 0),
+    "bipolar_x_bipolar_acc": (BIPOLAR, BIPOLAR, None, INT(6), 0),
+    "int3_x_bipolar_acc": (INT(3), BIPOLAR, None, INT(8), 0),
+    "bipolar_x_int3_thr": (BIPOLAR, INT(3), 3, UINT(2), 0),
+}
+
+
+def random_values(rng, dtype, shape):
+    return rng.choice([-1, 1], size=shape) if dtype.bipolar else rng.integers(dtype.min, dtype.max + 1, size=shape)
+
+
+@pytest.mark.parametrize("case", sorted(UNITS))
+def test_fully_unrolled_unit_matches_numpy_under_stalls(case):
+    in_dt, w_dt, n_thr, out_dt, out_bias = UNITS[case]
+    rng = np.random.default_rng(len(case))
+    mh, mw = 6, 16
+    weights = random_values(rng, w_dt, (mh, mw))
+    thresholds = None
+    if n_thr:
+        reach = int(np.abs(weights).sum(axis=1).max()) * max(abs(in_dt.min), abs(in_dt.max))
+        thresholds = np.sort(rng.integers(-reach, reach + 1, size=(mh, n_thr)), axis=1)
+    unit = MatrixVectorUnit(weights=weights, in_dtype=in_dt, weight_dtype=w_dt, pe=mh, simd=mw,
+                            thresholds=thresholds, out_dtype=out_dt, out_bias=out_bias, name="fc")
+    assert unit.constant_weights and unit.adder_graph is not None
+    vectors = random_values(rng, in_dt, (12, mw))
+    run = run_stream(unit, pack(vectors, in_dt, mw), 12, in_gap=0.3, out_stall=0.4, seed=3)
+    acc = vectors @ weights.T
+    if thresholds is None:
+        expected = acc
+    else:
+        count = (acc[:, :, None] >= thresholds[None]).sum(axis=2)
+        expected = np.where(count == 1, 1, -1) if out_dt.bipolar else out_bias + count
+    np.testing.assert_array_equal(unpack(run.beats, out_dt, mh).reshape(12, mh), expected)
+
+
+def test_folded_units_keep_their_rom_fed_lanes():
+    unit = MatrixVectorUnit(weights=np.ones((4, 4), np.int64), in_dtype=UINT(4), weight_dtype=INT(4), pe=4, simd=2,
+                            thresholds=None, out_dtype=INT(8))
+    assert not unit.constant_weights and unit.adder_graph is None
+
+
+def test_ecp5_maps_no_constant_product_to_a_hard_multiplier(tmp_path):
+    """4-bit x 4-bit products, which Yosys put in MULT18X18Ds when they were multiplies."""
+    weights = np.random.default_rng(5).integers(-8, 8, size=(8, 12))
+    unit = MatrixVectorUnit(weights=weights, in_dtype=UINT(4), weight_dtype=INT(4), pe=8, simd=12,
+                            thresholds=None, out_dtype=INT(12))
+    (tmp_path / "unit.v").write_text(verilog.convert(unit, name="unit", emit_src=False))
+    result = synthesize(verilog=tmp_path / "unit.v", top="unit", device="ecp5-85f", workdir=tmp_path)
+    assert result.dsp == 0 and result.lut > 0
+
+
+def test_fully_unrolled_digits_mlp_is_bit_exact_in_verilator(tmp_path):
+    """Every layer folded PE = outputs, SIMD = inputs: the digits MLP's 3 layers are adder graphs."""
+    verify = {"inputs": str(DIGITS / "digits_frames.npy"), "labels": str(DIGITS / "digits_labels.npy"), "frames": 40}
+    folding = {"node_linear": {"pe": 64, "simd": 64}, "node_linear_1": {"pe": 32, "simd": 64},
+               "node_linear_2": {"pe": 10, "simd": 32}}
+    config = {"model": str(DIGITS / "digits_mlp.onnx"), "output_dir": str(tmp_path / "out"), "folding": folding,
+              "devices": [], "clock_mhz": 30, "verify": verify,
+              "steps": ["load", "tidy", "streamline", "to_hw", "fold", "rtl", "sim"]}
+    (tmp_path / "build.yaml").write_text(yaml.safe_dump(config))
+    report = run_build(tmp_path / "build.yaml").rtlsim
+    assert report["frames"] == 40 and report["mismatches"] == 0
+    assert "cmvm_" in (tmp_path / "out").joinpath("rtl").glob("*.v").__next__().read_text()
