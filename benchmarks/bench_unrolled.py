@@ -33,6 +33,7 @@ import numpy as np
 from streamc.datatypes import BIPOLAR, INT, UINT
 from streamc.rtl.arithmetic import shape_of_range
 from streamc.rtl.constant_products import cmvm_logic
+from streamc.resources import estimate_kernel, spec_of_unit
 from streamc.rtl.mvau import MatrixVectorUnit
 
 SEED = 12345
@@ -56,16 +57,19 @@ def case_weights(case: str) -> np.ndarray:
     return rng.integers(w_dt.min, w_dt.max + 1, size=(n_in, n_out))
 
 
-def streamc_verilog(case: str, folder: Path) -> list[Path]:
-    from amaranth.back import verilog
-
+def streamc_unit(case: str) -> MatrixVectorUnit:
     n_in, n_out, w_dt, x_dt = CASES[case]
     weights = case_weights(case).T
     lo = (np.clip(weights, None, 0).sum(axis=1) * x_dt.max).min()
     hi = (np.clip(weights, 0, None).sum(axis=1) * x_dt.max).max()
     out_dt = INT(shape_of_range(int(lo), int(hi)).width + (0 if lo < 0 else 1))
-    unit = MatrixVectorUnit(weights=weights, in_dtype=x_dt, weight_dtype=w_dt, pe=n_out, simd=n_in,
+    return MatrixVectorUnit(weights=weights, in_dtype=x_dt, weight_dtype=w_dt, pe=n_out, simd=n_in,
                             thresholds=None, out_dtype=out_dt, name=f"case_{case}")
+
+
+def streamc_verilog(unit: MatrixVectorUnit, folder: Path) -> list[Path]:
+    from amaranth.back import verilog
+
     path = folder / "streamc.v"
     path.write_text(verilog.convert(unit, name="T", emit_src=False))
     return [path]
@@ -100,6 +104,11 @@ def synthesize(files: list[Path], family: str, folder: Path, side: str) -> tuple
     return {cell: int(n) for cell, n in cells.items()}, seconds
 
 
+def estimated_share(unit: MatrixVectorUnit, family: str, yosys_luts: int) -> str:
+    """streamc's estimated LUTs over Yosys' as :mod:`streamc.synth` counts them (SB_LUT4; LUT4 + 2 CCU2C)."""
+    return f"{estimate_kernel(spec_of_unit(unit), family).lut / max(yosys_luts, 1):.2f} of Yosys"
+
+
 def _children_seconds() -> float:
     import resource
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -118,24 +127,28 @@ def main() -> None:
     except ImportError:
         sys.exit("bench_unrolled: da4ml is not installed (pip install da4ml==0.6.0)")
     print(f"{'case':4} {'family':6} {'streamc LUT4/carry/DSP':>24} {'da4ml LUT4/carry/DSP':>22} {'ratio':>6}"
-          f" {'Yosys CPU s (streamc/da4ml)':>28}")
+          f" {'Yosys CPU s (streamc/da4ml)':>28} {'streamc estimate':>17}")
     for case in args.cases.split(","):
         folder = workdir / case
         folder.mkdir(parents=True, exist_ok=True)
         t0 = time.process_time()
-        sides = {"streamc": streamc_verilog(case, folder), "da4ml": da4ml_verilog(case, folder)}
+        unit = streamc_unit(case)
+        sides = {"streamc": streamc_verilog(unit, folder), "da4ml": da4ml_verilog(case, folder)}
         solve_seconds = time.process_time() - t0
         for family in args.families.split(","):
             lut, carry, dsp = CELLS[family]
-            counts, totals, seconds = {}, {}, {}
+            counts, totals, luts, seconds = {}, {}, {}, {}
             for side, files in sides.items():
                 cells, seconds[side] = synthesize(files, family, folder, side)
                 n_lut, n_carry, n_dsp = cells.get(lut, 0), cells.get(carry, 0), cells.get(dsp, 0) if dsp else 0
                 counts[side] = f"{n_lut:,}/{n_carry:,}/{n_dsp}"
                 totals[side] = n_lut + (2 if family == "ecp5" else 1) * n_carry
+                luts[side] = n_lut + (2 * n_carry if family == "ecp5" else 0)
             ratio = totals["streamc"] / max(totals["da4ml"], 1)
             print(f"{case:4} {family:6} {counts['streamc']:>24} {counts['da4ml']:>22} {ratio:6.3f}"
-                  f" {seconds['streamc']:13.0f}/{seconds['da4ml']:.0f}", flush=True)
+                  f" {seconds['streamc']:13.0f}/{seconds['da4ml']:<14.0f}"
+                  f" {estimate_kernel(spec_of_unit(unit), family).lut:>9,} LUT ({estimated_share(unit, family, luts['streamc'])})",
+                  flush=True)
         print(f"     (case {case}: da4ml's solver and both Verilog writers {solve_seconds:.0f} CPU s)", flush=True)
 
 

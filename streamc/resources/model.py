@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields, replace
 from functools import cache
 
 from .coefficients import COEFFICIENTS
+from .constant_products import LUTS_PER_ADDER_BIT
 from .branch import AddSpec, ConcatSpec, ForkSpec, add_parts, concat_parts, fork_parts
 from .lut import LUTSpec, lut_parts
 from .memories import Memories
@@ -126,6 +127,10 @@ def _coefficients(spec: Spec, family: str) -> dict[str, dict[str, float]]:
     # A searching threshold unit is counted in cells (see its model), the other kernels by the calibration's fit.
     if isinstance(spec, ThresholdSpec) and spec.threshold_style == "search":
         return SEARCH_COEFFICIENTS[family]
+    if isinstance(spec, MVAUSpec) and spec.constant_adders >= 0:
+        # The adder graph's LUTs are counted outside the fit (its own model, resources.constant_products).
+        fitted = COEFFICIENTS[family]["mvau"]
+        return {**fitted, "lut": {**fitted["lut"], "constant_adders": LUTS_PER_ADDER_BIT[family]}}
     return COEFFICIENTS[family][kernel_name(spec)]
 
 

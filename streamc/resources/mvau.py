@@ -9,6 +9,7 @@ import numpy as np
 
 from ..rtl.arithmetic import tree_stages
 from .arithmetic import dsp_count, product_operand_bits, shift_add_bits
+from .constant_products import constant_adder_bits
 from .memories import (LIVE_BITS_LIMIT, Memories, bram_bank_mux, live_bits_of, live_columns, logic_rom, memory_mapping,
                        varying_bits)
 from .shared import KernelSpec, known, range_bits, reduce_axes
@@ -37,6 +38,8 @@ class MVAUSpec(KernelSpec):
     folds away), equal ones merged as Yosys merges them in logic; ``block_compares``: the same
     unmerged, as they stay with the thresholds in block RAM; ``compare_full_adders``: the full adders
     summing a lane's compares, which take merged ones apart too (-1: not known, every compare counts).
+    ``constant_adders``: where the weight ROM has one word, the estimated adder bits of the lanes' shift-and-add
+    graph (:func:`~.constant_products.constant_adder_bits`); -1 where the lanes multiply.
     """
 
     mh: int
@@ -79,6 +82,7 @@ class MVAUSpec(KernelSpec):
     res_type: str = "auto"
     operand_register: bool = False
     tree_every: int = 0
+    constant_adders: float = -1
 
     @property
     def nf(self) -> int:
@@ -176,6 +180,8 @@ class MVAUSpecs:
         nf, sf = mh // pe, mw // simd
         words = self._stored.reshape(nf, pe, sf, simd)
         fields = dict(weight_rom_varying=varying_bits(words, bits, word_axes=(0, 2)))
+        if nf * sf == 1:
+            fields["constant_adders"] = constant_adder_bits(self._weights, self._fields["in_bits"], bits)
         if mh * mw * bits <= LIVE_BITS_LIMIT:
             fields["weight_rom_live"] = live_columns(words.transpose(0, 2, 1, 3).reshape(nf * sf, pe * simd), bits)
         # Lanes of equal weights matter where the ROM is logic, which past the size limit it is not.
@@ -283,8 +289,10 @@ def mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[Memories, int, d
                         if not rom and mapping.primitive == "PDPW16KD")
     bram_read_mux = sum(bram_bank_mux(mapping, width) for (width, *_), mapping in zip(memories_read, mappings))
     # mul2dsp sees the product after wreduce: a mixed-sign multiply's widened operand adds no bit.
+    constant = spec.constant_adders >= 0
+    # Constant products are shifts and adds: never a DSP.
     lane_dsps = dsp_count(spec.mul_a, spec.mul_b, product_operand_bits(spec), family,
-                          dsp=dsp and spec.res_type == "auto")
+                          dsp=dsp and spec.res_type == "auto" and not constant)
     rq_dsps = 0
     if spec.rq_multiplier_bits:
         memories.add(width=spec.pe * spec.rq_multiplier_bits, depth=spec.nf, rom=True, family=family)
@@ -360,6 +368,13 @@ def mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[Memories, int, d
            "counters": range_bits(spec.nf) + range_bits(spec.sf) + range_bits(spec.nf * spec.sf),
            "bram_read": bram_read, "bram_read_masked": bram_read_masked, "bram_ram_read": bram_ram_read,
            "bram_read_mux": bram_read_mux}
+    if constant:
+        # The lanes' products and tree are the adder graph; their sum starts the accumulator.
+        for name in ("soft_multiply", "soft_multiply_wide", "soft_multiply_signed", "lut_multiply", "multiply_direct",
+                     "binary_operand", "popcount", "popcount_from_offset", "adders", "binary_adders",
+                     "fixed_binary_adders", "binary_lanes", "accumulator_select"):
+            lut[name] = 0
+        lut["constant_adders"] = spec.constant_adders
     bram_words = sum(width for (width, _, rom, _), bram in zip(memories_read, in_bram) if bram and rom)
     ff = {"registers": _mvau_registers(spec, lane_dsps, rq_dsps, weights_in_logic=mappings[0].kind == "logic",
                                        bram_words=bram_words),
@@ -445,6 +460,9 @@ def _mvau_registers(spec: MVAUSpec, lane_dsps: int, rq_dsps: int, weights_in_log
             product_bits += spec.simd * spec.in_bits
     if weights_in_logic and spec.distinct_lanes >= 0:
         product_bits = min(product_bits, spec.distinct_lanes * spec.product_bits)
+    if spec.constant_adders >= 0:
+        # One registered sum per PE (the adder graph's), as wide as the accumulator.
+        product_bits = pe * spec.acc_bits
     products = 3 + range_bits(nf) + (0 if lane_dsps else product_bits)
     accumulators = 1 + pe * spec.acc_bits
     output = 1 + pe * spec.out_bits

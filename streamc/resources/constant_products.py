@@ -1,0 +1,39 @@
+"""The resource model of constant products (:mod:`streamc.rtl.constant_products`): a fully unrolled MVAU's
+lanes as a shift-and-add graph.
+
+The planner prices every folding it tries, and da4ml's solver takes seconds to minutes on a layer (a
+784 x 64 matrix: 13 CPU minutes), so the graph is not solved here: its adder bits are estimated from the
+matrix's canonical signed digits (each nonzero digit past a row's first is an adder before sharing), each
+adder as wide as an input times a weight plus half the growth of a row's sum, and common subexpressions
+taking out a fixed share. One LUT coefficient per family turns those bits into LUT4s (ECP5: LUT4 + 2 CCU2C,
+as :mod:`streamc.synth` counts them), from Yosys 0.70 on issue 24's case c (64 -> 10, 4-bit weights and
+inputs; ``benchmarks/bench_unrolled.py`` prints the estimate beside Yosys for every case, a and b held out).
+"""
+
+from __future__ import annotations
+
+from math import log2
+
+import numpy as np
+
+#: LUTs per estimated adder bit: Yosys on case c (iCE40 5,142 SB_LUT4; ECP5 LUT4 + 2 CCU2C) over its
+#: 10,263 estimated bits. Gowin's LUT4 and ALU carry are priced as the iCE40's (not measured).
+LUTS_PER_ADDER_BIT = {"ice40": 0.501, "ecp5": 0.501, "gowin": 0.501}
+
+
+def csd_digits(weights: np.ndarray) -> int:
+    """Nonzero digits of ``weights`` written in canonical signed digits (no two adjacent nonzero)."""
+    w = np.abs(np.asarray(weights, np.int64))
+    digits = 0
+    while w.any():
+        odd = w & 1
+        digits += int(odd.sum())
+        # An odd w ending in binary 11 takes digit -1 (w + 1 carries on), one ending in 01 takes +1.
+        w = (w + np.where(odd == 1, np.where(w & 2, 1, -1), 0)) >> 1
+    return digits
+
+
+def constant_adder_bits(weights: np.ndarray, in_bits: int, weight_bits: int) -> float:
+    """Estimated output bits over the adders of ``y = W x`` for the ``(MH, MW)`` ``weights``, before sharing."""
+    mw = weights.shape[1]
+    return csd_digits(weights) * (in_bits + weight_bits + log2(max(mw, 1)) / 2)
