@@ -60,10 +60,11 @@ class DelayModel:
 
 #: From the UP5K (iCEBreaker) and LFE5U-85F (ULX3S) designs of ``benchmarks/bench_fmax.py``, 2026-11-28: medians
 #: iCE40 register 3.61, adder level 2.64, carry bit 0.28; ECP5 register 1.42, adder level 1.13, carry 0.02
-#: per bit (0.04 per two-bit CCU2C), block RAM 7.06, multiply 5.47 ns. GW1NR-9 (Tang Nano 9K, nextpnr-himbaechel-gowin):
-#: register 1.27 (a route out of it up to 2.0), carry bit 0.057, block RAM 5.16 ns; an adder level of the tree is
-#: an ALU chain's carry in (0.96-1.04), its last sum (0.56) and the route to the next level's ALU (1.28-1.60 on the
-#: digits MLP's critical path, 19.6 ns over five levels and the accumulator, planned with an adder level of 1.6).
+#: per bit (0.04 per two-bit CCU2C), block RAM 7.06, multiply 5.47 ns. GW1NR-9 (Tang Nano 9K, nextpnr-himbaechel-gowin,
+#: the digits MLP, TFC-w1a1 and digits CNN): register 1.26 (routes out of it up to 3.8), carry bit 0.057, block RAM
+#: 5.16 ns (one small design); an adder level of the tree is an ALU chain's carry in (1.00), its last sum (0.56) and
+#: the route to the next level's ALU (1.05, up to 1.9): 2.62 ns. The digits MLP planned with an adder level of 1.6 ns
+#: missed 60 MHz (19.6 ns over five levels and the accumulator); with these figures TFC-w1a1 and the CNN closed it.
 DELAYS = {
     "ice40": DelayModel(register_ns=3.7, adder_ns=2.7, carry_ns=0.3, memory_ns=4.5, multiply_ns=6.0),
     "ecp5": DelayModel(register_ns=2.2, adder_ns=1.4, carry_ns=0.06, memory_ns=7.1, multiply_ns=5.5),
