@@ -1,7 +1,7 @@
 """fmax after place and route, with and without the clock's pipeline registers, per design and board.
 
 Run: python benchmarks/bench_fmax.py [--boards icebreaker ulx3s-85f tangnano9k] [--designs digits tfc-w1a1 digits-cnn]
-                                    [--pipelining clock none] [--out DIR] [--seeds N]
+                                    [--pipelining clock none] [--out DIR] [--seeds N] [--budget F] [--clock-mhz F]
 
 Each design is planned at the fastest folding within the board's budget (``budget``: 90 % of the UP5K and 60 % of
 the Tang Nano 9K's GW1NR-9 with the board shell kept free, half of the ECP5-85F) at the board's clock (50 MHz on the
@@ -63,7 +63,8 @@ def placed(utilization: dict, cells: dict[str, int]) -> int | str:
     return sum(weight * utilization.get(cell, {"used": 0})["used"] for cell, weight in cells.items()) if cells else "-"
 
 
-def accelerator_verilog(design: str, board: str, pipelining: str, out: Path, budget: float) -> tuple[Path, BuildState]:
+def accelerator_verilog(design: str, board: str, pipelining: str, out: Path, budget: float,
+                        clock_mhz: float) -> tuple[Path, BuildState]:
     """Compile ``design`` for ``board``'s device within its budget at its clock; the Verilog's path and the build
     state."""
     folder = out / f"{design}_{board}_{pipelining}"
@@ -71,7 +72,7 @@ def accelerator_verilog(design: str, board: str, pipelining: str, out: Path, bud
     config_path = folder / "build.yaml"
     config_path.write_text(yaml.safe_dump(dict(
         model=str(DESIGNS[design]), output_dir=str(folder / "build"), devices=[get_board(board).device],
-        board=board, clock_mhz=TARGET_MHZ[board], budget=budget, pipelining=pipelining,
+        board=board, clock_mhz=clock_mhz, budget=budget, pipelining=pipelining,
         steps=["load", "tidy", "streamline", "to_hw", "fold", "rtl"])))
     config = load_config(config_path)
     state = BuildState(config=config, folder=BuildFolder(config.output_dir), config_path=str(config_path))
@@ -90,6 +91,7 @@ def main() -> None:
                         help="work folder (YoWASP tools cannot see /tmp paths given absolutely; any folder works)")
     parser.add_argument("--seeds", type=int, default=1, help="placement seeds to try while timing is short")
     parser.add_argument("--budget", type=float, help="share of the device for every board (default: BUDGET's)")
+    parser.add_argument("--clock-mhz", type=float, help="the clock for every board (default: TARGET_MHZ's)")
     args = parser.parse_args()
 
     table = Table(title="fmax after place and route (nextpnr)", title_justify="left")
@@ -101,15 +103,15 @@ def main() -> None:
     for board in args.boards:
         for design in args.designs or ROWS[board]:
             for pipelining in args.pipelining:
-                budget = args.budget or BUDGET[board]
-                verilog, state = accelerator_verilog(design, board, pipelining, args.out, budget)
+                budget, mhz = args.budget or BUDGET[board], args.clock_mhz or TARGET_MHZ[board]
+                verilog, state = accelerator_verilog(design, board, pipelining, args.out, budget, mhz)
                 cycles = state.dataflow.cycles_per_frame()
-                lead = (design, board, f"{budget:g}", pipelining, str(cycles), f"{TARGET_MHZ[board]:g}")
+                lead = (design, board, f"{budget:g}", pipelining, str(cycles), f"{mhz:g}")
                 started = time.perf_counter()
                 try:
                     result = build_board(accelerator_verilog=verilog,
                                          frame_format=FrameFormat.from_dataflow(state.dataflow), board=board,
-                                         clock_mhz=TARGET_MHZ[board], seeds=args.seeds,
+                                         clock_mhz=mhz, seeds=args.seeds,
                                          workdir=args.out / f"{design}_{board}_{pipelining}" / "pnr")
                 except BuildError as error:
                     row = (*lead, "-", "NO", "-", "-", "-", "-", "-", "-", "-", str(error)[:160], "")
@@ -119,7 +121,7 @@ def main() -> None:
                 cells = PLACED_CELLS[get_board(board).family]
                 logic, ff, bram, dsp = (placed(result.utilization, cells[what])
                                         for what in ("logic", "ff", "bram", "dsp"))
-                closes_mhz = min(result.fmax_mhz, TARGET_MHZ[board])
+                closes_mhz = min(result.fmax_mhz, mhz)
                 fps = closes_mhz * 1e6 / cycles
                 latency_us = predicted_latency(state.dataflow) / closes_mhz
                 path = result.critical_path
