@@ -222,3 +222,16 @@ def test_an_unreachable_scheduler_is_one_error(tmp_path, capsys):
     error = capsys.readouterr().err
     assert f"cannot reach the Dask scheduler at {address}" in error and error.strip().count("\n") == 0
     assert time.perf_counter() - started < 120
+
+
+def test_among_seeds_of_one_design_the_best_point_is_the_fastest_placement():
+    from streamc.sweep.point import PASSED
+    from streamc.sweep.results import best_row
+
+    # Two placement seeds of the digits demo as the pnr sweep recorded them: same folding, fmax 43.41 and 46.33.
+    rows = [{"status": PASSED, "lut": 982, "frames_per_second": 58_594.0, "fmax_mhz": fmax, "seed": seed}
+            for seed, fmax in ((1, 43.41), (2, 46.33))]
+    for criterion in ("fps", "lut", "fps_per_lut"):
+        assert best_row(rows, criterion)["seed"] == 2
+    rows.append({"status": PASSED, "lut": 900, "frames_per_second": 58_594.0, "fmax_mhz": None, "seed": 3})
+    assert best_row(rows, "lut")["seed"] == 3  # fewer LUTs first; fmax only breaks ties

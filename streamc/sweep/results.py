@@ -52,14 +52,15 @@ def _cell(value) -> str:
 
 def best_row(rows: list[dict], criterion: str) -> dict | None:
     """The passed point that is best by ``criterion``: ``fps`` (most frames/s, then fewest LUTs), ``lut`` (fewest
-    LUTs, then most frames/s) or ``fps_per_lut``; None when no point passed with both figures."""
+    LUTs, then most frames/s) or ``fps_per_lut``; among equals (placement seeds of one design), the highest fmax
+    where pnr ran. None when no point passed with both figures."""
     ranked = [row for row in rows if row["status"] == PASSED and row["lut"] and row["frames_per_second"]]
     if not ranked:
         return None
     keys = {"fps": lambda row: (row["frames_per_second"], -row["lut"]),
             "lut": lambda row: (-row["lut"], row["frames_per_second"]),
             "fps_per_lut": lambda row: (row["frames_per_second"] / row["lut"], row["frames_per_second"])}
-    return max(ranked, key=keys[criterion])
+    return max(ranked, key=lambda row: (*keys[criterion](row), row.get("fmax_mhz") or 0.0))
 
 
 def prune_builds(rows: list[dict], best: dict | None) -> None:
