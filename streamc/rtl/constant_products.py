@@ -16,6 +16,7 @@ from math import log2
 import numpy as np
 from amaranth.hdl import Const, Signal
 
+from ..errors import BuildError
 from .arithmetic import shape_of_range
 
 __all__ = ["AdderGraph", "adder_graph", "cmvm_logic", "constant_products"]
@@ -82,8 +83,8 @@ def adder_graph(weights: np.ndarray, x_lo: int, x_hi: int) -> AdderGraph:
         elif op.opcode in (0, 1):
             nodes.append(AdderNode(op.id0, op.id1, op.opcode == 1, int(op.data), lo, hi, exponent))
         else:
-            raise NotImplementedError(f"da4ml's solver gave an operation streamc does not build: opcode "
-                                      f"{op.opcode} ({op}); supported: inputs (-1), adds (0), subtracts (1), constants (5)")
+            raise BuildError(f"da4ml's solver gave an operation streamc does not build: opcode {op.opcode} ({op}); "
+                             "supported: inputs (-1), adds (0), subtracts (1), constants (5)")
     outputs = tuple((int(index), int(shift), bool(negate))
                     for index, shift, negate in zip(logic.out_idxs, logic.out_shifts, logic.out_negs))
     return AdderGraph(tuple(nodes), outputs)
