@@ -33,6 +33,8 @@ WINDOWS = {
     "1d": ((1, 8, 3), (1, 3), (1, 1), (0, 1, 0, 1), (1, 1), INT(4), 0, 3),
     "stride_past_kernel": ((7, 7, 2), (2, 2), (3, 3), (0, 0, 0, 0), (1, 1), INT(4), 0, 2),
     "3x3_stride2_pad1": ((5, 5, 4), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), UINT(2), 0, 2),
+    # one beat a patch: the corner moves every cycle, so its counts are not summed ahead
+    "1x1_stride2_one_beat": ((6, 5, 2), (1, 1), (2, 2), (0, 0, 0, 0), (1, 1), INT(4), 0, 2),
 }
 
 
@@ -81,6 +83,12 @@ def test_window_frames_flow_back_to_back_at_the_cycle_model(case, needed_registe
     last_beat_of_frame = run.cycles[beats - 1::beats]
     assert np.diff(last_beat_of_frame).tolist() == [dut.cycles_per_frame] * (frames - 1)
     assert dut.cycles_per_frame == max(dut.in_count, dut.out_count) // dut.out_elems
+
+
+def test_window_sums_its_next_counts_ahead_where_a_patch_takes_two_beats():
+    assert build_window("3x3_pad1", needed_register=True).precomputed_moves
+    assert not build_window("1x1_stride2_one_beat", needed_register=True).precomputed_moves
+    assert not build_window("3x3_pad1").precomputed_moves
 
 
 def random_geometries(count: int, seed: int) -> list[tuple]:

@@ -120,6 +120,9 @@ def _window_features(spec: WindowSpec) -> tuple[dict[str, float], dict[str, floa
     # Each register above, the ring addresses (row_addr merged with top_addr when the kernel spans
     # one row), the output valid and the padding flag.
     registers = counters + positions - needed + ring_steps + 2
+    # The counts of the corner's next moves, summed a cycle ahead where a patch takes two beats or more
+    # (SlidingWindow.precomputed_moves): two more registers of the count's width.
+    registers += 2 * needed if kh * kw * cf >= 2 else 0
     # Stepping modulo a ring of 2**n words is an n-bit adder; any other ring needs a compare and
     # a subtraction as well.
     ring_wraps = ring_steps if spec.ring_words & (spec.ring_words - 1) else 0

@@ -120,7 +120,9 @@ class SlidingWindow(wiring.Component):
         Keep the count of image pixels the next patch needs in a register, set as the patch moves, instead of
         summing it from the patch's corner on the way to the reader's every counter: a shorter path for a
         faster clock, at a few LUTs per bit of the count (measured on three windows: about 5 on the iCE40, 1
-        on the ECP5).
+        on the ECP5). Where a patch takes two beats or more (:attr:`precomputed_moves`), the counts of the next
+        patch along the row and of the next row's first patch are registers as well, so the register's next value
+        is a choice among registers and no sum lies between the corner and the count.
     name : str
         Node name, used in error messages.
 
@@ -149,6 +151,10 @@ class SlidingWindow(wiring.Component):
     latency : int
         2: cycles from the cycle that accepts the last input beat an output pixel needs (when
         the reader waits for it) to the cycle in which that pixel's first beat is valid.
+    precomputed_moves : bool
+        With ``needed_register``, whether the counts the corner's next moves set are summed a cycle ahead, in
+        registers: where a patch takes two beats or more (``KH*KW*C/simd >= 2``), so the corner never moves two
+        cycles running.
     """
 
     def __init__(self, *, in_shape: tuple[int, int, int], kernel: tuple[int, int],
@@ -187,6 +193,7 @@ class SlidingWindow(wiring.Component):
         self._pad_value = int(pad_value) if any(padding) else 0
         self._simd = simd
         self._cf = c // simd
+        self.precomputed_moves = self.needed_register and kh * kw * self._cf >= 2
 
         last_row_first = max(0, (oh - 1) * sh - top)
         first_row_rows = extent_h - top
@@ -310,6 +317,15 @@ class SlidingWindow(wiring.Component):
             return (Mux(last_row >= h - 1, (h - 1) * w, r0_pixels + (extent_h - 1) * w)
                     + Mux(last_col >= w - 1, w - 1, last_col) + 1)
 
+        def needed_ahead(down: int, right: int):
+            """needed_of the corner ``down`` rows and ``right`` columns past the current one (``right`` None: the
+            row's first column), with each clamp comparing the corner's own register with a constant beside the
+            sum it selects, not after it: two carry chains deep where needed_of is four."""
+            row_part = Mux(r0 >= h - extent_h - down, (h - 1) * w, r0_pixels + (down + extent_h - 1) * w)
+            if right is None:
+                return row_part + (min(extent_w - left, w))
+            return row_part + Mux(c0 >= w - extent_w - right, w, c0 + (right + extent_w))
+
         first_row, first_col = extent_h - 1 - top, extent_w - 1 - left
         # needed_of(-top, -left, -top * w): the first patch of a frame.
         needed_first = ((h - 1) * w if first_row >= h - 1 else (extent_h - 1 - top) * w) + min(first_col, w - 1) + 1
@@ -317,6 +333,16 @@ class SlidingWindow(wiring.Component):
             needed = Signal(needed_range(h, w, top, left), init=needed_first)
         else:
             needed = needed_of(r0, c0, r0_pixels)
+        # Where a patch takes two beats or more, the counts of the next patch along the row and of the next row's
+        # first are registers too, summed each cycle from the corner as it stands: the corner moved at least a
+        # cycle before the reader moves it again, and needed's next value is a choice of registers.
+        if self.precomputed_moves:
+            next_col = Signal.like(needed, name="needed_next_col")
+            next_row = Signal.like(needed, name="needed_next_row")
+            m.d.sync += [next_col.eq(needed_ahead(0, sw)), next_row.eq(needed_ahead(sh, None))]
+        else:
+            next_col = needed_of(r0, c0 + sw, r0_pixels)
+            next_row = needed_of(r0 + sh, -left, r0_pixels + sh * w)
 
         def set_needed(value) -> list:
             return [needed.eq(value)] if self.needed_register else []
@@ -347,7 +373,7 @@ class SlidingWindow(wiring.Component):
                              c.eq(c0), col_beat.eq(c0_beat)]
             with m.Elif(ow_n != self._ow - 1):
                 m.d.sync += [cf_n.eq(0), kw_n.eq(0), kh_n.eq(0), ow_n.eq(ow_n + 1),
-                             r.eq(r0), row_addr.eq(top_addr), *set_needed(needed_of(r0, c0 + sw, r0_pixels)),
+                             r.eq(r0), row_addr.eq(top_addr), *set_needed(next_col),
                              c0.eq(c0 + sw), c.eq(c0 + sw),
                              c0_beat.eq(c0_beat + sw * cf), col_beat.eq(c0_beat + sw * cf)]
             with m.Else():
@@ -358,7 +384,7 @@ class SlidingWindow(wiring.Component):
                     next_top = ring_add(top_addr, sh * row_beats)
                     m.d.sync += [oh_n.eq(oh_n + 1), r0.eq(r0 + sh), r.eq(r0 + sh),
                                  r0_pixels.eq(r0_pixels + sh * w),
-                                 *set_needed(needed_of(r0 + sh, -left, r0_pixels + sh * w)),
+                                 *set_needed(next_row),
                                  top_addr.eq(next_top), row_addr.eq(next_top)]
                     m.d.comb += freed.eq(Mux(r0 + sh <= 0, 0, Mux(r0 < 0, r0 + sh, sh)))
                 with m.Else():
