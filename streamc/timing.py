@@ -35,6 +35,9 @@ class DelayModel:
         A block RAM's clock-to-output delay and the route from it.
     multiply_ns : float
         A lane's multiply after its operands (a hard multiplier's, or a few LUT levels).
+    rom_level_ns : float
+        One LUT level of a ROM kept in logic, with its route: its address bits fan out to every bit of every
+        word, so its routes are longer than an adder tree's.
     """
 
     register_ns: float
@@ -42,6 +45,7 @@ class DelayModel:
     carry_ns: float
     memory_ns: float
     multiply_ns: float
+    rom_level_ns: float
 
     def tree_every(self, period_ns: float, levels: int, width: int) -> int:
         """Adder levels between registers so that ``levels`` levels of ``width``-bit sums and the
@@ -52,10 +56,21 @@ class DelayModel:
         fit = math.floor((period_ns - self.register_ns - width * self.carry_ns) / self.adder_ns)
         return max(1, min(fit, levels))
 
-    def operand_register(self, period_ns: float, multiplies: bool) -> bool:
+    def operand_register(self, period_ns: float, multiplies: bool, rom_words: int = 0) -> bool:
         """Whether a memory read and the lane's operation after it (a multiply, or a LUT level) need a
-        register between them."""
-        return self.register_ns + self.memory_ns + (self.multiply_ns if multiplies else self.adder_ns) > period_ns
+        register between them; with ``rom_words``, a ROM of that many words kept in logic, also whether its
+        read is longer than the period (the register then splits it: :attr:`~streamc.rtl.mvau.MatrixVectorUnit.
+        weight_rom_banks`)."""
+        operation = self.multiply_ns if multiplies else self.adder_ns
+        return (self.register_ns + self.memory_ns + operation > period_ns
+                or bool(rom_words) and self.register_ns + rom_levels(rom_words) * self.rom_level_ns > period_ns)
+
+
+def rom_levels(words: int) -> int:
+    """LUT levels of a ROM of ``words`` words in LUT4 logic, address register to data register: one LUT per 16
+    words, a 2:1 select per address bit above those four, and the LUT that ABC shares with the address
+    counter's next value (TFC-w1a1's 64-word ROMs on the UP5K: four)."""
+    return 2 + max(0, math.ceil(math.log2(words)) - 4)
 
 
 #: From the UP5K (iCEBreaker) and LFE5U-85F (ULX3S) designs of ``benchmarks/bench_fmax.py``, 2026-11-28: medians
@@ -65,10 +80,16 @@ class DelayModel:
 #: 5.16 ns (one small design); an adder level of the tree is an ALU chain's carry in (1.00), its last sum (0.56) and
 #: the route to the next level's ALU (1.05, up to 1.9): 2.62 ns. The digits MLP planned with an adder level of 1.6 ns
 #: missed 60 MHz (19.6 ns over five levels and the accumulator); with these figures TFC-w1a1 and the CNN closed it.
+#: A ROM level in logic: on the UP5K, TFC-w1a1's 64-word ROM read (22.9 ns, four LUT levels after the register's
+#: 3.7, routes of 3.5-4.2 ns on a device 98 % full) gives 4.8 ns; the ECP5's and the GW1NR-9's are not measured,
+#: the ECP5's scaled from its adder level by the iCE40's ratio (1.8), the GW1NR-9's the iCE40's.
 DELAYS = {
-    "ice40": DelayModel(register_ns=3.7, adder_ns=2.7, carry_ns=0.3, memory_ns=4.5, multiply_ns=6.0),
-    "ecp5": DelayModel(register_ns=2.2, adder_ns=1.4, carry_ns=0.06, memory_ns=7.1, multiply_ns=5.5),
-    "gowin": DelayModel(register_ns=2.5, adder_ns=3.0, carry_ns=0.06, memory_ns=5.5, multiply_ns=5.5),
+    "ice40": DelayModel(register_ns=3.7, adder_ns=2.7, carry_ns=0.3, memory_ns=4.5, multiply_ns=6.0,
+                        rom_level_ns=4.8),
+    "ecp5": DelayModel(register_ns=2.2, adder_ns=1.4, carry_ns=0.06, memory_ns=7.1, multiply_ns=5.5,
+                       rom_level_ns=2.5),
+    "gowin": DelayModel(register_ns=2.5, adder_ns=3.0, carry_ns=0.06, memory_ns=5.5, multiply_ns=5.5,
+                        rom_level_ns=4.8),
 }
 
 

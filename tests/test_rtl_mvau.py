@@ -162,6 +162,24 @@ def test_thresholds_wider_than_one_memory_are_split_over_several(monkeypatch):
     assert dut.acc_shape.width * 15 * 2 <= 300 < dut.acc_shape.width * 15 * 3
 
 
+BANKED = dict(operand_register=True, ram_style="distributed")
+
+
+@pytest.mark.parametrize("pe,simd,banks", [(1, 1, 6), (1, 4, 2), (2, 3, 1)])
+@pytest.mark.parametrize("case", ["bipolar_x_bipolar_thr", "int2_x_int3_acc"])
+def test_weight_rom_in_logic_read_from_registered_banks_matches_reference(case, pe, simd, banks):
+    # 96 words in six banks, 24 in a full bank and a half one, and 16 in one ROM, under stalls and back to back
+    dut = build(case, pe, simd, **BANKED)[0]
+    assert dut.weight_rom_banks == banks and dut.latency == build(case, pe, simd, operand_register=True)[0].latency
+    check_against_reference(case, pe, simd, frames=3, in_gap=0.3, out_stall=0.4, seed=17, **BANKED)
+    test_frames_flow_back_to_back_without_bubbles(case, BANKED, pe, simd)
+
+
+def test_weight_rom_is_banked_only_in_logic_behind_the_operand_register():
+    assert build("int2_x_int3_acc", 1, 1, ram_style="distributed")[0].weight_rom_banks == 1
+    assert build("int2_x_int3_acc", 1, 1, operand_register=True, ram_style="block")[0].weight_rom_banks == 1
+
+
 def test_attributes_describe_the_streams():
     dut, *_ = build("int2_x_int3_thr", 2, 3)
     assert (dut.in_elems, dut.in_width, dut.out_elems, dut.out_width) == (3, 2, 2, 2)

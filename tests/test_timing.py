@@ -95,3 +95,17 @@ def test_the_window_keeps_the_pixels_a_patch_needs_in_a_register_at_a_fast_clock
     assert not window.needed_register and not window.components()[0].needed_register
     window.pipeline_for(Clock(mhz=50, family="ice40"))
     assert window.needed_register and window.components()[0].needed_register
+
+
+def test_a_weight_rom_in_logic_too_deep_for_the_clock_asks_for_the_operand_register():
+    # TFC-w1a1's 64 x 64 layers at pe=2, simd=32 on the UP5K: 64 words in logic, four LUT levels at 50 MHz.
+    stage = layer(mh=64, mw=64)
+    stage.pe, stage.simd, stage.ram_style = 2, 32, "distributed"
+    stage.pipeline_for(Clock(mhz=50, family="ice40"))
+    assert stage.pipelining()[0] and stage.components()[0].weight_rom_banks == 4
+    # The same ROM in block RAM, or in logic at a slow clock, needs none.
+    stage.ram_style = "block"
+    assert not stage.pipelining()[0]
+    stage.ram_style = "distributed"
+    stage.pipeline_for(Clock(mhz=30, family="ice40"))
+    assert not stage.pipelining()[0]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Cat, Module, Mux, Shape, Signal, unsigned
+from amaranth.hdl import Array, Cat, Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -20,6 +20,8 @@ __all__ = ["MatrixVectorUnit", "Requant"]
 
 #: Amaranth builds no memory with wider words than this.
 MAX_MEMORY_WIDTH = 65536
+#: Words of a bank of a weight ROM in logic read in two stages (:attr:`MatrixVectorUnit.weight_rom_banks`): a LUT4's.
+LOGIC_ROM_BANK_WORDS = 16
 
 
 class MatrixVectorUnit(wiring.Component):
@@ -610,6 +612,44 @@ class MatrixVectorUnit(wiring.Component):
             rows.append([total])
         return rows
 
+    @property
+    def weight_rom_banks(self) -> int:
+        """Banks of :data:`LOGIC_ROM_BANK_WORDS` words the weight ROM is read from: with ``operand_register`` and
+        the ROM in logic (``ram_style="distributed"``), each bank's word is registered and the operand register
+        takes the registered bank's, so a deep ROM's decode is two stages, not one path (TFC-w1a1 on the UP5K:
+        64 words through four LUT levels, 22.9 ns); else 1."""
+        words = self._nf * self._sf
+        if not (self.operand_register and self.ram_style == "distributed") or words <= LOGIC_ROM_BANK_WORDS:
+            return 1
+        return -(-words // LOGIC_ROM_BANK_WORDS)
+
+    def _weight_read(self, m, advance, waddr):
+        """The weight ROM's word at ``waddr``, a cycle after the issue (stage 1): one synchronous read, or with
+        :attr:`weight_rom_banks` each bank's and the one its registered bank number picks."""
+        width, rows, banks = self._pe * self._simd * self._weight_dtype.bitwidth, self.weight_rom_rows, \
+            self.weight_rom_banks
+        if banks == 1:
+            rom = Memory(shape=unsigned(width), depth=len(rows), init=rows, attrs=self._weight_attrs)
+            m.submodules.weight_rom = rom
+            read = rom.read_port(domain="sync")
+            m.d.comb += [read.addr.eq(waddr), read.en.eq(advance)]
+            return read.data
+        low = (LOGIC_ROM_BANK_WORDS - 1).bit_length()
+        reads = []
+        for bank in range(banks):
+            init = rows[bank * LOGIC_ROM_BANK_WORDS:(bank + 1) * LOGIC_ROM_BANK_WORDS]
+            m.submodules[f"weight_rom_{bank}"] = rom = Memory(shape=unsigned(width), depth=len(init), init=init,
+                                                              attrs=self._weight_attrs)
+            read = rom.read_port(domain="sync")
+            m.d.comb += [read.addr.eq(waddr[:low]), read.en.eq(advance)]
+            reads.append(read.data)
+        bank1 = Signal(range(banks))
+        with m.If(advance):
+            m.d.sync += bank1.eq(waddr[low:])
+        word = Signal(width)
+        m.d.comb += word.eq(Array(reads)[bank1])
+        return word
+
     def elaborate(self, platform):
         """Input buffer, weight ROM, lanes, accumulators and the output stage, in pipeline order. One long
         function: the fold counters and the stage valid bits it declares first are read by every part."""
@@ -639,11 +679,7 @@ class MatrixVectorUnit(wiring.Component):
             with m.If(sf == sf_count - 1):
                 m.d.sync += nf.eq(Mux(nf == nf_count - 1, 0, nf + 1))
 
-        m.submodules.weight_rom = weight_rom = Memory(
-            shape=unsigned(pe * simd * wb), depth=nf_count * sf_count, init=self.weight_rom_rows,
-            attrs=self._weight_attrs)
-        weight_read = weight_rom.read_port(domain="sync")
-        m.d.comb += [weight_read.addr.eq(waddr), weight_read.en.eq(advance)]
+        w1 = self._weight_read(m, advance, waddr)
 
         # Stage 1: operands.
         valid1, first1, last1 = Signal(), Signal(), Signal()
@@ -672,7 +708,6 @@ class MatrixVectorUnit(wiring.Component):
             m.d.comb += x1.eq(Mux(from_input1, x_in1, buffer_read.data))
         else:
             x1 = x_in1
-        w1 = weight_read.data
         register = _stage_register(m, advance)
         # Each stage's valid, first and last synapse fold, and neuron fold, from stage 1 on.
         control = [(valid1, first1, last1, nf1)]

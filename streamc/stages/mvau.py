@@ -146,7 +146,8 @@ class MVAULayer(Stage):
         if self.clock is not None:
             delays, period = self.clock.delays, self.clock.period_ns
             multiplies = not (self.in_dtype.bipolar or self.weight_dtype.bipolar)
-            operand_register = delays.operand_register(period, multiplies)
+            rom_words = (self.mh // self.pe) * (self.mw // simd) if self.ram_style == "distributed" else 0
+            operand_register = delays.operand_register(period, multiplies, rom_words)
             width = shape_of_range(int(self.acc_lo.min()), int(self.acc_hi.max())).width
             tree_every = delays.tree_every(period, tree_levels(simd), width)
         return (operand_register if self.operand_register is None else self.operand_register,
