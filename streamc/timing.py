@@ -7,8 +7,8 @@ bit of the carry chain the last adder ripples through, and a block RAM's clock-t
 multiply after it. ``benchmarks/calibrate_delays.py`` prints the medians of those parts over the steps of
 nextpnr's critical paths (``report.json`` of placed designs: ``benchmarks/bench_fmax.py`` writes them); the
 figures below are those medians rounded up, by more where routes spread (on the ECP5-85F a route of the
-median 0.9 ns reached 3.9 ns). No critical path of the iCE40 runs so far crossed a block RAM's output or a
-DSP: those two iCE40 figures are estimates from the LUT and route delays, not measured. nextpnr-himbaechel's
+median 0.9 ns reached 3.9 ns). On the iCE40 the block RAM and multiply figures come from one path (a block
+RAM's output into a LUT multiply, :data:`DELAYS`); no iCE40 path measured so far crossed a DSP. nextpnr-himbaechel's
 Gowin chip databases (0.11.1) time no path through a hard multiplier (a 16 x 16 multiply into a 32-bit
 accumulator reported the accumulator's own carry chain), so the Gowin multiply figure is the ECP5's, not measured.
 """
@@ -80,11 +80,14 @@ def rom_levels(words: int) -> int:
 #: 5.16 ns (one small design); an adder level of the tree is an ALU chain's carry in (1.00), its last sum (0.56) and
 #: the route to the next level's ALU (1.05, up to 1.9): 2.62 ns. The digits MLP planned with an adder level of 1.6 ns
 #: missed 60 MHz (19.6 ns over five levels and the accumulator); with these figures TFC-w1a1 and the CNN closed it.
+#: The iCE40's multiply: the digits CNN's second convolution on the UP5K (UINT4 x INT4 in LUTs), its input buffer's
+#: block RAM (4.7 ns to its first LUT) and the buffer's select (4.6 ns) then 15.2 ns of multiply into the product
+#: register, setup included (2026-11-28, after the window's counts were summed ahead); 6.0 ns before, an estimate.
 #: A ROM level in logic: on the UP5K, TFC-w1a1's 64-word ROM read (22.9 ns, four LUT levels after the register's
 #: 3.7, routes of 3.5-4.2 ns on a device 98 % full) gives 4.8 ns; the ECP5's and the GW1NR-9's are not measured,
 #: the ECP5's scaled from its adder level by the iCE40's ratio (1.8), the GW1NR-9's the iCE40's.
 DELAYS = {
-    "ice40": DelayModel(register_ns=3.7, adder_ns=2.7, carry_ns=0.3, memory_ns=4.5, multiply_ns=6.0,
+    "ice40": DelayModel(register_ns=3.7, adder_ns=2.7, carry_ns=0.3, memory_ns=4.5, multiply_ns=14.4,
                         rom_level_ns=4.8),
     "ecp5": DelayModel(register_ns=2.2, adder_ns=1.4, carry_ns=0.06, memory_ns=7.1, multiply_ns=5.5,
                        rom_level_ns=2.5),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from streamc.datatypes import INT, UINT
+from streamc.datatypes import BIPOLAR, INT, UINT
 from streamc.kernels import stage_specs
 from streamc.resources import estimate_kernel, spec_of_unit
 from streamc.rtl.mvau import MatrixVectorUnit
@@ -98,8 +98,9 @@ def test_the_window_keeps_the_pixels_a_patch_needs_in_a_register_at_a_fast_clock
 
 
 def test_a_weight_rom_in_logic_too_deep_for_the_clock_asks_for_the_operand_register():
-    # TFC-w1a1's 64 x 64 layers at pe=2, simd=32 on the UP5K: 64 words in logic, four LUT levels at 50 MHz.
-    stage = layer(mh=64, mw=64)
+    # TFC-w1a1's 64 x 64 layers at pe=2, simd=32 on the UP5K: 64 words in logic, four LUT levels at 50 MHz (binary
+    # inputs: no multiply that would ask for the register anyway).
+    stage = layer(mh=64, mw=64, in_dtype=BIPOLAR)
     stage.pe, stage.simd, stage.ram_style = 2, 32, "distributed"
     stage.pipeline_for(Clock(mhz=50, family="ice40"))
     assert stage.pipelining()[0] and stage.components()[0].weight_rom_banks == 4
