@@ -117,7 +117,7 @@ class MatrixVectorUnit(wiring.Component):
         Cycles from the cycle that issues the last synapse fold of a neuron fold (for the
         first neuron fold: the cycle that accepts its last input beat) to the cycle in which
         that fold's output beat is first valid: 4 for the bare accumulator, 5 with
-        thresholds, 6 with requantization; plus 1 with ``operand_register`` and the registers
+        thresholds, 6 with requantization; plus 1 with :attr:`operand_stage` and the registers
         ``tree_every`` puts in the lanes' trees and the threshold count.
     acc_shape : amaranth.hdl.Shape
         Accumulator and comparator shape.
@@ -219,7 +219,7 @@ class MatrixVectorUnit(wiring.Component):
         self.starts_from_offsets = (self._requant is None and self._thresholds is None
                                     and (self._scale != 1 or bool(self._offsets.any())))
         self.latency = (6 if self._requant is not None else 5 if self._thresholds is not None else 4) \
-            + self.operand_register + self.pipeline_stages
+            + self.operand_stage + self.pipeline_stages
         super().__init__({
             "i": In(stream.Signature(unsigned(simd * self.in_width))),
             "o": Out(stream.Signature(unsigned(pe * self.out_width))),
@@ -623,6 +623,15 @@ class MatrixVectorUnit(wiring.Component):
             return 1
         return -(-words // LOGIC_ROM_BANK_WORDS)
 
+    @property
+    def operand_stage(self) -> bool:
+        """Whether ``operand_register`` is a stage of its own between the memories and the lanes: not where the
+        weight ROM's banks are registered and the lanes do not multiply (an XNOR, a mask or a complement: the
+        bank select's last LUT takes it in), so the bank registers stand in its place (TFC-w1a1 on a full UP5K
+        had no room for both: 5,300 logic cells of 5,280)."""
+        multiplies = not (self._in_dtype.bipolar or self._weight_dtype.bipolar)
+        return self.operand_register and (self.weight_rom_banks == 1 or multiplies)
+
     def _weight_read(self, m, advance, waddr):
         """The weight ROM's word at ``waddr``, a cycle after the issue (stage 1): one synchronous read, or with
         :attr:`weight_rom_banks` each bank's and the one its registered bank number picks."""
@@ -711,7 +720,7 @@ class MatrixVectorUnit(wiring.Component):
         register = _stage_register(m, advance)
         # Each stage's valid, first and last synapse fold, and neuron fold, from stage 1 on.
         control = [(valid1, first1, last1, nf1)]
-        if self.operand_register:
+        if self.operand_stage:
             x1, w1 = register(x1), register(w1)
             control.append(tuple(register(signal) for signal in control[-1]))
         valid1, first1, last1, nf1 = control[-1]
