@@ -35,6 +35,9 @@ class DelayModel:
         A block RAM's clock-to-output delay and the route from it.
     multiply_ns : float
         A lane's multiply after its operands (a hard multiplier's, or a few LUT levels).
+    hard_multiply_ns : float
+        A hard multiplier's path, register to register, with the routes into and out of it (Yosys packs neither
+        register into the multiplier).
     rom_level_ns : float
         One LUT level of a ROM kept in logic, with its route: its address bits fan out to every bit of every
         word, so its routes are longer than an adder tree's.
@@ -45,6 +48,7 @@ class DelayModel:
     carry_ns: float
     memory_ns: float
     multiply_ns: float
+    hard_multiply_ns: float
     rom_level_ns: float
 
     def tree_every(self, period_ns: float, levels: int, width: int) -> int:
@@ -65,6 +69,11 @@ class DelayModel:
         return (self.register_ns + self.memory_ns + operation > period_ns
                 or bool(rom_words) and self.register_ns + rom_levels(rom_words) * self.rom_level_ns > period_ns)
 
+    def hard_multiplies(self, period_ns: float) -> bool:
+        """Whether a hard multiplier between two registers closes at ``period_ns`` (else the planner keeps the
+        multiplies in LUTs)."""
+        return self.register_ns + self.hard_multiply_ns <= period_ns
+
 
 def rom_levels(words: int) -> int:
     """LUT levels of a ROM of ``words`` words in LUT4 logic, address register to data register: one LUT per 16
@@ -83,16 +92,19 @@ def rom_levels(words: int) -> int:
 #: The iCE40's multiply: the digits CNN's second convolution on the UP5K (UINT4 x INT4 in LUTs), its input buffer's
 #: block RAM (4.7 ns to its first LUT) and the buffer's select (4.6 ns) then 15.2 ns of multiply into the product
 #: register, setup included (2026-11-28, after the window's counts were summed ahead); 6.0 ns before, an estimate.
+#: A hard multiplier: on the ECP5-85F the digits MLP's lanes on 138 MULT18X18D, 14.5 ns register to register (routes
+#: of 5.0 ns in, 3.9 ns through, 5.1 ns out; 2026-11-28); the iCE40's and the GW1NR-9's are not measured and taken
+#: as their LUT multiply's.
 #: A ROM level in logic: on the UP5K, TFC-w1a1's 64-word ROM read (22.9 ns, four LUT levels after the register's
 #: 3.7, routes of 3.5-4.2 ns on a device 98 % full) gives 4.8 ns; the ECP5's and the GW1NR-9's are not measured,
 #: the ECP5's scaled from its adder level by the iCE40's ratio (1.8), the GW1NR-9's the iCE40's.
 DELAYS = {
     "ice40": DelayModel(register_ns=3.7, adder_ns=2.7, carry_ns=0.3, memory_ns=4.5, multiply_ns=14.4,
-                        rom_level_ns=4.8),
+                        hard_multiply_ns=14.4, rom_level_ns=4.8),
     "ecp5": DelayModel(register_ns=2.2, adder_ns=1.4, carry_ns=0.06, memory_ns=7.1, multiply_ns=5.5,
-                       rom_level_ns=2.5),
+                       hard_multiply_ns=12.4, rom_level_ns=2.5),
     "gowin": DelayModel(register_ns=2.5, adder_ns=3.0, carry_ns=0.06, memory_ns=5.5, multiply_ns=5.5,
-                        rom_level_ns=4.8),
+                        hard_multiply_ns=5.5, rom_level_ns=4.8),
 }
 
 

@@ -110,3 +110,13 @@ def test_a_weight_rom_in_logic_too_deep_for_the_clock_asks_for_the_operand_regis
     stage.ram_style = "distributed"
     stage.pipeline_for(Clock(mhz=30, family="ice40"))
     assert not stage.pipelining()[0]
+
+
+def test_a_clock_no_hard_multiplier_closes_at_keeps_the_multiplies_in_luts():
+    stage = layer()
+    res_type = {knob.name: knob.values for knob in stage.knobs()}["res_type"]
+    assert "auto" in res_type
+    stage.pipeline_for(Clock(mhz=150, family="ecp5"))
+    assert {knob.name: knob.values for knob in stage.knobs()}["res_type"] == ("lut",)
+    stage.pipeline_for(Clock(mhz=50, family="ecp5"))
+    assert {knob.name: knob.values for knob in stage.knobs()}["res_type"] == res_type

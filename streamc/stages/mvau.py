@@ -131,8 +131,11 @@ class MVAULayer(Stage):
     def knobs(self, *, placement: bool = True) -> tuple[Knob, ...]:
         roms = ["ram_style"] + (["ram_style_thresholds"] if self.threshold_rom else [])
         multiplies = not (self.in_dtype.bipolar or self.weight_dtype.bipolar)
-        return (Knob("simd", tuple(divisors(self.mw)), "in"), Knob("pe", tuple(divisors(self.mh)), "out"),
-                *placement_knobs(roms, multiplies, placement))
+        knobs = placement_knobs(roms, multiplies, placement)
+        if placement and self.clock is not None and not self.clock.delays.hard_multiplies(self.clock.period_ns):
+            # A clock no hard multiplier closes at keeps the multiplies in LUTs.
+            knobs = tuple(Knob(k.name, ("lut",), k.side) if k.name == "res_type" else k for k in knobs)
+        return (Knob("simd", tuple(divisors(self.mw)), "in"), Knob("pe", tuple(divisors(self.mh)), "out"), *knobs)
 
     def pipeline_for(self, clock: Clock) -> None:
         self.clock = clock
