@@ -3,7 +3,7 @@
 Runs the build through its fold step in a scratch folder, so that a build's own reports in ``output_dir``
 (``folding.json``, ``estimates.json``) stay as that build wrote them, and prices every kernel the rtl step
 would generate (:func:`streamc.kernels.estimate_design`). Writes ``reports/estimate.json`` and
-``reports/estimate.md`` in ``output_dir``, with PNG charts when matplotlib is there.
+``reports/estimate.md`` in ``output_dir``, with SVG charts when matplotlib is there.
 """
 
 from __future__ import annotations
@@ -87,53 +87,73 @@ def _markdown(report: dict, charts: list[str] | str) -> str:
     return "\n".join(lines)
 
 
+#: The charts' layout in inches: the width, a stage's bar, the margins around each panel (title above, tick
+#: labels below) and what a character of a stage's name takes (10-point DejaVu Sans, a little over).
+_WIDTH, _BAR, _ABOVE, _BELOW, _CHAR = 8.0, 0.35, 0.5, 0.5, 0.085
+
+
 def _charts(report: dict, folder: Path) -> list[str] | str:
-    """PNG charts next to the Markdown; a note instead when matplotlib is not installed."""
+    """SVG charts next to the Markdown; a note instead when matplotlib is not installed.
+
+    Drawn on matplotlib's ``Figure`` without pyplot, laid out from the longest stage name rather than by
+    ``tight_layout``, titles at the axes' top (``y=1``: not moved clear of tick labels measured one by one, there
+    are none above), and written as SVG with text kept as text."""
     try:
         import matplotlib
     except ImportError:
         return "Charts skipped: matplotlib is not installed (pip install matplotlib)."
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     stages = [k for k in report["kernels"] if k["cycles"] is not None]
     names = [k["name"] for k in stages]
     # Horizontal bars on linear axes from zero: lengths compare as the numbers do, and long names stay readable.
-    height = 1.2 + 0.35 * len(names)
-    figure, axes = plt.subplots(figsize=(8, height + 0.8))
-    cycles = [k["cycles"] for k in stages]
-    _bars(axes, names, cycles, "tab:blue")
-    budget = report["cycle_budget"]
-    if budget:
-        axes.axvline(budget, color="tab:red", linestyle="--",
-                     label=f"target: {budget:,} cycles ({report['target_fps']:,.0f} frames/s)")
-        axes.legend(loc="lower right")
-    axes.set_xlim(0, 1.18 * max([*cycles, budget or 0]))
-    axes.set_xlabel("cycles per frame")
-    axes.set_title(f"Cycles per frame by stage: the slowest, {report['predicted_cycles_per_frame']:,}, sets "
-                   f"{report['predicted_fps']:,.0f} frames/s at {report['clock_mhz']:g} MHz", fontsize=10)
-    figure.tight_layout()
-    figure.savefig(folder / "estimate_cycles.png", dpi=100)
-    plt.close(figure)
-    charts = ["estimate_cycles.png"]
-    for device_name, device in report["devices"].items():
-        kinds = [key for key in ("lut", "ff", "bram", "dsp") if device["budget"][key]]
-        figure, grid = plt.subplots(len(kinds), 1, figsize=(8, len(kinds) * height + 0.6), squeeze=False)
-        for axes, key, color in zip(grid[:, 0], kinds, ("tab:blue", "tab:orange", "tab:green", "tab:purple")):
-            # Counts, not shares of the device: a small design's bars would all sit at 0 % of a large one.
-            _bars(axes, names, _per_stage(report["kernels"], device_name, key), color)
-            used, have = device["total"][key], device["budget"][key]
-            over = " (over the budget)" if used > have else ""
-            axes.set_title(f"{key.upper()}: {used:,} of {have:,} ({100 * used / have:.1f} %){over}", fontsize=10,
-                           loc="left", color="tab:red" if over else "black")
-        figure.suptitle(f"{device_name} ({device['part']}): estimated resources by stage\n"
-                        "(each stage with the FIFO and width converter before it)", fontsize=11)
-        figure.tight_layout()
-        chart = f"estimate_resources_{device_name}.png"
-        figure.savefig(folder / chart, dpi=100)
-        plt.close(figure)
-        charts.append(chart)
+    panel = 0.4 + _BAR * len(names)
+    left = (0.2 + _CHAR * max(map(len, names), default=1)) / _WIDTH
+    charts = []
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "streamc"}):
+        figure = Figure(figsize=(_WIDTH, panel + _ABOVE + _BELOW + 0.3))
+        axes = figure.subplots()
+        _place(figure, left, panels=1, panel=panel, top=_ABOVE, bottom=_BELOW + 0.3)
+        cycles = [k["cycles"] for k in stages]
+        _bars(axes, names, cycles, "tab:blue")
+        budget = report["cycle_budget"]
+        if budget:
+            axes.axvline(budget, color="tab:red", linestyle="--",
+                         label=f"target: {budget:,} cycles ({report['target_fps']:,.0f} frames/s)")
+            axes.legend(loc="lower right")
+        axes.set_xlim(0, 1.18 * max([*cycles, budget or 0]))
+        axes.set_xlabel("cycles per frame")
+        axes.set_title(f"Cycles per frame by stage: the slowest, {report['predicted_cycles_per_frame']:,}, sets "
+                       f"{report['predicted_fps']:,.0f} frames/s at {report['clock_mhz']:g} MHz", fontsize=10, y=1)
+        figure.savefig(folder / "estimate_cycles.svg", metadata={"Date": None})
+        charts.append("estimate_cycles.svg")
+        for device_name, device in report["devices"].items():
+            kinds = [key for key in ("lut", "ff", "bram", "dsp") if device["budget"][key]]
+            figure = Figure(figsize=(_WIDTH, len(kinds) * (panel + _ABOVE + _BELOW) + 0.6))
+            grid = figure.subplots(len(kinds), 1, squeeze=False)
+            _place(figure, left, panels=len(kinds), panel=panel, top=_ABOVE + 0.45, bottom=_BELOW)
+            for axes, key, color in zip(grid[:, 0], kinds, ("tab:blue", "tab:orange", "tab:green", "tab:purple")):
+                # Counts, not shares of the device: a small design's bars would all sit at 0 % of a large one.
+                _bars(axes, names, _per_stage(report["kernels"], device_name, key), color)
+                used, have = device["total"][key], device["budget"][key]
+                over = " (over the budget)" if used > have else ""
+                axes.set_title(f"{key.upper()}: {used:,} of {have:,} ({100 * used / have:.1f} %){over}", fontsize=10,
+                               loc="left", color="tab:red" if over else "black", y=1)
+            figure.suptitle(f"{device_name} ({device['part']}): estimated resources by stage\n"
+                            "(each stage with the FIFO and width converter before it)", fontsize=11,
+                            y=1 - 0.1 / figure.get_figheight())
+            chart = f"estimate_resources_{device_name}.svg"
+            figure.savefig(folder / chart, metadata={"Date": None})
+            charts.append(chart)
     return charts
+
+
+def _place(figure, left: float, *, panels: int, panel: float, top: float, bottom: float) -> None:
+    """Lay ``panels`` stacked axes of ``panel`` inches each out on ``figure``, ``top`` inches above the first for
+    its titles, ``bottom`` below the last for its tick labels, room for a title and tick labels between."""
+    height = figure.get_figheight()
+    figure.subplots_adjust(left=left, right=0.97, top=1 - top / height, bottom=bottom / height,
+                           hspace=(_ABOVE + _BELOW) / panel)
 
 
 def _bars(axes, names: list[str], values: list[int], color: str) -> None:

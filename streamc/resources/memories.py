@@ -24,8 +24,14 @@ def varying_bits(fields: np.ndarray, bits: int, word_axes: tuple[int, ...] = (0,
     # Reduced in the fields' own integers (weights as the ROM stores them are bytes), then the differing
     # bits of the fields' ``bits`` counted over the bytes.
     fields = fields.astype(np.uint64, copy=False) if fields.dtype.kind == "i" else fields
-    same, any_set = reduce_axes(np.bitwise_and, fields, word_axes), reduce_axes(np.bitwise_or, fields, word_axes)
-    mask = fields.dtype.type((1 << min(bits, 8 * fields.dtype.itemsize)) - 1)
+    return differing_bits(reduce_axes(np.bitwise_and, fields, word_axes), reduce_axes(np.bitwise_or, fields, word_axes),
+                          bits)
+
+
+def differing_bits(same: np.ndarray, any_set: np.ndarray, bits: int) -> int:
+    """:func:`varying_bits` of the fields whose AND over the words is ``same`` and OR ``any_set`` (non-negative
+    integers of one dtype)."""
+    mask = same.dtype.type((1 << min(bits, 8 * same.dtype.itemsize)) - 1)
     differ = np.ascontiguousarray((same ^ any_set) & mask)
     return int(np.unpackbits(differ.view(np.uint8)).sum())
 

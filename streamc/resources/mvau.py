@@ -10,10 +10,10 @@ import numpy as np
 from ..rtl.arithmetic import tree_stages
 from .arithmetic import dsp_count, product_operand_bits, shift_add_bits
 from .constant_products import constant_adder_bits
-from .memories import (LIVE_BITS_LIMIT, Memories, bram_bank_mux, live_bits_of, live_columns, logic_rom, memory_mapping,
-                       varying_bits)
-from .shared import KernelSpec, known, range_bits, reduce_axes
+from .memories import LIVE_BITS_LIMIT, Memories, bram_bank_mux, live_bits_of, logic_rom, memory_mapping, varying_bits
+from .shared import KernelSpec, known, range_bits
 from .threshold import compressor_full_adders, threshold_structure
+from .weight_rom import WeightRomColumns
 
 
 @dataclass(frozen=True)
@@ -161,60 +161,22 @@ class MVAUSpecs:
                             starts_from_offsets=unit.starts_from_offsets, ram_style=unit.ram_style,
                             ram_style_thresholds=unit.ram_style_thresholds, res_type=unit.res_type,
                             operand_register=unit.operand_register, tree_every=unit.tree_every, **rq, **live)
-        self._weights, self._bits = weights, w_dt.bitwidth
+        self._weights, self._in_bits, self._bits = weights, in_dt.bitwidth, w_dt.bitwidth
         # The weights as the ROM stores them, in the narrowest integers that hold them.
-        self._stored = w_dt.to_hw(weights).astype(np.min_scalar_type((1 << w_dt.bitwidth) - 1))
-        self._nonzero = weights != 0
+        stored = w_dt.to_hw(weights).astype(np.min_scalar_type((1 << w_dt.bitwidth) - 1))
+        # Lanes of equal weights matter where the ROM is logic, which past the size limit it is not.
+        self._columns = WeightRomColumns(weights, stored, pe, w_dt.bitwidth,
+                                         distinct=weights.size * w_dt.bitwidth <= LIVE_BITS_LIMIT)
         self._spec_of: dict[int, MVAUSpec] = {}
 
     def at(self, simd: int) -> MVAUSpec:
         """The spec with ``simd`` lanes per PE."""
         if simd not in self._spec_of:
-            self._spec_of[simd] = MVAUSpec(simd=simd, **self._fields, **self._weight_rom(simd))
+            fields = self._columns.at(simd)
+            if self._weights.shape[0] // self._fields["pe"] * (self._weights.shape[1] // simd) == 1:
+                fields["constant_adders"] = constant_adder_bits(self._weights, self._in_bits, self._bits)
+            self._spec_of[simd] = MVAUSpec(simd=simd, **self._fields, **fields)
         return self._spec_of[simd]
-
-    def _weight_rom(self, simd: int) -> dict[str, int]:
-        """The fields of :class:`MVAUSpec` the weight ROM's layout decides: ROM word ``n * SF + s`` holds
-        weight ``(n * PE + j, s * SIMD + k)`` in field ``j * SIMD + k``."""
-        (mh, mw), pe, bits = self._weights.shape, self._fields["pe"], self._bits
-        nf, sf = mh // pe, mw // simd
-        words = self._stored.reshape(nf, pe, sf, simd)
-        fields = dict(weight_rom_varying=varying_bits(words, bits, word_axes=(0, 2)))
-        if nf * sf == 1:
-            fields["constant_adders"] = constant_adder_bits(self._weights, self._fields["in_bits"], bits)
-        if mh * mw * bits <= LIVE_BITS_LIMIT:
-            fields["weight_rom_live"] = live_columns(words.transpose(0, 2, 1, 3).reshape(nf * sf, pe * simd), bits)
-        # Lanes of equal weights matter where the ROM is logic, which past the size limit it is not.
-        fields.update(_lanes_of(self._weights.reshape(nf, pe, sf, simd), self._nonzero.reshape(nf, pe, sf, simd),
-                                distinct=mh * mw * bits <= LIVE_BITS_LIMIT))
-        return fields
-
-
-def _lanes_of(blocks: np.ndarray, nonzero: np.ndarray, distinct: bool) -> dict[str, int]:
-    """``live_lanes`` and, with ``distinct``, ``distinct_lanes`` of :class:`MVAUSpec` from the weights as
-    the ROM holds them, ``blocks[nf, j, sf, k]``, and which of them are not 0 (``nonzero``, alike). Each
-    lane's weights over the ROM's words are compared by a random projection (equal columns project
-    equally; different ones almost surely not): one product over the matrix and a sort per SIMD
-    position, cheap enough for every folding the planner tries."""
-    nf, pe, sf, simd = blocks.shape
-    live = reduce_axes(np.logical_or, nonzero, (0, 2)).T
-    if not distinct:
-        return {"live_lanes": int(live.sum())}
-    columns = blocks.transpose(3, 1, 0, 2).reshape(simd, pe, nf * sf)
-    keys = np.where(live, columns @ _projection(nf * sf), np.nan)
-    ordered = np.sort(keys, axis=1)
-    first = np.ones(ordered.shape, bool)
-    first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
-    return {"live_lanes": int(live.sum()), "distinct_lanes": int((first & ~np.isnan(ordered)).sum())}
-
-
-@cache
-def _projection(length: int) -> np.ndarray:
-    """The random direction :func:`_lanes_of` projects a lane's ``length`` weights on: the same for every folding
-    of that many ROM words, and made once (a generator takes longer to seed than the product takes)."""
-    direction = np.random.default_rng(0).random(length)
-    direction.flags.writeable = False
-    return direction
 
 
 def mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[Memories, int, dict[str, float], dict[str, float]]:
