@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, reduce
 
 import numpy as np
 
@@ -46,6 +47,15 @@ def rom_live_bits(rows: list[int], width: int) -> int:
     size = (width + 7) // 8
     packed = np.frombuffer(b"".join(int(row).to_bytes(size, "little") for row in rows), dtype=np.uint8)
     return _live_columns(np.unpackbits(packed.reshape(len(rows), size), axis=1, bitorder="little")[:, :width])
+
+
+def rom_varying_bits(rows: list[int], width: int) -> int:
+    """Bit columns of a ROM (``rows`` of ``width`` bits) that differ between its rows: the width Yosys maps, once
+    it has dropped the constant ones (-1 for no rows)."""
+    if not rows:
+        return -1
+    same, any_set = reduce(operator.and_, rows), reduce(operator.or_, rows)
+    return ((same ^ any_set) & ((1 << width) - 1)).bit_count()
 
 
 def live_columns(fields: np.ndarray, bits: int) -> int:

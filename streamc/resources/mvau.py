@@ -10,7 +10,8 @@ import numpy as np
 from ..rtl.arithmetic import tree_stages
 from .arithmetic import dsp_count, product_operand_bits, shift_add_bits
 from .constant_products import constant_adder_bits
-from .memories import LIVE_BITS_LIMIT, Memories, bram_bank_mux, live_bits_of, logic_rom, memory_mapping, varying_bits
+from .memories import (LIVE_BITS_LIMIT, Memories, bram_bank_mux, live_bits_of, logic_rom, memory_mapping,
+                       rom_varying_bits, varying_bits)
 from .shared import KernelSpec, known, range_bits
 from .threshold import compressor_full_adders, threshold_structure
 from .weight_rom import WeightRomColumns
@@ -31,8 +32,9 @@ class MVAUSpec(KernelSpec):
     lane's at the same SIMD position (-1: not known); lanes with equal weights compute equal
     products, which Yosys merges where the ROM is logic. ``thresholds`` per channel (0: none); the
     ``rq_*`` fields describe the requantization's multiply (0 without one), ``rq_corrections`` its correction points per lane. ``weight_rom_live``, ``threshold_rom_live``,
-    ``rq_multiplier_live`` and ``rq_offset_live``: the :func:`rom_live_bits` of the weight, threshold
-    and requantization ROMs (-1: not known, all bits count). ``rq_sum_live``: the bits of the
+    ``rq_multiplier_live``, ``rq_offset_live`` and ``rq_correction_live``: the :func:`rom_live_bits` of the
+    weight, threshold and requantization ROMs (-1: not known, all bits count); ``rq_correction_varying``: the
+    correction points' ROM bit columns that differ between its words, as ``weight_rom_varying`` for the weights. ``rq_sum_live``: the bits of the
     requantization's sum that reach the output (-1: all). ``live_compares``: over the PE lanes, the
     threshold compares that are not constant (a level every channel of a lane reaches, or none does,
     folds away), equal ones merged as Yosys merges them in logic; ``block_compares``: the same
@@ -67,6 +69,8 @@ class MVAUSpec(KernelSpec):
     threshold_rom_varying: int = -1
     rq_multiplier_live: int = -1
     rq_offset_live: int = -1
+    rq_correction_live: int = -1
+    rq_correction_varying: int = -1
     rq_sum_live: int = -1
     live_compares: int = -1
     block_compares: int = -1
@@ -137,6 +141,12 @@ class MVAUSpecs:
                                    else max(unit.sum_shape.width - unit.requant.shift, 1)),
                       rq_multiplier_live=live_bits_of(lambda: unit.multiplier_rom_rows, pe * mult.width, nf),
                       rq_offset_live=live_bits_of(lambda: unit.offset_rom_rows, pe * unit.offset_shape.width, nf))
+            if unit.requant.corrections:
+                # Channels share correction points, or pad theirs with one never reached: Yosys drops the ROM's
+                # constant columns and compares with constants (onnxruntime's u8 MLP's first layer: 2 of 200 vary).
+                correction_width = pe * unit.requant.corrections * acc.width
+                rq.update(rq_correction_live=live_bits_of(lambda: unit.correction_rom_rows, correction_width, nf),
+                          rq_correction_varying=rom_varying_bits(unit.correction_rom_rows, correction_width))
         live = {}
         if thresholds:
             live["threshold_rom_live"] = live_bits_of(lambda: unit.threshold_rom_rows,
@@ -191,7 +201,7 @@ def mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[Memories, int, d
     weight_width = known(spec.weight_rom_varying, lanes * spec.weight_bits)
     threshold_width = known(spec.threshold_rom_varying, spec.pe * spec.thresholds * spec.acc_bits)
     # A requantization's correction points are compared with the sum as thresholds are.
-    correction_width = spec.pe * spec.rq_corrections * spec.acc_bits
+    correction_width = known(spec.rq_correction_varying, spec.pe * spec.rq_corrections * spec.acc_bits)
     memories.add(width=weight_width, depth=spec.nf * spec.sf, rom=True, family=family, style=spec.ram_style)
     if spec.nf > 1:
         memories.add(width=spec.simd * spec.in_bits, depth=spec.sf, rom=False, family=family)
@@ -207,7 +217,7 @@ def mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[Memories, int, d
         roms.append((spec.pe * spec.start_rom_bits, spec.nf, spec.start_rom_live, "auto"))
     if spec.rq_corrections:
         memories.add(width=correction_width, depth=spec.nf, rom=True, family=family)
-        roms.append((correction_width, spec.nf, -1, "auto"))
+        roms.append((correction_width, spec.nf, spec.rq_correction_live, "auto"))
     if spec.rq_multiplier_bits:
         roms += [(spec.pe * spec.rq_multiplier_bits, spec.nf, spec.rq_multiplier_live, "auto"),
                  (spec.pe * spec.rq_offset_bits, spec.nf, spec.rq_offset_live, "auto")]
