@@ -35,6 +35,9 @@ class DelayModel:
         A block RAM's clock-to-output delay and the route from it.
     multiply_ns : float
         A lane's multiply after its operands (a hard multiplier's, or a few LUT levels).
+    handshake_ns : float
+        A stage's pipeline enable from a neighbour's state: a FIFO's level through a width converter's ready into
+        the stage's advance and its counters' enables, without the registers at its ends.
     hard_multiply_ns : float
         A hard multiplier's path, register to register, with the routes into and out of it (Yosys packs neither
         register into the multiplier).
@@ -50,6 +53,7 @@ class DelayModel:
     multiply_ns: float
     hard_multiply_ns: float
     rom_level_ns: float
+    handshake_ns: float
 
     def tree_every(self, period_ns: float, levels: int, width: int) -> int:
         """Adder levels between registers so that ``levels`` levels of ``width``-bit sums and the
@@ -74,6 +78,11 @@ class DelayModel:
         multiplies in LUTs)."""
         return self.register_ns + self.hard_multiply_ns <= period_ns
 
+    def ready_register(self, period_ns: float) -> bool:
+        """Whether a stage's pipeline should move on a register of its own rather than on its consumer's ready
+        (:attr:`~streamc.rtl.mvau.MatrixVectorUnit.ready_register`)."""
+        return self.register_ns + self.handshake_ns > period_ns
+
 
 def rom_levels(words: int) -> int:
     """LUT levels of a ROM of ``words`` words in LUT4 logic, address register to data register: one LUT per 16
@@ -89,22 +98,28 @@ def rom_levels(words: int) -> int:
 #: 5.16 ns (one small design); an adder level of the tree is an ALU chain's carry in (1.00), its last sum (0.56) and
 #: the route to the next level's ALU (1.05, up to 1.9): 2.62 ns. The digits MLP planned with an adder level of 1.6 ns
 #: missed 60 MHz (19.6 ns over five levels and the accumulator); with these figures TFC-w1a1 and the CNN closed it.
+#: The iCE40's adder level is 4.0 ns, not the calibration's median 2.64: TFC-w1a1's popcount trees on a UP5K 98 % full
+#: took 26.9 ns over five levels and the accumulator's carry (seven LUTs, routes of 1.8-3.5 ns; 2026-11-28), where
+#: 2.7 ns a level had put all five in one stage.
 #: The iCE40's multiply: the digits CNN's second convolution on the UP5K (UINT4 x INT4 in LUTs), its input buffer's
 #: block RAM (4.7 ns to its first LUT) and the buffer's select (4.6 ns) then 15.2 ns of multiply into the product
 #: register, setup included (2026-11-28, after the window's counts were summed ahead); 6.0 ns before, an estimate.
 #: A hard multiplier: on the ECP5-85F the digits MLP's lanes on 138 MULT18X18D, 14.5 ns register to register (routes
 #: of 5.0 ns in, 3.9 ns through, 5.1 ns out; 2026-11-28); the iCE40's and the GW1NR-9's are not measured and taken
 #: as their LUT multiply's.
+#: A handshake: on the UP5K the digits CNN's FIFO level through a width converter's ready into a convolution's fold
+#: counters, 23.7 ns (six LUT levels and their routes; 2026-11-28); the ECP5's and the GW1NR-9's scaled from it by
+#: their adder levels, not measured.
 #: A ROM level in logic: on the UP5K, TFC-w1a1's 64-word ROM read (22.9 ns, four LUT levels after the register's
 #: 3.7, routes of 3.5-4.2 ns on a device 98 % full) gives 4.8 ns; the ECP5's and the GW1NR-9's are not measured,
 #: the ECP5's scaled from its adder level by the iCE40's ratio (1.8), the GW1NR-9's the iCE40's.
 DELAYS = {
-    "ice40": DelayModel(register_ns=3.7, adder_ns=2.7, carry_ns=0.3, memory_ns=4.5, multiply_ns=14.4,
-                        hard_multiply_ns=14.4, rom_level_ns=4.8),
+    "ice40": DelayModel(register_ns=3.7, adder_ns=4.0, carry_ns=0.3, memory_ns=4.5, multiply_ns=14.4,
+                        hard_multiply_ns=14.4, rom_level_ns=4.8, handshake_ns=20.0),
     "ecp5": DelayModel(register_ns=2.2, adder_ns=1.4, carry_ns=0.06, memory_ns=7.1, multiply_ns=5.5,
-                       hard_multiply_ns=12.4, rom_level_ns=2.5),
+                       hard_multiply_ns=12.4, rom_level_ns=2.5, handshake_ns=10.4),
     "gowin": DelayModel(register_ns=2.5, adder_ns=3.0, carry_ns=0.06, memory_ns=5.5, multiply_ns=5.5,
-                        hard_multiply_ns=5.5, rom_level_ns=4.8),
+                        hard_multiply_ns=5.5, rom_level_ns=4.8, handshake_ns=22.2),
 }
 
 

@@ -103,7 +103,7 @@ def test_multiplies_in_luts_match_reference(case):
 
 
 PIPELININGS = [dict(operand_register=True), dict(tree_every=1), dict(tree_every=2, operand_register=True),
-               dict(tree_every=3)]
+               dict(tree_every=3), dict(tree_every=2, ready_register=True)]
 
 
 @pytest.mark.parametrize("pipelining", PIPELININGS, ids=str)
@@ -118,7 +118,8 @@ def test_pipelined_units_match_reference_under_stalls(case, pipelining):
 @pytest.mark.parametrize("pe,simd", [(1, 1), (2, 3), (8, 12), (1, 12), (8, 1)])
 @pytest.mark.parametrize("case, pipelining", [("bipolar_x_bipolar_thr", {}), ("int4_x_bipolar_acc", {}),
                                               ("uint2_x_int2_int4_out", dict(tree_every=1)),
-                                              ("int2_x_int3_acc", dict(tree_every=2, operand_register=True))])
+                                              ("int2_x_int3_acc", dict(tree_every=2, operand_register=True)),
+                                              ("uint2_x_int2_int4_out", dict(ready_register=True))])
 def test_frames_flow_back_to_back_without_bubbles(case, pipelining, pe, simd):
     frames = 4
     dut, weights, thresholds, rng = build(case, pe, simd, **pipelining)
@@ -200,6 +201,10 @@ def test_pipelining_adds_the_registers_it_says():
     assert build("int2_x_int3_acc", 2, 1, tree_every=1)[0].latency == 4
     with pytest.raises(ValueError, match="tree_every must be 0"):
         build("int2_x_int3_acc", 2, 3, tree_every=-1)
+
+
+def test_the_ready_register_keeps_the_latency():
+    assert build("uint2_x_int2_int4_out", 2, 3, ready_register=True)[0].latency == build("uint2_x_int2_int4_out", 2, 3)[0].latency
 
 
 def test_accumulator_is_sized_from_the_weights():

@@ -120,3 +120,11 @@ def test_a_clock_no_hard_multiplier_closes_at_keeps_the_multiplies_in_luts():
     assert {knob.name: knob.values for knob in stage.knobs()}["res_type"] == ("lut",)
     stage.pipeline_for(Clock(mhz=50, family="ecp5"))
     assert {knob.name: knob.values for knob in stage.knobs()}["res_type"] == res_type
+
+
+def test_a_fast_clock_moves_the_layer_on_a_register_not_on_its_consumers_ready():
+    stage = layer()
+    stage.pipeline_for(Clock(mhz=30, family="ice40"))
+    assert not stage.components()[0].ready_register
+    stage.pipeline_for(Clock(mhz=50, family="ice40"))
+    assert stage.components()[0].ready_register

@@ -171,7 +171,8 @@ class MVAULayer(Stage):
                                  out_bias=0 if self.requant is not None else self.out_bias,
                                  ram_style=self.ram_style, ram_style_thresholds=self.ram_style_thresholds,
                                  res_type=self.res_type, operand_register=operand_register,
-                                 tree_every=tree_every, name=self.name)]
+                                 tree_every=tree_every, ready_register=self.clock is not None
+                                 and self.clock.delays.ready_register(self.clock.period_ns), name=self.name)]
 
     def folding(self) -> dict:
         operand_register, tree_every = self.pipelining()
