@@ -117,6 +117,25 @@ def test_pipelined_mvau_emits_the_same_beats_and_sums_bmc_12_cycles():
     _assert_passed(check(harnesses, mode="bmc", depth=MVAU_BMC_DEPTH, timeout_s=TIMEOUT_S))
 
 
+def test_mvau_moving_on_its_skid_register_emits_the_same_beats_and_sums_bmc_12_cycles():
+    harnesses = _mvau_harnesses([(1, 2), (2, 2)], tree_every=1, ready_register=True)
+    _assert_passed(check(harnesses, mode="bmc", depth=MVAU_BMC_DEPTH, timeout_s=TIMEOUT_S))
+
+
+def test_mvau_whose_skid_register_never_fills_fails_bmc(monkeypatch):
+    import streamc.rtl.mvau as mvau
+
+    # The injected bug: the beat the pipeline puts out while the output stalls is dropped, not kept.
+    def skid_that_drops(m, port, skid_valid, valid, payload):
+        with m.If(~port.valid | port.ready):
+            m.d.sync += [port.valid.eq(valid), port.payload.eq(payload)]
+
+    monkeypatch.setattr(mvau, "_skid_output", skid_that_drops)
+    result = check(_mvau_harnesses([(1, 2)], ready_register=True), mode="bmc", depth=MVAU_BMC_DEPTH,
+                   timeout_s=TIMEOUT_S)
+    assert result.status == "FAIL"
+
+
 def test_mvau_whose_pipeline_register_ignores_a_stall_fails_bmc(monkeypatch):
     import streamc.rtl.mvau as mvau
 
@@ -156,6 +175,8 @@ def test_converters_forks_and_mvau_hold_valid_and_payload_until_taken_proven_by_
                                           outputs=[mvau.o]))
     mvau = _mvau(2, 2, operand_register=True, tree_every=1)
     harnesses.append(HandshakeHarness(name="pipelined mvau", dut=mvau, outputs=[mvau.o]))
+    mvau = _mvau(2, 2, tree_every=1, ready_register=True)
+    harnesses.append(HandshakeHarness(name="mvau on its skid register", dut=mvau, outputs=[mvau.o]))
     _assert_passed(check(harnesses, mode="prove", depth=INDUCTION_DEPTH, timeout_s=TIMEOUT_S))
 
 

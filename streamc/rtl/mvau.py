@@ -790,15 +790,20 @@ class MatrixVectorUnit(wiring.Component):
             with m.If(advance):
                 m.d.sync += [self.o.valid.eq(out_valid), self.o.payload.eq(Cat(*out_bits))]
             return m
-        # The pipeline moved this cycle unless the skid register holds a beat: a beat the output register cannot
-        # take (it holds one that is not being taken) waits there, and goes out first.
-        skid = Signal(pe * ow)
-        with m.If(~self.o.valid | self.o.ready):
-            m.d.sync += [self.o.valid.eq(skid_valid | out_valid),
-                         self.o.payload.eq(Mux(skid_valid, skid, Cat(*out_bits))), skid_valid.eq(0)]
-        with m.Elif(~skid_valid):
-            m.d.sync += [skid_valid.eq(out_valid), skid.eq(Cat(*out_bits))]
+        _skid_output(m, self.o, skid_valid, out_valid, Cat(*out_bits))
         return m
+
+
+def _skid_output(m, port, skid_valid, valid, payload) -> None:
+    """The output register of ``port`` with a skid register beside it (``skid_valid`` says it holds a beat). The
+    pipeline moved this cycle unless the skid holds a beat: a beat (``valid``, ``payload``) that the output register
+    cannot take, holding one that is not being taken, waits in the skid and goes out first."""
+    skid = Signal(len(payload))
+    with m.If(~port.valid | port.ready):
+        m.d.sync += [port.valid.eq(skid_valid | valid), port.payload.eq(Mux(skid_valid, skid, payload)),
+                     skid_valid.eq(0)]
+    with m.Elif(~skid_valid):
+        m.d.sync += [skid_valid.eq(valid), skid.eq(payload)]
 
 
 def _stage_register(m, advance):
