@@ -4,8 +4,9 @@ ROM word ``n * SF + s`` holds weight ``(n * PE + j, s * SIMD + k)`` in field ``j
 weights over the words are those of the rows ``j`` modulo PE and the columns ``k`` modulo SIMD. So every
 question about the fields over the words (which bits vary, which lanes are ever non-zero, which lanes or bit
 columns are equal) is answered by reducing the rows once per PE (``(MH, MW)`` to ``(PE, MW)``) and the
-columns once per SIMD (``(PE, MW)`` to ``(PE, SIMD)``): the planner asks for every SIMD of every PE, and each
-SIMD then costs ``PE x MW`` operations, not ``MH x MW``.
+columns once per SIMD (``(PE, MW)`` to ``(PE, SIMD)``, from a multiple of it already reduced): the planner asks
+for every SIMD of every PE, and all of a PE's SIMDs then cost a few passes over ``(PE, MW)``, not one over
+``(MH, MW)`` each.
 
 Equal fields are told apart by a hash linear in the weights over the words, ``sum(u[n] v[s] w[n, s])``
 modulo 2**64 with random ``u`` and ``v``: equal fields hash equally, exactly, and two different ones
@@ -43,8 +44,10 @@ class WeightRomColumns:
         nf = mh // pe
         self._pe, self._mw, self._bits, self._distinct = pe, mw, bits, distinct
         rows = stored.reshape(nf, pe, mw)
-        self._same, self._any = np.bitwise_and.reduce(rows, axis=0), np.bitwise_or.reduce(rows, axis=0)
-        self._live = np.logical_or.reduce((weights != 0).reshape(nf, pe, mw), axis=0)
+        # Per SIMD (a count of column classes): the AND and the OR of each field's weights and whether one is
+        # not 0, column class k of a SIMD the union of the classes k + i * SIMD of any multiple of it.
+        self._reduced = {mw: (np.bitwise_and.reduce(rows, axis=0), np.bitwise_or.reduce(rows, axis=0),
+                              np.logical_or.reduce((weights != 0).reshape(nf, pe, mw), axis=0))}
         if distinct:
             u = _direction(nf, "rows")
             # Each lane's weights and each bit column, hashed over the neuron folds.
@@ -56,9 +59,7 @@ class WeightRomColumns:
         """``weight_rom_varying`` and ``live_lanes`` of :class:`~.mvau.MVAUSpec`, and with ``distinct``
         ``distinct_lanes`` and ``weight_rom_live``."""
         pe, sf = self._pe, self._mw // simd
-        same = np.bitwise_and.reduce(self._same.reshape(pe, sf, simd), axis=1)
-        any_set = np.bitwise_or.reduce(self._any.reshape(pe, sf, simd), axis=1)
-        live = np.logical_or.reduce(self._live.reshape(pe, sf, simd), axis=1)
+        same, any_set, live = self._classes(simd)
         fields = {"weight_rom_varying": differing_bits(same, any_set, self._bits), "live_lanes": int(live.sum())}
         if not self._distinct:
             return fields
@@ -74,6 +75,19 @@ class WeightRomColumns:
         varying = ((same ^ any_set).astype(np.uint64)[None] >> np.arange(self._bits, dtype=np.uint64)[:, None, None]) & 1
         fields["weight_rom_live"] = len(np.unique(columns[varying.astype(bool)]))
         return fields
+
+    def _classes(self, simd: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The fields' AND, OR and whether one is not 0 at ``simd``, ``(PE, SIMD)`` each: from the least multiple of
+        ``simd`` already reduced, one prime factor of the step at a time (each kept), so that the SIMDs a planner
+        asks for cost a few reductions of ``(PE, MW)`` in all, not one each."""
+        if simd not in self._reduced:
+            multiple = min(m for m in self._reduced if m % simd == 0)
+            step = multiple // simd
+            factor = next(p for p in range(2, step + 1) if step % p == 0)
+            arrays = self._classes(simd * factor)
+            self._reduced[simd] = tuple(ufunc.reduce(array.reshape(self._pe, factor, simd), axis=1) for ufunc, array
+                                        in zip((np.bitwise_and, np.bitwise_or, np.logical_or), arrays))
+        return self._reduced[simd]
 
 
 @cache
