@@ -98,9 +98,10 @@ def rom_levels(words: int) -> int:
 #: 5.16 ns (one small design); an adder level of the tree is an ALU chain's carry in (1.00), its last sum (0.56) and
 #: the route to the next level's ALU (1.05, up to 1.9): 2.62 ns. The digits MLP planned with an adder level of 1.6 ns
 #: missed 60 MHz (19.6 ns over five levels and the accumulator); with these figures TFC-w1a1 and the CNN closed it.
-#: The iCE40's adder level is 4.0 ns, not the calibration's median 2.64: TFC-w1a1's popcount trees on a UP5K 98 % full
+#: The iCE40's adder level is 3.2 ns, not the calibration's median 2.64: TFC-w1a1's popcount trees on a UP5K 98 % full
 #: took 26.9 ns over five levels and the accumulator's carry (seven LUTs, routes of 1.8-3.5 ns; 2026-11-28), where
-#: 2.7 ns a level had put all five in one stage.
+#: 2.7 ns a level had put all five in one stage; at 4.0 ns its registers after every three levels took the design to
+#: 5,550 logic cells, over the device's 5,280. 3.2 ns registers TFC's trees after four levels.
 #: The iCE40's multiply: the digits CNN's second convolution on the UP5K (UINT4 x INT4 in LUTs), its input buffer's
 #: block RAM (4.7 ns to its first LUT) and the buffer's select (4.6 ns) then 15.2 ns of multiply into the product
 #: register, setup included (2026-11-28, after the window's counts were summed ahead); 6.0 ns before, an estimate.
@@ -114,7 +115,7 @@ def rom_levels(words: int) -> int:
 #: 3.7, routes of 3.5-4.2 ns on a device 98 % full) gives 4.8 ns; the ECP5's and the GW1NR-9's are not measured,
 #: the ECP5's scaled from its adder level by the iCE40's ratio (1.8), the GW1NR-9's the iCE40's.
 DELAYS = {
-    "ice40": DelayModel(register_ns=3.7, adder_ns=4.0, carry_ns=0.3, memory_ns=4.5, multiply_ns=14.4,
+    "ice40": DelayModel(register_ns=3.7, adder_ns=3.2, carry_ns=0.3, memory_ns=4.5, multiply_ns=14.4,
                         hard_multiply_ns=14.4, rom_level_ns=4.8, handshake_ns=20.0),
     "ecp5": DelayModel(register_ns=2.2, adder_ns=1.4, carry_ns=0.06, memory_ns=7.1, multiply_ns=5.5,
                        hard_multiply_ns=12.4, rom_level_ns=2.5, handshake_ns=10.4),
