@@ -1,11 +1,16 @@
 """streamc: quantized ONNX to streaming dataflow accelerators. From Python: ``streamc.compile`` and
-``streamc.run_sweep`` (:mod:`streamc.api`)."""
+``streamc.run_sweep`` (:mod:`streamc.api`), ``streamc.quantize`` (:mod:`streamc.quantize`)."""
 
-__all__ = ["Accelerator", "Simulation", "SweepResult", "compile", "run_sweep"]
+__all__ = ["Accelerator", "Simulation", "SweepResult", "compile", "quantize", "run_sweep"]
 
 
 def __getattr__(name: str):
     # Imported when first used: ``import streamc.rtl`` (the hardware library) and the CLI's start stay light.
+    if name == "quantize":
+        # The package, callable as its function (the import would put the package here anyway).
+        import importlib
+
+        return importlib.import_module(".quantize", __name__)
     if name in __all__:
         from . import api
 

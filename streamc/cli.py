@@ -66,6 +66,19 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--output", type=Path, help="save the model outputs to this .npy file")
     run.add_argument("--work-dir", type=Path,
                      help="scratch folder for the design and the Verilator build (default: OUTPUT_DIR/board_run)")
+    quantize = commands.add_parser("quantize", help="post-training quantization of a float ONNX model to QONNX "
+                                                    "(docs/quantize.md)")
+    quantize.add_argument("model", type=Path, help="the float ONNX model")
+    quantize.add_argument("--calibration", type=Path, required=True,
+                          help="calibration frames (.npy), shape (N, *the model's input shape)")
+    quantize.add_argument("--test", type=Path, help="frames (.npy) to compare float and quantized on "
+                                                    "(default: the calibration frames)")
+    quantize.add_argument("--labels", type=Path, help="labels (.npy) of the frames compared: report accuracy too")
+    quantize.add_argument("--bits", choices=["w8a8", "w4a4"], help="weight and activation bits (default w8a8)")
+    quantize.add_argument("--constraints", type=Path, help="per-tensor constraints (YAML, docs/quantize.md)")
+    quantize.add_argument("--pow2", action="store_true", default=None,
+                          help="power-of-two scales: the hardware shifts instead of comparing with thresholds")
+    quantize.add_argument("-o", "--output", type=Path, required=True, help="the QONNX model to write")
     ops = commands.add_parser("ops", help="list every op streamc reads, its dialects and limits (docs/ops.md)")
     ops.add_argument("--markdown", action="store_true", help="print the listing as docs/ops.md holds it")
     args = parser.parse_args(argv)
@@ -82,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         return _run(args, console, errors)
     if args.command == "sweep":
         return _sweep(args, console, errors)
+    if args.command == "quantize":
+        return _quantize(args, console, errors)
     from .pipeline.runner import run_build
     from .pipeline.verdict import verification_failure
 
@@ -187,6 +202,22 @@ def _sweep(args, console: Console, errors: Console) -> int:
             raise
         errors.print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_ERROR
+    return EXIT_OK
+
+
+def _quantize(args, console: Console, errors: Console) -> int:
+    from .quantize import quantize
+
+    try:
+        report = quantize(args.model, args.calibration, args.output, test=args.test, labels=args.labels,
+                          bits=args.bits, constraints=args.constraints, pow2=args.pow2)
+    except (StreamcError, OSError) as exc:
+        if args.debug:
+            raise
+        errors.print(f"[red]error:[/red] {escape(str(exc))}")
+        return EXIT_ERROR
+    for line in report.lines():
+        console.print(escape(line), soft_wrap=True)
     return EXIT_OK
 
 

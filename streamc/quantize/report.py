@@ -1,0 +1,71 @@
+"""What a quantization did: float against quantized accuracy (with labels) or output SQNR, and each
+quantized tensor's range, scale and bit width."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .calibrate import TensorStats
+from .propagate import Plan
+
+
+@dataclass
+class TensorRow:
+    tensor: str
+    role: str          # "weight", "activation" or "rescale"
+    bits: int
+    signed: bool
+    scale_min: float
+    scale_max: float
+    low: float | None  # the calibrated range (activations)
+    high: float | None
+
+    @property
+    def pow2(self) -> bool:
+        return all(float(np.log2(s)).is_integer() for s in (self.scale_min, self.scale_max))
+
+
+@dataclass
+class QuantizeReport:
+    output: str
+    frames: int
+    float_accuracy: float | None = None
+    quantized_accuracy: float | None = None
+    sqnr_db: float | None = None
+    rows: list[TensorRow] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        lines = [f"wrote {self.output}"]
+        if self.float_accuracy is not None:
+            lines.append(f"accuracy on {self.frames} frames: float {self.float_accuracy:.4f}, "
+                         f"quantized {self.quantized_accuracy:.4f}")
+        lines.append(f"output SQNR on {self.frames} frames: {self.sqnr_db:.1f} dB")
+        for row in self.rows:
+            scale = f"{row.scale_min:.4g}" if row.scale_min == row.scale_max else f"{row.scale_min:.4g}..{row.scale_max:.4g}"
+            span = "" if row.low is None else f" range {row.low:.4g}..{row.high:.4g}"
+            lines.append(f"{row.role} {row.tensor}: {'INT' if row.signed else 'UINT'}{row.bits} scale {scale}"
+                         f"{' (2^k)' if row.pow2 else ''}{span}")
+        return lines + self.notes
+
+
+def sqnr_db(reference: np.ndarray, approximation: np.ndarray) -> float:
+    noise = float(np.sum((reference.astype(np.float64) - approximation) ** 2))
+    signal = float(np.sum(reference.astype(np.float64) ** 2))
+    return float("inf") if noise == 0 else 10 * np.log10(signal / noise)
+
+
+def tensor_rows(plan: Plan, stats: dict[str, TensorStats]) -> list[TensorRow]:
+    rows = []
+    for role, types in (("weight", plan.weights), ("activation", plan.activations)):
+        for tensor, qtype in types.items():
+            scale = np.asarray(qtype.scale, np.float64)
+            known = stats.get(tensor) if role == "activation" else None
+            rows.append(TensorRow(tensor, role, qtype.bits, qtype.signed, float(scale.min()), float(scale.max()),
+                                  None if known is None else known.low, None if known is None else known.high))
+    for node, index, qtype in plan.rescales:
+        scale = float(qtype.scale)
+        rows.append(TensorRow(f"{node} input {index}", "rescale", qtype.bits, qtype.signed, scale, scale, None, None))
+    return rows

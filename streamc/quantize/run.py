@@ -1,0 +1,92 @@
+"""``streamc quantize``: a float ONNX model and calibration frames to a QONNX model streamc builds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from google.protobuf.message import DecodeError
+
+from ..errors import ConfigError, FrontendError
+from ..execute import execute
+from ..frontend.load import load_onnx
+from .calibrate import check_frames, collect
+from .constraints import Constraints, load_constraints
+from .emit import emit
+from .fuse import fold_batchnorms, logical_kernels
+from .propagate import plan
+from .report import QuantizeReport, sqnr_db, tensor_rows
+
+
+def _input_shape(model: onnx.ModelProto) -> tuple[int, ...]:
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    if len(model.graph.input) != 1 or not all(d.dim_value > 0 for d in dims):
+        raise FrontendError(f"{model.graph.name}: streamc quantize reads models with one input of fixed shape")
+    return tuple(d.dim_value for d in dims)
+
+
+def _float_outputs(model: onnx.ModelProto, frames: np.ndarray) -> np.ndarray:
+    options = ort.SessionOptions()
+    options.log_severity_level = 3  # the float export's unused initializers are no news to the user
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    return np.concatenate([session.run(None, {name: frame[None]})[0] for frame in frames])
+
+
+def quantize(model: str | Path, calibration: str | Path | np.ndarray, output: str | Path, *,
+             test: str | Path | np.ndarray | None = None, labels: str | Path | np.ndarray | None = None,
+             bits: str | None = None,
+             constraints: str | Path | Constraints | None = None, pow2: bool | None = None) -> QuantizeReport:
+    """Quantize the float ONNX ``model`` after post-training calibration on ``calibration`` frames
+    ((N, *input shape) .npy or array) and write a QONNX model to ``output``.
+
+    ``bits`` is ``"w8a8"`` or ``"w4a4"`` (over the constraints' defaults), ``constraints`` a YAML file of
+    :mod:`streamc.quantize.constraints`, ``pow2`` rounds every scale to a power of two. The report
+    compares the float and the quantized model on the ``test`` frames (default: the calibration frames):
+    output SQNR, and accuracy where ``labels`` (one per frame compared) are given.
+    """
+    try:
+        float_model = onnx.load(str(model))
+    except (OSError, DecodeError) as exc:
+        raise FrontendError(f"{model}: cannot read the model ({exc})") from None
+    rules = constraints if isinstance(constraints, Constraints) else load_constraints(constraints, bits=bits, pow2=pow2)
+    shape = _input_shape(float_model)
+    frames = calibration if isinstance(calibration, np.ndarray) else _load_npy(calibration, "calibration")
+    frames = check_frames(frames, shape, "calibration")
+    compared = frames if test is None else check_frames(
+        test if isinstance(test, np.ndarray) else _load_npy(test, "test"), shape, "test")
+    truth = None
+    if labels is not None:
+        truth = labels if isinstance(labels, np.ndarray) else _load_npy(labels, "labels")
+        if truth.shape != (len(compared),):
+            raise ConfigError(f"labels: shape {truth.shape}; give one label per frame compared ({len(compared)},)")
+    fused = fold_batchnorms(float_model)
+    kernels = logical_kernels(fused)
+    stats = {}
+
+    def stats_for(names):
+        stats.update(collect(fused, frames, names))
+        return stats
+
+    resolved = plan(fused, kernels, stats_for, rules)
+    quantized = emit(fused, resolved)
+    output = Path(output)
+    onnx.save(quantized, str(output))
+    graph = load_onnx(output)
+    reference = _float_outputs(float_model, compared)
+    result = execute(graph, {graph.inputs[0].name: compared})[graph.outputs[0].name].reshape(reference.shape)
+    report = QuantizeReport(str(output), len(compared), sqnr_db=sqnr_db(reference, result),
+                            rows=tensor_rows(resolved, stats), notes=resolved.notes)
+    if truth is not None:
+        report.float_accuracy = float((reference.reshape(len(compared), -1).argmax(1) == truth).mean())
+        report.quantized_accuracy = float((result.reshape(len(compared), -1).argmax(1) == truth).mean())
+    return report
+
+
+def _load_npy(path: str | Path, what: str) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{what}: cannot read {path} ({exc})") from None
