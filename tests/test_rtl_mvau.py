@@ -102,6 +102,26 @@ def test_multiplies_in_luts_match_reference(case):
     check_against_reference(case, 2, 3, frames=3, in_gap=0.3, out_stall=0.4, seed=11, res_type="lut")
 
 
+def test_a_signed_input_is_multiplied_as_offset_binary_so_a_zero_point_needs_no_per_channel_thresholds():
+    # onnxruntime's int8 activations have zero point -128: W (x + 128) >= t is W x >= t - 128 sum(w), a
+    # different threshold in every channel. The lanes multiply x + 128 (its top bit flipped), so the unit
+    # compares the same t in every channel (one ROM word), and its products are unsigned by signed.
+    rng = np.random.default_rng(5)
+    weights = random_values(rng, INT(8), (MH, MW))
+    t = np.sort(rng.integers(0, 255 * 127 * MW // 8, 7))
+    thresholds = t[None, :] - 128 * weights.sum(axis=1)[:, None]
+    dut = MatrixVectorUnit(weights=weights, in_dtype=INT(8), weight_dtype=INT(8), pe=2, simd=3,
+                           thresholds=thresholds, out_dtype=UINT(3), res_type="lut", name="fc")
+    assert len(set(dut.threshold_rom_rows)) == 1
+    assert not dut.lanes_multiply_signed_input
+    vectors = random_values(rng, INT(8), (4, MW))
+    vectors[0] = -128
+    vectors[1] = 127
+    run = run_stream(dut, pack(vectors, INT(8), 3), 4 * MH // 2, in_gap=0.3, out_stall=0.4, seed=5)
+    np.testing.assert_array_equal(unpack(run.beats, UINT(3), 2).reshape(4, MH),
+                                  reference(weights, thresholds, UINT(3), 0, vectors))
+
+
 PIPELININGS = [dict(operand_register=True), dict(tree_every=1), dict(tree_every=2, operand_register=True),
                dict(tree_every=3), dict(tree_every=2, ready_register=True)]
 

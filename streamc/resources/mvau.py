@@ -124,9 +124,10 @@ class MVAUSpecs:
             product_bits = 1 if xnor else w_dt.bitwidth if in_dt.bipolar else in_dt.bitwidth
         else:
             # Amaranth widens the unsigned operand of a mixed-sign product by one bit.
-            mul_a = in_dt.bitwidth + (1 if w_dt.signed and not in_dt.signed else 0)
-            mul_b = w_dt.bitwidth + (1 if in_dt.signed and not w_dt.signed else 0)
-            product_bits = in_dt.bitwidth + w_dt.bitwidth + (1 if in_dt.signed != w_dt.signed else 0)
+            in_signed = unit.lanes_multiply_signed_input
+            mul_a = in_dt.bitwidth + (1 if w_dt.signed and not in_signed else 0)
+            mul_b = w_dt.bitwidth + (1 if in_signed and not w_dt.signed else 0)
+            product_bits = in_dt.bitwidth + w_dt.bitwidth + (1 if in_signed != w_dt.signed else 0)
         thresholds = 0 if unit.thresholds is None else unit.thresholds.shape[1]
         rq = {}
         if unit.requant is not None:
@@ -167,7 +168,7 @@ class MVAUSpecs:
                             in_bits=in_dt.bitwidth, weight_bits=w_dt.bitwidth, out_bits=unit.out_width,
                             acc_bits=unit.acc_shape.width, product_bits=product_bits, mul_a=mul_a, mul_b=mul_b,
                             xnor=xnor, thresholds=thresholds,
-                            signed_multiply=bool(mul_a and in_dt.signed and w_dt.signed),
+                            signed_multiply=bool(mul_a and unit.lanes_multiply_signed_input and w_dt.signed),
                             starts_from_offsets=unit.starts_from_offsets, ram_style=unit.ram_style,
                             ram_style_thresholds=unit.ram_style_thresholds, res_type=unit.res_type,
                             operand_register=unit.operand_register, tree_every=unit.tree_every, **rq, **live)

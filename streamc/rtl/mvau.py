@@ -171,6 +171,13 @@ class MatrixVectorUnit(wiring.Component):
         self._xnor = in_dtype.bipolar and weight_dtype.bipolar
         #: The weight ROM has one word: each lane's weight is a constant (see :attr:`constant_weights`).
         self.constant_weights = self._nf * self._sf == 1
+        #: The lanes multiply a signed input as unsigned, ``x + 2**(bits-1)`` (its top bit flipped): an unsigned
+        #: by signed product is smaller in LUTs than a signed by signed one, and an input whose zero point was
+        #: ``-2**(bits-1)`` (onnxruntime's int8 activations) then needs no per-channel offset at all, so that
+        #: its thresholds, requantization offsets and correction points are the same constant in every channel.
+        #: Only where an output stage compares the sum: a bare output would add the offsets back itself.
+        self._input_offset_binary = (in_dtype.signed and not in_dtype.bipolar and in_dtype.bitwidth > 1
+                                     and not weight_dtype.bipolar and (thresholds is not None or requant is not None))
         self._scale, self._offsets = self._accumulator_domain()
 
         self._bounds = self._row_bounds()
@@ -247,11 +254,15 @@ class MatrixVectorUnit(wiring.Component):
     @property
     def adder_graph(self):
         """With :attr:`constant_weights`: the :class:`~streamc.rtl.constant_products.AdderGraph` of the lanes,
-        ``W u`` for ``u`` the inputs (a ``BIPOLAR`` input's bits); ``None`` otherwise."""
+        ``W u`` for ``u`` the values the lanes take (:meth:`_lane_input_range`); ``None`` otherwise."""
         if not self.constant_weights:
             return None
-        lo, hi = (0, 1) if self._in_dtype.bipolar else (self._in_dtype.min, self._in_dtype.max)
-        return adder_graph(self._weights, lo, hi)
+        return adder_graph(self._weights, *self._lane_input_range())
+
+    @property
+    def lanes_multiply_signed_input(self) -> bool:
+        """Whether the lanes' multiplies take the input as signed: a signed input not read as offset binary."""
+        return self._in_dtype.signed and not self._input_offset_binary
 
     @property
     def weights(self) -> np.ndarray:
@@ -338,9 +349,13 @@ class MatrixVectorUnit(wiring.Component):
         - XNOR: ``a`` counts the matching bits, so ``W x = 2 a - MW``;
         - masked weights: ``a = sum(w (x + 1) / 2)``, so ``W x = 2 a - sum(w)``;
         - complemented inputs: a weight of -1 adds ``~x = c - x`` (``c`` is -1 for a signed input,
-          ``2**bits - 1`` for an unsigned one), so ``W x = a - c count(w == -1)``.
+          ``2**bits - 1`` for an unsigned one), so ``W x = a - c count(w == -1)``;
+        - offset-binary inputs (:attr:`lanes_multiply_signed_input` false): ``a = sum(w (x + 2**(bits-1)))``, so
+          ``W x = a - 2**(bits-1) sum(w)``.
         """
         weights = self._weights
+        if self._input_offset_binary:
+            return 1, -(1 << (self._in_dtype.bitwidth - 1)) * weights.sum(axis=1)
         if self.constant_weights:
             # The adder graph sums W x itself, or for a BIPOLAR input W b of its bits (x = 2 b - 1).
             return (2, -weights.sum(axis=1)) if self._in_dtype.bipolar else (1, np.zeros(weights.shape[0], np.int64))
@@ -351,6 +366,21 @@ class MatrixVectorUnit(wiring.Component):
         if self._weight_dtype.bipolar:
             return 1, -self._complement_constant() * (weights < 0).sum(axis=1)
         return 1, np.zeros(weights.shape[0], np.int64)
+
+    def _lane_input_range(self) -> tuple[int, int]:
+        """Least and greatest input value a lane multiplies: a ``BIPOLAR`` input's bit, an offset-binary
+        input's unsigned value, or the input itself."""
+        if self._in_dtype.bipolar:
+            return 0, 1
+        if self._input_offset_binary:
+            return 0, (1 << self._in_dtype.bitwidth) - 1
+        return self._in_dtype.min, self._in_dtype.max
+
+    def _lane_input(self, bits):
+        """The value a lane multiplies, from a multi-bit input's stored bits (see :meth:`_lane_input_range`)."""
+        if self._input_offset_binary:
+            return Cat(bits[:-1], ~bits[-1])
+        return bits.as_signed() if self._in_dtype.signed else bits
 
     def _complement_constant(self) -> int:
         """``c`` with ``~x = c - x`` for the input type's bits: -1 signed, ``2**bits - 1`` unsigned."""
@@ -369,7 +399,7 @@ class MatrixVectorUnit(wiring.Component):
         mh, mw = self._weights.shape
         if self.constant_weights:
             # One fold: the partial sums are the complete ones.
-            x_lo, x_hi = (0, 1) if self._in_dtype.bipolar else (self._in_dtype.min, self._in_dtype.max)
+            x_lo, x_hi = self._lane_input_range()
             positive = np.clip(self._weights, 0, None).sum(axis=1)
             negative = np.clip(self._weights, None, 0).sum(axis=1)
             lo, hi = x_lo * positive + x_hi * negative, x_hi * positive + x_lo * negative
@@ -377,7 +407,7 @@ class MatrixVectorUnit(wiring.Component):
         if self._xnor:
             zeros, full = np.zeros(mh, np.int64), np.full(mh, mw, np.int64)
             return zeros, full, zeros, full
-        x_lo, x_hi = (0, 1) if self._in_dtype.bipolar else (self._in_dtype.min, self._in_dtype.max)
+        x_lo, x_hi = self._lane_input_range()
         if self._weight_dtype.bipolar:
             plus = (self._weights > 0).sum(axis=1)
             minus = mw - plus
@@ -452,8 +482,7 @@ class MatrixVectorUnit(wiring.Component):
         w = w_bits.as_signed() if w_dt.signed else w_bits
         if in_dt.bipolar:
             return Mux(x_bits[0], w, 0)
-        x = x_bits.as_signed() if in_dt.signed else x_bits
-        return multiply(x, w, self.res_type)
+        return multiply(self._lane_input(x_bits), w, self.res_type)
 
     def start_rom_shape(self) -> Shape | None:
         """Shape of the words of the ROM of the accumulators' starting offsets; ``None`` where each
@@ -610,7 +639,7 @@ class MatrixVectorUnit(wiring.Component):
         registered (one value per PE, for the adder tree)."""
         iw, in_dt = self.in_width, self._in_dtype
         fields = [x1[k * iw:(k + 1) * iw] for k in range(self._simd)]
-        inputs = [field.as_signed() if in_dt.signed and not in_dt.bipolar else field for field in fields]
+        inputs = [field if in_dt.bipolar else self._lane_input(field) for field in fields]
         lo, hi = self.output_sum_range
         rows = []
         for j, value in enumerate(constant_products(m, inputs, self.adder_graph)):
