@@ -26,11 +26,13 @@ class TensorStats:
     low: float
     high: float
     sample: np.ndarray
+    #: A range the user gave (a ``calibrated`` constraint): taken as it is, whatever the method.
+    given: bool = False
 
     def clip_range(self, method: str, bits: int, signed: bool, percentile: float = 99.99) -> tuple[float, float]:
         """The range the quantizer covers: all values (``minmax``), the ``percentile``-th of |x|, or the clip
         value that minimizes the mean squared quantization error at ``bits`` (``mse``)."""
-        if method == "minmax":
+        if method == "minmax" or self.given:
             return self.low, self.high
         magnitude = np.abs(self.sample)
         if method == "percentile":

@@ -16,8 +16,9 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from ..errors import ConfigError
 from .calibrate import TensorStats
-from .constraints import Constraints, KeepFloat, Uniform
+from .constraints import Calibrated, Constraints, KeepFloat, Uniform
 from .fuse import Kernel, consumers
 
 SAME_TYPE_OPS = ("MaxPool", "GlobalMaxPool", "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Relu")
@@ -131,6 +132,12 @@ def _host_start(model: onnx.ModelProto, kernels: list[Kernel], constraints: Cons
 
 def plan(model: onnx.ModelProto, kernels: list[Kernel], stats_for, constraints: Constraints) -> Plan:
     """Resolve every quantized tensor's type. ``stats_for(names)`` calibrates the tensors it is given."""
+    known = {name for node in model.graph.node for name in (*node.input, *node.output)} | \
+        {t.name for t in model.graph.input}
+    unknown = sorted(set(constraints.tensors) - known)
+    if unknown:
+        raise ConfigError(f"tensors: {unknown[0]} is not a tensor of the model (after BatchNorm folding); "
+                          f"give a weight, the input or a kernel's output")
     result = Plan()
     nodes = list(model.graph.node)
     start, why = _host_start(model, kernels, constraints)
@@ -156,6 +163,10 @@ def plan(model: onnx.ModelProto, kernels: list[Kernel], stats_for, constraints: 
                and not any(n.name in k.members for k in kernels)]
     points = [p for p in points if quantizable(p)]
     stats = stats_for(points)
+    for point in points:
+        given = constraints.tensors.get(point)
+        if isinstance(given, Calibrated):
+            stats[point] = TensorStats(given.min, given.max, np.clip(stats[point].sample, given.min, given.max), True)
 
     groups = _Groups()
     for node in hardware:
