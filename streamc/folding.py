@@ -136,10 +136,16 @@ def fold_streaming_stages(dataflow: Dataflow) -> None:
     keeps its producer's pace, a sliding window its consumer's (channels per beat must divide the channels),
     a max pool its window's, an add or concat its first producer's (as far as the channels allow)."""
     stages = dataflow.stages
+    # Each stage's first reader (Dataflow.consumers' first), found in one pass: the planner folds the followers
+    # again for every pair of neighbours' sides it prices.
+    first_reader: dict[int, int] = {}
     for index, stage in enumerate(stages):
-        readers = dataflow.consumers(index)
+        for source in stage.sources:
+            first_reader.setdefault(source, index)
+    for index, stage in enumerate(stages):
+        reader = first_reader.get(index)
         stage.follow(stages[stage.sources[0]] if stage.sources[0] >= 0 else None,
-                     stages[readers[0]] if readers else None)
+                     stages[reader] if reader is not None else None)
 
 
 def _check_sole_key(stage, entry: dict, key: str, valid: tuple[str, ...], why: str, kind: str, source: str) -> None:

@@ -152,14 +152,21 @@ class Planner(Chain):
             # Cheapest predecessors first: a segment costs at least nothing, so once the cost so far
             # reaches the best found, no later predecessor can win (and its segment is never priced).
             ordered = sorted(reachable.items(), key=lambda item: item[1][0])
+            # The way in depends on a choice's input side alone: found once per side, for all the choices
+            # that fold it alike.
+            into: dict[Choice, tuple[float, Choice | None]] = {}
             for choice, node_cost in self._placed_cheapest(k, weights, cycles).items():
-                in_key, entry = self.in_key(k, choice), (inf, None)
-                for out_key, (cost, previous) in ordered:
-                    if cost >= entry[0]:
-                        break
-                    total = cost + edge_price(k, out_key, in_key)
-                    if total < entry[0]:
-                        entry = (total, previous)
+                in_key = self.in_key(k, choice)
+                if in_key not in into:
+                    entry = (inf, None)
+                    for out_key, (cost, previous) in ordered:
+                        if cost >= entry[0]:
+                            break
+                        total = cost + edge_price(k, out_key, in_key)
+                        if total < entry[0]:
+                            entry = (total, previous)
+                    into[in_key] = entry
+                entry = into[in_key]
                 if entry[0] < inf:
                     layer[choice] = (entry[0] + node_cost, entry[1])
             if not layer:
