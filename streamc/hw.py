@@ -16,6 +16,7 @@ from threadpoolctl import threadpool_limits
 
 from .errors import LoweringError
 from .execute import execute, tensor_shapes
+from .input_thresholds import InputThresholds, input_thresholds
 from .ir import Graph, TensorInfo
 from .stages import STAGE_KINDS, LUTStage, MVAULayer, Stage, sliding_window
 
@@ -39,6 +40,8 @@ class Dataflow:
     boundary: dict = field(default_factory=dict)
     input_chw: tuple[int, ...] | None = None    # the head's codes are (C, *spatial): streamed channels-last
     output_chw: tuple[int, ...] | None = None   # the tail takes (C, *spatial), the hardware gives channels-last
+    # The head as thresholds on the input (False: it is not one), found on first use.
+    head_thresholds: InputThresholds | None | bool = field(default=None, repr=False, compare=False)
 
     def to_stream_order(self, values: np.ndarray) -> np.ndarray:
         """Head output (N, C, *spatial) or (N, K) as the hardware streams it, one row per frame."""
@@ -78,6 +81,17 @@ class Dataflow:
     def input_codes(self, frames: np.ndarray) -> np.ndarray:
         """The host head: model inputs ``(N, *input shape)`` to the integer codes the hardware takes,
         one row per frame in stream order."""
+        return self.narrow_input_codes(frames).astype(np.int64, copy=False)
+
+    def narrow_input_codes(self, frames: np.ndarray) -> np.ndarray:
+        """:meth:`input_codes` in the narrowest integers the head's thresholds give (int64 from the executor):
+        counted on :attr:`head_thresholds` where the head is a chain of monotonic ops
+        (:mod:`streamc.input_thresholds`), else the head in the executor."""
+        if self.head_thresholds is None:
+            self.head_thresholds = input_thresholds(self.head, self.to_stream_order) or False
+        codes = self.head_thresholds.codes(frames) if self.head_thresholds else None
+        if codes is not None:
+            return codes
         codes = execute(self.head, {self.head.inputs[0].name: frames})[self.hw_input]
         return self.to_stream_order(np.rint(codes).astype(np.int64))
 
@@ -98,8 +112,9 @@ class Dataflow:
         widest = max([int(np.prod(self.head.outputs[0].shape[1:]))] + [stage.out_count for stage in self.stages])
         batch = max(1, BATCH_ELEMENTS // widest)
         starts = range(0, len(frames), batch)
+        self.narrow_input_codes(frames[:1])   # finds the head's thresholds once, before the threads
         with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(os.cpu_count() or 1) as pool:
-            parts = list(pool.map(lambda start: self.run_stages(self.input_codes(frames[start:start + batch])),
+            parts = list(pool.map(lambda start: self.run_stages(self.narrow_input_codes(frames[start:start + batch])),
                                   starts))
         if not parts:
             return np.zeros((0, self.stages[-1].out_count), np.int64)

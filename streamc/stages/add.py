@@ -51,7 +51,8 @@ class AddStage(Stage):
         return self.count // self.elems
 
     def emulate(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        total = self.weights[0] * a + self.weights[1] * b
+        # in int64: the codes may come in narrower integers (activate's)
+        total = self.weights[0] * a.astype(np.int64) + self.weights[1] * b.astype(np.int64)
         per_channel = total.reshape(-1, self.channels)
         return activate(per_channel, self.thresholds, None, self.out_dtype, self.out_bias).reshape(total.shape)
 

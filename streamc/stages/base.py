@@ -38,6 +38,10 @@ from ..datatypes import DataType
 from ..rtl.placement import RES_TYPES
 from ..rtl.requant import Requant, requantize
 
+#: Thresholds per channel up to which :func:`thresholds_reached` compares level by level (a pass over the
+#: values each); more are searched.
+COMPARE_LEVELS = 8
+
 #: Where the planner may put a ROM (:mod:`streamc.rtl.placement`): Yosys' own choice ("auto") is
 #: always one of them, so weighing both finds at least as good a design.
 PLACEMENTS = ("distributed", "block")
@@ -168,37 +172,66 @@ class Stage(ABC):
 
 
 def activate(acc: np.ndarray, thresholds, requant: Requant | None, out_dtype: DataType, out_bias: int) -> np.ndarray:
-    """An output stage on accumulators (M, C): requantization, thresholds, or none."""
+    """An output stage on integer accumulators (M, C): requantization, thresholds, or none. Thresholds give
+    codes in the narrowest integers that hold them (their reader widens what it computes); the accumulator and
+    requantization give int64."""
     if requant is not None:
-        return requantize(acc, requant)
+        return requantize(acc.astype(np.int64, copy=False), requant)
     if thresholds is None:
-        return acc
-    count = _thresholds_reached(acc, thresholds)
-    return np.where(count > 0, 1, -1) if out_dtype.bipolar else count + out_bias
+        return acc.astype(np.int64, copy=False)
+    info = np.iinfo(acc.dtype)
+    # a threshold beyond the accumulator's type is one no accumulator, or every one, reaches
+    within = np.clip(thresholds, info.min + 1, info.max).astype(acc.dtype)
+    if out_dtype.bipolar:
+        return np.where(thresholds_reached(acc, within, np.int16) > 0, np.int8(1), np.int8(-1))
+    dtype = narrowest_integers(min(out_bias, out_dtype.min), max(out_dtype.max, thresholds.shape[1] + out_bias))
+    count = thresholds_reached(acc, within, dtype)
+    count += dtype.type(out_bias)
+    return count
 
 
-def _thresholds_reached(acc: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
-    """How many of each channel's thresholds each accumulator reaches (``acc >= t``). Sorted thresholds (as the
-    streamline step writes them) are searched, all channels in one sorted array shifted apart per channel,
-    instead of comparing with each of up to 255 per channel."""
-    if (np.diff(thresholds, axis=1) < 0).any():
-        return (acc[:, :, None] >= thresholds[None]).sum(axis=2)
-    channels, levels = thresholds.shape
-    low = min(int(thresholds.min()), int(acc.min(initial=0)))
-    span = max(int(thresholds.max()), int(acc.max(initial=0))) - low + 1
-    shift = np.arange(channels, dtype=np.int64) * span
+def narrowest_integers(low: int, high: int) -> np.dtype:
+    """The narrowest signed numpy integer type holding ``low`` to ``high``."""
+    return next(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64)
+                if np.iinfo(t).min <= low and high <= np.iinfo(t).max)
+
+
+def thresholds_reached(x: np.ndarray, thresholds: np.ndarray, dtype) -> np.ndarray:
+    """How many of column ``c``'s thresholds ``thresholds[c]`` each ``x[:, c]`` reaches (``x >= t``), in ``dtype``;
+    one row of thresholds serves every column.
+
+    Up to :data:`COMPARE_LEVELS` thresholds, unsorted ones, or float ones differing between columns are compared
+    one level at a time; more, sorted (as the streamline step writes them), are searched: the one row with one
+    ``np.searchsorted``, integers of many rows all in one sorted array, shifted apart per column."""
+    levels = thresholds.shape[1]
+    shared = len(thresholds) == 1 or bool((thresholds == thresholds[:1]).all())
+    if (levels <= COMPARE_LEVELS or (np.diff(thresholds, axis=1) < 0).any()
+            or not (shared or np.issubdtype(x.dtype, np.integer))):
+        count = np.zeros(x.shape, dtype)
+        for level in range(levels):
+            count += x >= thresholds[:, level]
+        return count
+    if shared:
+        return np.searchsorted(thresholds[0], x, side="right").astype(dtype)
+    low = min(int(thresholds.min()), int(x.min(initial=0)))
+    span = max(int(thresholds.max()), int(x.max(initial=0))) - low + 1
+    shift = np.arange(len(thresholds), dtype=np.int64) * span
     flat = ((thresholds.astype(np.int64) - low) + shift[:, None]).reshape(-1)
-    return np.searchsorted(flat, (acc.astype(np.int64) - low) + shift, side="right") - shift // span * levels
+    found = np.searchsorted(flat, (x.astype(np.int64) - low) + shift, side="right")
+    return (found - shift // span * levels).astype(dtype)
 
 
 def integer_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a @ b`` of integer arrays, exactly: through float32 or float64 BLAS where no partial sum can reach 2**24
-    or 2**53 (every float sum of such integers is exact), else in int64, which numpy multiplies without BLAS."""
+    or 2**53 (every float sum of such integers is exact), else in int64, which numpy multiplies without BLAS.
+    In int32 where the bound leaves room below the type's largest value (which :func:`activate` clips
+    thresholds to), else int64."""
     # from the extremes, not np.abs: the largest magnitude of a narrow type (-128 of int8) has no abs in it
     bound = max(-int(a.min(initial=0)), int(a.max(initial=0))) * int(np.abs(b).sum(axis=0).max(initial=0))
+    out = np.int32 if bound < (1 << 31) - 1 else np.int64
     for exact, dtype in ((1 << 24, np.float32), (1 << 53, np.float64)):
         if bound < exact:
-            return (a.astype(dtype) @ b.astype(dtype)).astype(np.int64)
+            return (a.astype(dtype) @ b.astype(dtype)).astype(out)
     return a.astype(np.int64) @ b.astype(np.int64)
 
 

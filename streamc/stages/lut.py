@@ -40,6 +40,7 @@ class LUTStage(Stage):
         return self.count // self.elems
 
     def emulate(self, x: np.ndarray) -> np.ndarray:
+        x = x.astype(np.int64)   # the codes may come in narrower integers (activate's), the index may not
         index = (x + 1) // 2 if self.in_dtype.bipolar else x - self.in_dtype.min
         if self.table.ndim == 1:
             return self.table[index]
