@@ -20,6 +20,7 @@ from streamc.pipeline.steps import expected_hw_outputs
 from streamc.stages.add import AddStage
 from streamc.stages.base import (
     COMPARE_LEVELS,
+    TABLE_ENTRIES,
     activate,
     integer_matmul,
     thresholds_reached,
@@ -140,18 +141,19 @@ def test_frames_that_are_not_finite_take_the_executor_s_path():
 
 @pytest.mark.parametrize("levels", [2, COMPARE_LEVELS, COMPARE_LEVELS + 1, 255])
 @pytest.mark.parametrize("shared", [True, False])
-def test_thresholds_counted_or_searched_count_every_tie(levels, shared):
+@pytest.mark.parametrize("spread", [1, TABLE_ENTRIES])   # a table of every value's count, or a search
+def test_thresholds_counted_or_searched_count_every_tie(levels, shared, spread):
     rng = np.random.default_rng(levels)
     channels = 5
-    thresholds = np.sort(rng.integers(-300, 300, size=(1 if shared else channels, levels)), axis=1)
-    acc = rng.integers(-400, 400, size=(50, channels))
+    thresholds = np.sort(rng.integers(-300, 300, size=(1 if shared else channels, levels)), axis=1) * spread
+    acc = rng.integers(-400, 400, size=(50, channels)) * spread
     acc[:levels, :] = np.resize(thresholds.T, (levels, channels))[:len(acc)]        # every threshold, a tie
     acc[-1], acc[-2] = thresholds.max() + 1, thresholds.min() - 1
     expected = (acc[:, :, None] >= np.broadcast_to(thresholds, (channels, levels))[None]).sum(axis=2)
     for dtype in (np.int32, np.int64):
         np.testing.assert_array_equal(thresholds_reached(acc.astype(dtype), thresholds, np.int16), expected)
-    floats = acc.astype(np.float32)
-    np.testing.assert_array_equal(thresholds_reached(floats, thresholds.astype(np.float32), np.int16), expected)
+    floats = acc.astype(np.float64)   # the head's float thresholds, exact values
+    np.testing.assert_array_equal(thresholds_reached(floats, thresholds.astype(np.float64), np.int16), expected)
 
 
 def test_codes_come_in_the_narrowest_integers_and_thresholds_past_int32_are_clipped():

@@ -41,6 +41,8 @@ from ..rtl.requant import Requant, requantize
 #: Thresholds per channel up to which :func:`thresholds_reached` compares level by level (a pass over the
 #: values each); more are searched.
 COMPARE_LEVELS = 8
+#: Values times threshold rows up to which integers are counted by a table of every value's count.
+TABLE_ENTRIES = 1 << 16
 
 #: Where the planner may put a ROM (:mod:`streamc.rtl.placement`): Yosys' own choice ("auto") is
 #: always one of them, so weighing both finds at least as good a design.
@@ -201,8 +203,9 @@ def thresholds_reached(x: np.ndarray, thresholds: np.ndarray, dtype) -> np.ndarr
     one row of thresholds serves every column.
 
     Up to :data:`COMPARE_LEVELS` thresholds, unsorted ones, or float ones differing between columns are compared
-    one level at a time; more, sorted (as the streamline step writes them), are searched: the one row with one
-    ``np.searchsorted``, integers of many rows all in one sorted array, shifted apart per column."""
+    one level at a time; more, sorted (as the streamline step writes them), are searched: floats in their one
+    row, integers in a table of every value between the least and the largest (up to :data:`TABLE_ENTRIES`
+    entries) or all rows at once, shifted apart per column in one sorted array."""
     levels = thresholds.shape[1]
     shared = len(thresholds) == 1 or bool((thresholds == thresholds[:1]).all())
     if (levels <= COMPARE_LEVELS or (np.diff(thresholds, axis=1) < 0).any()
@@ -211,14 +214,31 @@ def thresholds_reached(x: np.ndarray, thresholds: np.ndarray, dtype) -> np.ndarr
         for level in range(levels):
             count += x >= thresholds[:, level]
         return count
-    if shared:
+    if not np.issubdtype(x.dtype, np.integer):
         return np.searchsorted(thresholds[0], x, side="right").astype(dtype)
+    rows = 1 if shared else len(thresholds)
+    low, high = int(x.min(initial=0)), int(x.max(initial=0))
+    if (high - low + 1) * rows <= TABLE_ENTRIES:
+        # each row's count for every value that occurs, then one lookup per value
+        values = np.arange(low, high + 1)
+        table = _searched(thresholds[:rows], np.broadcast_to(values, (rows, len(values))).T).T.astype(dtype)
+        index = x - low if shared else (x - low) + np.arange(rows) * len(values)
+        return table.reshape(-1)[index]
+    return _searched(thresholds[:rows], x).astype(dtype)
+
+
+def _searched(thresholds: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Sorted integer thresholds reached, one row (or a row per column of ``x``) with one ``np.searchsorted``:
+    the rows shifted apart in one sorted array."""
+    if len(thresholds) == 1:
+        return np.searchsorted(thresholds[0], x, side="right")
+    levels = thresholds.shape[1]
     low = min(int(thresholds.min()), int(x.min(initial=0)))
     span = max(int(thresholds.max()), int(x.max(initial=0))) - low + 1
     shift = np.arange(len(thresholds), dtype=np.int64) * span
     flat = ((thresholds.astype(np.int64) - low) + shift[:, None]).reshape(-1)
     found = np.searchsorted(flat, (x.astype(np.int64) - low) + shift, side="right")
-    return (found - shift // span * levels).astype(dtype)
+    return found - shift // span * levels
 
 
 def integer_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
