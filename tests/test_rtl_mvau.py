@@ -186,10 +186,10 @@ def test_thresholds_wider_than_one_memory_are_split_over_several(monkeypatch):
 BANKED = dict(operand_register=True, ram_style="distributed")
 
 
-@pytest.mark.parametrize("pe,simd,banks", [(1, 1, 6), (1, 4, 2), (2, 3, 1)])
+@pytest.mark.parametrize("pe,simd,banks", [(1, 1, 3), (1, 2, 2), (1, 4, 1)])
 @pytest.mark.parametrize("case", ["bipolar_x_bipolar_thr", "int2_x_int3_acc"])
 def test_weight_rom_in_logic_read_from_registered_banks_matches_reference(case, pe, simd, banks):
-    # 96 words in six banks, 24 in a full bank and a half one, and 16 in one ROM, under stalls and back to back
+    # 96 words in three banks, 48 in a full bank and a half one, and 24 in one ROM, under stalls and back to back
     # (which checks the latency the first beat takes)
     dut = build(case, pe, simd, **BANKED)[0]
     # Binary lanes take the bank registers for their operand register; multiplying ones keep it as well.

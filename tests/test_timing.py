@@ -103,7 +103,7 @@ def test_a_weight_rom_in_logic_too_deep_for_the_clock_asks_for_the_operand_regis
     stage = layer(mh=64, mw=64, in_dtype=BIPOLAR)
     stage.pe, stage.simd, stage.ram_style = 2, 32, "distributed"
     stage.pipeline_for(Clock(mhz=50, family="ice40"))
-    assert stage.pipelining()[0] and stage.components()[0].weight_rom_banks == 4
+    assert stage.pipelining()[0] and stage.components()[0].weight_rom_banks == 2
     # The same ROM in block RAM, or in logic at a slow clock, needs none.
     stage.ram_style = "block"
     assert not stage.pipelining()[0]
