@@ -78,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     quantize.add_argument("--constraints", type=Path, help="per-tensor constraints (YAML, docs/quantize.md)")
     quantize.add_argument("--pow2", action="store_true", default=None,
                           help="power-of-two scales: the hardware shifts instead of comparing with thresholds")
+    quantize.add_argument("--device", help="choose each layer's bits from 2, 4, 8 to fit this device "
+                                           "(with --target-fps), e.g. ice40-up5k")
+    quantize.add_argument("--target-fps", type=float, help="the frame rate the bit-width search plans for")
+    quantize.add_argument("--clock-mhz", type=float, default=100.0, help="the clock of that plan (default 100)")
     quantize.add_argument("-o", "--output", type=Path, required=True, help="the QONNX model to write")
     ops = commands.add_parser("ops", help="list every op streamc reads, its dialects and limits (docs/ops.md)")
     ops.add_argument("--markdown", action="store_true", help="print the listing as docs/ops.md holds it")
@@ -210,7 +214,8 @@ def _quantize(args, console: Console, errors: Console) -> int:
 
     try:
         report = quantize(args.model, args.calibration, args.output, test=args.test, labels=args.labels,
-                          bits=args.bits, constraints=args.constraints, pow2=args.pow2)
+                          bits=args.bits, constraints=args.constraints, pow2=args.pow2, device=args.device,
+                          target_fps=args.target_fps, clock_mhz=args.clock_mhz)
     except (StreamcError, OSError) as exc:
         if args.debug:
             raise

@@ -36,6 +36,11 @@ class QuantizeReport:
     sqnr_db: float | None = None
     rows: list[TensorRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: the bit-width search's choice and every combination it priced (streamc.quantize.budget.Choice)
+    chosen: object | None = None
+    priced: list = field(default_factory=list)
+    device: str | None = None
+    target_fps: float | None = None
 
     def lines(self) -> list[str]:
         lines = [f"wrote {self.output}"]
@@ -48,7 +53,18 @@ class QuantizeReport:
             span = "" if row.low is None else f" range {row.low:.4g}..{row.high:.4g}"
             lines.append(f"{row.role} {row.tensor}: {'INT' if row.signed else 'UINT'}{row.bits} scale {scale}"
                          f"{' (2^k)' if row.pow2 else ''}{span}")
+        if self.chosen is not None:
+            lines.append(f"bits per layer (weights and input) for the {self.device} at {self.target_fps:g} frames/s: "
+                         f"{_bits(self.chosen)}")
+            for choice in self.priced:
+                if len(set(choice.bits)) == 1:
+                    lines.append(f"  uniform: {_bits(choice)}")
         return lines + self.notes
+
+
+def _bits(choice) -> str:
+    fits = "fits" if choice.fits else f"over on {', '.join(choice.over)}"
+    return f"{'/'.join(map(str, choice.bits))}, {choice.lut:,} LUTs estimated, {fits}, per-layer SQNR {choice.sqnr_db:.1f} dB"
 
 
 def sqnr_db(reference: np.ndarray, approximation: np.ndarray) -> float:

@@ -12,6 +12,7 @@ from google.protobuf.message import DecodeError
 from ..errors import ConfigError, FrontendError
 from ..execute import execute
 from ..frontend.load import load_onnx
+from .budget import layer_constraints, search_bits
 from .calibrate import check_frames, collect
 from .constraints import Constraints, load_constraints
 from .emit import emit
@@ -38,7 +39,8 @@ def _float_outputs(model: onnx.ModelProto, frames: np.ndarray) -> np.ndarray:
 def quantize(model: str | Path, calibration: str | Path | np.ndarray, output: str | Path, *,
              test: str | Path | np.ndarray | None = None, labels: str | Path | np.ndarray | None = None,
              bits: str | None = None,
-             constraints: str | Path | Constraints | None = None, pow2: bool | None = None) -> QuantizeReport:
+             constraints: str | Path | Constraints | None = None, pow2: bool | None = None,
+             device: str | None = None, target_fps: float | None = None, clock_mhz: float = 100.0) -> QuantizeReport:
     """Quantize the float ONNX ``model`` after post-training calibration on ``calibration`` frames
     ((N, *input shape) .npy or array) and write a QONNX model to ``output``.
 
@@ -46,6 +48,10 @@ def quantize(model: str | Path, calibration: str | Path | np.ndarray, output: st
     :mod:`streamc.quantize.constraints`, ``pow2`` rounds every scale to a power of two. The report
     compares the float and the quantized model on the ``test`` frames (default: the calibration frames):
     output SQNR, and accuracy where ``labels`` (one per frame compared) are given.
+
+    With ``device`` and ``target_fps`` (at ``clock_mhz``), each layer's bits come from the search of
+    :mod:`streamc.quantize.budget`: the combination from {2, 4, 8} that fits the device at that rate
+    with the best per-layer SQNR (the report lists every combination priced).
     """
     try:
         float_model = onnx.load(str(model))
@@ -62,8 +68,15 @@ def quantize(model: str | Path, calibration: str | Path | np.ndarray, output: st
         truth = labels if isinstance(labels, np.ndarray) else _load_npy(labels, "labels")
         if truth.shape != (len(compared),):
             raise ConfigError(f"labels: shape {truth.shape}; give one label per frame compared ({len(compared)},)")
+    if (device is None) != (target_fps is None):
+        raise ConfigError("give device and target_fps together for the bit-width search")
     fused = fold_batchnorms(float_model)
     kernels = logical_kernels(fused)
+    chosen, priced = None, []
+    if device is not None:
+        chosen, priced = search_bits(Path(model), frames, rules, device=device, target_fps=target_fps,
+                                     clock_mhz=clock_mhz)
+        rules = layer_constraints(fused, kernels, chosen.bits, rules)
     stats = {}
 
     def stats_for(names):
@@ -78,7 +91,8 @@ def quantize(model: str | Path, calibration: str | Path | np.ndarray, output: st
     reference = _float_outputs(float_model, compared)
     result = execute(graph, {graph.inputs[0].name: compared})[graph.outputs[0].name].reshape(reference.shape)
     report = QuantizeReport(str(output), len(compared), sqnr_db=sqnr_db(reference, result),
-                            rows=tensor_rows(resolved, stats), notes=resolved.notes)
+                            rows=tensor_rows(resolved, stats), notes=resolved.notes, chosen=chosen, priced=priced,
+                            device=device, target_fps=target_fps)
     if truth is not None:
         report.float_accuracy = float((reference.reshape(len(compared), -1).argmax(1) == truth).mean())
         report.quantized_accuracy = float((result.reshape(len(compared), -1).argmax(1) == truth).mean())
