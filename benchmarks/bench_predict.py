@@ -5,7 +5,9 @@ Run: python benchmarks/bench_predict.py [--before REV] [--runs N] [--frames N] [
 
 Each model is compiled once per revision (``streamc.compile``, ECP5-85F, 100 MHz) in a fresh process; its recorded
 frames are repeated to the count asked (predict's time does not depend on the values) and predicted ``--runs``
-times; the table gives the median wall seconds, frames/s and the median CPU seconds (all threads). ``--before``
+times; the table gives the median wall seconds, frames/s, the median CPU seconds (all threads) and frames per CPU
+second (the figure a busy machine disturbs least). The first run of each includes finding the head's thresholds
+(:mod:`streamc.input_thresholds`, about a second on CNV). ``--before``
 runs that revision from a git worktree, the two taking turns model by model so that a busy machine slows both
 alike, and checks that both predicted the same integers. The issue's targets: 10,000 CNV frames in under
 5 minutes, about 1 M frames/s for TFC-size MLPs.
@@ -85,8 +87,8 @@ def main() -> None:
                            check=True, capture_output=True)
         try:
             print(f"| model | revision | frames per run | median wall s ({args.runs} runs) | frames/s "
-                  "| median CPU s |")
-            print("|---|---|---:|---:|---:|---:|")
+                  "| median CPU s | frames/CPU s |")
+            print("|---|---|---:|---:|---:|---:|---:|")
             for name in CASES:
                 saved = {}
                 for revision, tree in trees.items():
@@ -95,7 +97,7 @@ def main() -> None:
                     wall, cpu = statistics.median(walls), statistics.median(cpus)
                     label = args.before if revision == "before" else "this tree"
                     print(f"| {name} | {label} | {counts[name]:,} | {wall:.2f} | {counts[name] / wall:,.0f} "
-                          f"| {cpu:.2f} |", flush=True)
+                          f"| {cpu:.2f} | {counts[name] / cpu:,.0f} |", flush=True)
                 if args.before and not np.array_equal(np.load(saved["before"]), np.load(saved["after"])):
                     print(f"{name}: THE REVISIONS PREDICT DIFFERENT INTEGERS", flush=True)
         finally:

@@ -50,7 +50,7 @@ class InputThresholds:
     def codes(self, frames: np.ndarray) -> np.ndarray | None:
         """The codes of ``frames`` (N, *input shape), one row per frame in stream order, in :attr:`dtype`;
         None if a frame is not finite or not float32 (the executor's path decides what those give)."""
-        x = frames.reshape(len(frames), -1)
+        x = frames.reshape(len(frames), int(np.prod(frames.shape[1:])))
         if x.dtype != np.float32 or not np.isfinite(x).all():
             return None
         if self.source is not None:

@@ -136,6 +136,7 @@ def test_frames_that_are_not_finite_take_the_executor_s_path():
     assert found.codes(np.float32([[0, 1, 2, 3, np.nan, 0]])) is None
     assert found.codes(np.float32([[0, 1, 2, 3, np.inf, 0]])) is None
     assert found.codes(np.float64([[0, 1, 2, 3, 4, 0]])) is None
+    assert found.codes(np.zeros((0, 6), np.float32)).shape == (0, 6)
     assert np.array_equal(found.codes(np.float32([[0, 0.25, 0.75, -4, 4, -0.25]])), [[0, 0, 2, -4, 3, 0]])
 
 
