@@ -83,13 +83,12 @@ def search_bits(model_path: Path, frames: np.ndarray, base: Constraints, *, devi
     priced: dict[tuple[int, ...], Choice] = {}
 
     def layer_noise(index: int, b: int) -> float:
-        weight = inits[kernels[index].weight]
-        wq = quantize_values(np.moveaxis(weight, kernels[index].channel_axis, 0).reshape(weight.shape[
-            kernels[index].channel_axis], -1), _flat(weight_type(weight, kernels[index].channel_axis, b, base.pow2)))
-        signed = stats[inputs[index]].low < 0
-        sample = stats[inputs[index]].sample
-        aq = quantize_values(sample, activation_type([stats[inputs[index]]], b, signed, base))
-        return _noise(np.moveaxis(weight, kernels[index].channel_axis, 0).reshape(len(wq), -1), wq) + _noise(sample, aq)
+        weight, seen = inits[kernels[index].weight], stats[inputs[index]]
+        # the weight type's scales are shaped to broadcast along the weight's channel axis
+        weight_noise = _noise(weight, quantize_values(weight, weight_type(weight, kernels[index].channel_axis, b,
+                                                                          base.pow2)))
+        input_type = activation_type([seen], b, seen.low < 0, base)
+        return weight_noise + _noise(seen.sample, quantize_values(seen.sample, input_type))
 
     def price(bits: tuple[int, ...]) -> Choice:
         if bits not in priced:
@@ -114,7 +113,3 @@ def search_bits(model_path: Path, frames: np.ndarray, base: Constraints, *, devi
                            f"{target_fps:g} frames/s")
     return min(fitting, key=lambda c: c.noise), list(priced.values())
 
-
-def _flat(qtype):
-    """A weight type with its per-channel scales as a column, for rows of one channel each."""
-    return type(qtype)(qtype.bits, np.asarray(qtype.scale).reshape(-1, 1), qtype.signed, qtype.narrow)
