@@ -25,6 +25,10 @@ from .stages import STAGE_KINDS, LUTStage, MVAULayer, Stage, sliding_window
 #: on every allocation (page faults took most of CNV-w2a2's time at 2**25), large enough that numpy's calls
 #: are long against their overhead.
 BATCH_ELEMENTS = 1 << 21
+#: Frames a batch holds at least: a layer converts its weights to floats once a batch (CNV-w2a2's 4-frame batches
+#: spent about a tenth of their time on its fully connected layers' weights; at 16 frames, 177 -> 232 to 253
+#: frames per CPU second, one thread, in two runs at load ~13).
+BATCH_FRAMES = 16
 
 
 @dataclass
@@ -105,12 +109,13 @@ class Dataflow:
 
     def integers(self, frames: np.ndarray) -> np.ndarray:
         """The hardware's output integers for model inputs ``frames``, one row per frame: head and stages on
-        batches of about :data:`BATCH_ELEMENTS` elements, a batch per core at a time.
+        batches of about :data:`BATCH_ELEMENTS` elements (or :data:`BATCH_FRAMES` frames), a batch per core at a
+        time.
 
         Each batch's BLAS calls run on one thread: the cores are busy with batches, and OpenBLAS's threads
         waiting for each other on a shared, loaded machine made CNV-w2a2 half as fast."""
         widest = max([int(np.prod(self.head.outputs[0].shape[1:]))] + [stage.out_count for stage in self.stages])
-        batch = max(1, BATCH_ELEMENTS // widest)
+        batch = max(BATCH_FRAMES, BATCH_ELEMENTS // widest)
         starts = range(0, len(frames), batch)
         self.narrow_input_codes(frames[:1])   # finds the head's thresholds once, before the threads
         with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(os.cpu_count() or 1) as pool:
