@@ -188,20 +188,19 @@ def plan(model: onnx.ModelProto, kernels: list[Kernel], stats_for, constraints: 
         free = [p for p in group if p not in fixed]
         if fixed:
             shared = result.activations[fixed[0]]
-        elif free:
+        else:
             bits = max(constraints.bits_for(p, constraints.activation_bits) for p in group)
             signed = any(stats[p].low < 0 for p in group)
             shared = activation_type([stats[p] for p in group], bits, signed, constraints)
         for p in free:
             result.activations[p] = shared
-        group_type = shared
         for node in hardware:
             if node.op_type in SAME_SCALE_OPS and groups.find(node.input[0]) == groups.find(group[0]) \
                     and not any(node.name in k.members for k in kernels):
                 for index, name in enumerate(node.input):
                     source = _source_point(name, model, result.activations)
-                    if source is not None and not result.activations[source].same(group_type):
-                        result.rescales.append((node.name, index, group_type))
+                    if source is not None and not result.activations[source].same(shared):
+                        result.rescales.append((node.name, index, shared))
     for kernel in kernels:
         if kernel.node.name in in_hardware:
             given = constraints.tensors.get(kernel.weight)
