@@ -1,5 +1,5 @@
 """streamc: quantized ONNX to streaming dataflow accelerators. From Python: ``streamc.compile`` and
-``streamc.run_sweep`` (:mod:`streamc.api`), ``streamc.quantize`` (:mod:`streamc.quantize`)."""
+``streamc.run_sweep`` (:mod:`streamc.api`), ``streamc.quantize`` (:mod:`streamc.ptq`)."""
 
 __all__ = ["Accelerator", "Simulation", "SweepResult", "compile", "quantize", "run_sweep"]
 
@@ -7,10 +7,9 @@ __all__ = ["Accelerator", "Simulation", "SweepResult", "compile", "quantize", "r
 def __getattr__(name: str):
     # Imported when first used: ``import streamc.rtl`` (the hardware library) and the CLI's start stay light.
     if name == "quantize":
-        # The package, callable as its function (the import would put the package here anyway).
-        import importlib
+        from .ptq import quantize
 
-        return importlib.import_module(".quantize", __name__)
+        return quantize
     if name in __all__:
         from . import api
 

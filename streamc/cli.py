@@ -210,7 +210,7 @@ def _sweep(args, console: Console, errors: Console) -> int:
 
 
 def _quantize(args, console: Console, errors: Console) -> int:
-    from .quantize import quantize
+    from .ptq import quantize
 
     try:
         report = quantize(args.model, args.calibration, args.output, test=args.test, labels=args.labels,

@@ -16,8 +16,8 @@ from streamc.errors import ConfigError
 from streamc.frontend.load import load_onnx
 from streamc.hw import to_hw
 from streamc.pipeline.runner import run_build
-from streamc.quantize.budget import search_bits
-from streamc.quantize.constraints import Constraints
+from streamc.ptq.budget import search_bits
+from streamc.ptq.constraints import Constraints
 from streamc.transforms.streamline import streamline
 from streamc.transforms.tidy import tidy
 

@@ -45,12 +45,12 @@ def quantize(model: str | Path, calibration: str | Path | np.ndarray, output: st
     ((N, *input shape) .npy or array) and write a QONNX model to ``output``.
 
     ``bits`` is ``"w8a8"`` or ``"w4a4"`` (over the constraints' defaults), ``constraints`` a YAML file of
-    :mod:`streamc.quantize.constraints`, ``pow2`` rounds every scale to a power of two. The report
+    :mod:`streamc.ptq.constraints`, ``pow2`` rounds every scale to a power of two. The report
     compares the float and the quantized model on the ``test`` frames (default: the calibration frames):
     output SQNR, and accuracy where ``labels`` (one per frame compared) are given.
 
     With ``device`` and ``target_fps`` (at ``clock_mhz``), each layer's bits come from the search of
-    :mod:`streamc.quantize.budget`: the combination from {2, 4, 8} that fits the device at that rate
+    :mod:`streamc.ptq.budget`: the combination from {2, 4, 8} that fits the device at that rate
     with the best per-layer SQNR (the report lists every combination priced).
     """
     try:

@@ -36,7 +36,7 @@ class QuantizeReport:
     sqnr_db: float | None = None
     rows: list[TensorRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    #: the bit-width search's choice and every combination it priced (streamc.quantize.budget.Choice)
+    #: the bit-width search's choice and every combination it priced (streamc.ptq.budget.Choice)
     chosen: object | None = None
     priced: list = field(default_factory=list)
     device: str | None = None
