@@ -35,6 +35,7 @@ REPO = HERE.parents[1]
 # The reference executor and the describer live with the test models; they need no torch.
 sys.path.insert(0, str(REPO / "tests" / "models"))
 from describe_onnx import describe  # noqa: E402
+from digits_training import train  # noqa: E402
 from qonnx_reference import execute_frames  # noqa: E402
 
 SEED = 1797
@@ -67,23 +68,6 @@ def build_model() -> torch.nn.Module:
         QuantReLU(bit_width=ACTIVATION_BITS),
         linear(32, 10, bias=True),
     )
-
-
-def train(model, frames, labels):
-    generator = torch.Generator().manual_seed(SEED)
-    optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
-    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=EPOCHS)
-    loss_fn = torch.nn.CrossEntropyLoss()
-    model.train()
-    for _ in range(EPOCHS):
-        order = torch.randperm(len(frames), generator=generator)
-        for start in range(0, len(frames), BATCH_SIZE):
-            batch = order[start:start + BATCH_SIZE]
-            optimizer.zero_grad()
-            loss_fn(model(frames[batch]), labels[batch]).backward()
-            optimizer.step()
-        scheduler.step()
-    model.eval()
 
 
 def accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
@@ -134,7 +118,8 @@ def main():
         np.arange(len(frames)), test_size=TEST_FRACTION, random_state=SEED, stratify=labels)
 
     model = build_model()
-    train(model, torch.from_numpy(frames[train_index]), torch.from_numpy(labels[train_index]))
+    train(model, torch.from_numpy(frames[train_index]), torch.from_numpy(labels[train_index]),
+          seed=SEED, epochs=EPOCHS, batch_size=BATCH_SIZE, learning_rate=LEARNING_RATE)
     with torch.no_grad():
         torch_logits = model(torch.from_numpy(frames)).numpy()
     trained = time.monotonic()

@@ -16,6 +16,7 @@ Writes, next to this script: ``digits_cnn.onnx`` (dynamo exporter), ``digits_cnn
 first 64 frames), ``digits_cnn.json`` (accuracies) and ``*.onnx.txt`` descriptions.
 """
 import json
+import sys
 import time
 
 import numpy as np
@@ -26,6 +27,9 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
 from cnn_export import HERE, record_expected
+
+sys.path.insert(0, str(HERE.parent))
+from digits_training import train  # noqa: E402
 
 SEED = 8_8_1797
 EPOCHS = 20
@@ -63,23 +67,6 @@ def build_model() -> torch.nn.Module:
     )
 
 
-def train(model, frames, labels):
-    generator = torch.Generator().manual_seed(SEED)
-    optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
-    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=EPOCHS)
-    loss_fn = torch.nn.CrossEntropyLoss()
-    model.train()
-    for _ in range(EPOCHS):
-        order = torch.randperm(len(frames), generator=generator)
-        for start in range(0, len(frames), BATCH_SIZE):
-            batch = order[start:start + BATCH_SIZE]
-            optimizer.zero_grad()
-            loss_fn(model(frames[batch]), labels[batch]).backward()
-            optimizer.step()
-        scheduler.step()
-    model.eval()
-
-
 def accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
     return float((logits.argmax(axis=1) == labels).mean())
 
@@ -98,7 +85,8 @@ def main():
 
     model = build_model()
     started = time.perf_counter()
-    train(model, frames[train_index], labels[train_index])
+    train(model, frames[train_index], labels[train_index],
+          seed=SEED, epochs=EPOCHS, batch_size=BATCH_SIZE, learning_rate=LEARNING_RATE)
     training_seconds = time.perf_counter() - started
     with torch.no_grad():
         torch_logits = model(frames).numpy()

@@ -17,6 +17,7 @@ NAME: ``NAME.onnx``, ``NAME_calib.npy`` (calibration frames from the training sp
 test accuracies, measured with onnxruntime on the exported files).
 """
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,9 @@ import onnxruntime as ort
 import torch
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from digits_training import train  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SEED = 1797
@@ -50,23 +54,6 @@ def cnn() -> torch.nn.Module:
         torch.nn.Flatten(), torch.nn.Linear(64, 10))
 
 
-def train(model, frames, labels):
-    generator = torch.Generator().manual_seed(SEED)
-    optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
-    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=EPOCHS)
-    loss_fn = torch.nn.CrossEntropyLoss()
-    model.train()
-    for _ in range(EPOCHS):
-        order = torch.randperm(len(frames), generator=generator)
-        for start in range(0, len(frames), BATCH_SIZE):
-            batch = order[start:start + BATCH_SIZE]
-            optimizer.zero_grad()
-            loss_fn(model(frames[batch]), labels[batch]).backward()
-            optimizer.step()
-        scheduler.step()
-    model.eval()
-
-
 def export(model, name, frames, train_index, test_index, labels) -> float:
     path = HERE / f"{name}.onnx"
     torch.onnx.export(model, torch.from_numpy(frames[:1]), str(path), dynamo=False, opset_version=OPSET,
@@ -91,7 +78,8 @@ def main():
     for name, make, frames in (("digits_mlp", mlp, images.reshape(-1, 64)),
                                ("digits_float_cnn", cnn, images[:, None])):
         model = make()
-        train(model, torch.from_numpy(frames[train_index]), torch.from_numpy(labels[train_index]))
+        train(model, torch.from_numpy(frames[train_index]), torch.from_numpy(labels[train_index]),
+              seed=SEED, epochs=EPOCHS, batch_size=BATCH_SIZE, learning_rate=LEARNING_RATE)
         accuracies[name] = export(model, name, frames, train_index, test_index, labels)
     (HERE / "float.json").write_text(json.dumps({"test_accuracy": accuracies, "test_fraction": TEST_FRACTION,
                                                  "split_random_state": SEED}, indent=2) + "\n")
