@@ -9,8 +9,6 @@ layer that lost least SQNR per LUT saved and ended worse than uniform w4a4 on th
 limit there was block RAM, not LUTs; the exhaustive search is kept to :data:`MAX_LAYERS` layers.
 """
 
-
-
 from __future__ import annotations
 
 import itertools
@@ -39,7 +37,7 @@ MAX_LAYERS = 4
 @dataclass
 class Choice:
     bits: tuple[int, ...]         # per layer
-    lut: int
+    lut: int | None               # the planner's estimate; None where no folding reaches the rate on the device
     over: tuple[str, ...]         # the device's resources the design exceeds
     noise: float                  # summed noise-to-signal ratio of the layers' weights and inputs
 
@@ -97,11 +95,16 @@ def search_bits(model_path: Path, frames: np.ndarray, base: Constraints, *, devi
                 path = Path(scratch) / "model.onnx"
                 resolved = plan(fused, kernels, lambda names: collect(fused, frames, names), rules)
                 onnx.save(emit(fused, resolved), str(path))
-                accelerator = compile_model(path, target_fps=target_fps, clock_mhz=clock_mhz,
-                                            output_dir=Path(scratch) / "build")
-                resources = accelerator.estimate()[device]
+                try:
+                    accelerator = compile_model(path, device=device, target_fps=target_fps, clock_mhz=clock_mhz,
+                                                output_dir=Path(scratch) / "build")
+                except FoldingError:
+                    lut, over = None, ("target_fps",)
+                else:
+                    resources = accelerator.estimate()[device]
+                    lut, over = resources["lut"], tuple(k for k in budget if resources[k] > budget[k])
             noise = sum(layer_noise(i, b) for i, b in enumerate(bits))
-            priced[bits] = Choice(bits, resources["lut"], tuple(k for k in budget if resources[k] > budget[k]), noise)
+            priced[bits] = Choice(bits, lut, over, noise)
         return priced[bits]
 
     if len(kernels) > MAX_LAYERS:

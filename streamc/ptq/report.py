@@ -63,8 +63,11 @@ class QuantizeReport:
 
 
 def _bits(choice) -> str:
-    fits = "fits" if choice.fits else f"over on {', '.join(choice.over)}"
-    return f"{'/'.join(map(str, choice.bits))}, {choice.lut:,} LUTs estimated, {fits}, per-layer SQNR {choice.sqnr_db:.1f} dB"
+    if choice.lut is None:
+        priced = "no folding reaches target_fps"
+    else:
+        priced = f"{choice.lut:,} LUTs estimated, " + ("fits" if choice.fits else f"over on {', '.join(choice.over)}")
+    return f"{'/'.join(map(str, choice.bits))}, {priced}, per-layer SQNR {choice.sqnr_db:.1f} dB"
 
 
 def sqnr_db(reference: np.ndarray, approximation: np.ndarray) -> float:
