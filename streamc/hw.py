@@ -137,7 +137,7 @@ class Dataflow:
         host tail. The RTL is checked against the model itself, not against this; this is the
         quick way to see what a folding-independent hardware description computes.
         """
-        x = self.run_stages(self.input_codes(frames))
+        x = self.run_stages(self.input_codes(frames)).astype(np.int64, copy=False)
         return x, self.outputs_of(x)
 
 
