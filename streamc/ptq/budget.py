@@ -75,7 +75,15 @@ def search_bits(model_path: Path, frames: np.ndarray, base: Constraints, *, devi
     fused = fold_batchnorms(onnx.load(str(model_path)))
     kernels = logical_kernels(fused)
     inputs = _inputs(fused, kernels)
-    stats = collect(fused, frames, inputs)
+    calibrated: dict[tuple[str, ...], dict] = {}
+
+    def stats_for(names) -> dict:
+        # The float model runs once per set of tensors, not once per choice; a copy, as plan replaces entries.
+        if tuple(names) not in calibrated:
+            calibrated[tuple(names)] = collect(fused, frames, list(names))
+        return dict(calibrated[tuple(names)])
+
+    stats = stats_for(inputs)
     inits = {t.name: numpy_helper.to_array(t) for t in fused.graph.initializer}
     budget = get_device(device).budget()
     priced: dict[tuple[int, ...], Choice] = {}
@@ -93,7 +101,7 @@ def search_bits(model_path: Path, frames: np.ndarray, base: Constraints, *, devi
             rules = layer_constraints(fused, kernels, bits, base)
             with tempfile.TemporaryDirectory(prefix="streamc-bits-") as scratch:
                 path = Path(scratch) / "model.onnx"
-                resolved = plan(fused, kernels, lambda names: collect(fused, frames, names), rules)
+                resolved = plan(fused, kernels, stats_for, rules)
                 onnx.save(emit(fused, resolved), str(path))
                 try:
                     accelerator = compile_model(path, device=device, target_fps=target_fps, clock_mhz=clock_mhz,
