@@ -21,7 +21,7 @@ DEVICE = "ice40-up5k"
 
 
 def quantize(model: str, bits: str, pow2: bool, out: Path):
-    return streamc.quantize(FLOAT / f"{model}.onnx", FLOAT / f"{model}_calib.npy", out, bits=bits, pow2=pow2,
+    return streamc.quantize(FLOAT / f"{model}.onnx", FLOAT / f"{model}_calib.npy", out, bits=bits, scales="pow2" if pow2 else "float",
                             test=FLOAT / f"{model}_test.npy", labels=FLOAT / f"{model}_test_labels.npy")
 
 

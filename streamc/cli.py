@@ -76,8 +76,15 @@ def main(argv: list[str] | None = None) -> int:
     quantize.add_argument("--labels", type=Path, help="labels (.npy) of the frames compared: report accuracy too")
     quantize.add_argument("--bits", choices=["w8a8", "w4a4"], help="weight and activation bits (default w8a8)")
     quantize.add_argument("--constraints", type=Path, help="per-tensor constraints (YAML, docs/quantize.md)")
-    quantize.add_argument("--pow2", action="store_true", default=None,
-                          help="power-of-two scales: the hardware shifts instead of comparing with thresholds")
+    quantize.add_argument("--scales", choices=["auto", "pow2", "float"],
+                          help="power-of-two scales (the hardware shifts instead of comparing with thresholds) "
+                               "everywhere, nowhere, or auto: wherever they stay within the tolerance of float "
+                               "scales (default auto)")
+    quantize.add_argument("--pow2", dest="scales", action="store_const", const="pow2", help="--scales pow2")
+    quantize.add_argument("--tolerance", type=float,
+                          help="percentage points of accuracy auto may lose against float scales (default 0.5)")
+    quantize.add_argument("--tolerance-db", type=float,
+                          help="without labels: dB of output SQNR auto may lose against float scales (default 3)")
     quantize.add_argument("--device", help="choose each layer's bits from 2, 4, 8 to fit this device "
                                            "(with --target-fps), e.g. ice40-up5k")
     quantize.add_argument("--target-fps", type=float, help="the frame rate the bit-width search plans for")
@@ -214,7 +221,8 @@ def _quantize(args, console: Console, errors: Console) -> int:
 
     try:
         report = quantize(args.model, args.calibration, args.output, test=args.test, labels=args.labels,
-                          bits=args.bits, constraints=args.constraints, pow2=args.pow2, device=args.device,
+                          bits=args.bits, constraints=args.constraints, scales=args.scales,
+                          tolerance=args.tolerance, tolerance_db=args.tolerance_db, device=args.device,
                           target_fps=args.target_fps, clock_mhz=args.clock_mhz)
     except (StreamcError, OSError) as exc:
         if args.debug:

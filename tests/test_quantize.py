@@ -55,12 +55,15 @@ def test_quantized_model_keeps_accuracy_and_lowers_exactly(tmp_path, name, bits)
     assert bits_used == {int(bits[1])}
 
 
-def test_power_of_two_scales_make_shifts(tmp_path):
-    """--pow2: every scale a power of two, so each hidden layer requantizes with a shift and no corrections,
-    and the host tail equals qonnx's logits bit for bit."""
-    output, report = quantize(tmp_path, "digits_float_cnn", pow2=True)
+def test_power_of_two_scales_by_default_make_shifts(tmp_path):
+    """The default scales (auto) on the w8a8 CNN, whose power-of-two scales lose no accuracy: every scale a
+    power of two, so each hidden layer requantizes with a shift and no corrections, and the host tail
+    equals qonnx's logits bit for bit."""
+    output, report = quantize(tmp_path, "digits_float_cnn")
     assert report.quantized_accuracy >= FLOAT_ACCURACY["digits_float_cnn"] - TOLERANCE["w8a8"]
-    assert all(row.pow2 for row in report.rows)
+    assert report.scales.all_pow2.accuracy >= report.scales.float_scales.accuracy - 0.005
+    assert report.scales.float_units == [] and all(row.pow2 for row in report.rows)
+    assert all(layer.pow2 for layer in report.layers) and len(report.layers) == 3
     frames = np.load(FLOAT / "digits_float_cnn_test.npy")[:EMULATED_FRAMES]
     dataflow, outputs = emulate(output, frames)
     np.testing.assert_array_equal(outputs.reshape(-1, 10), execute_frames(output, frames))
@@ -68,18 +71,54 @@ def test_power_of_two_scales_make_shifts(tmp_path):
     assert hidden and all(layer.requant is not None and layer.requant.corrections == 0 for layer in hidden)
 
 
-def test_w4a4_mlp_is_bit_exact_in_verilator(tmp_path):
-    output, _ = quantize(tmp_path, "digits_mlp", "w4a4")
-    frames = np.load(FLOAT / "digits_mlp_test.npy")[:40]
+def test_auto_scales_give_float_scales_back_where_power_of_two_loses_accuracy(tmp_path):
+    """The w4a4 CNN loses accuracy with power-of-two scales everywhere: with a tolerance of 0, auto gives
+    float scales back until it scores as float scales do; within the default 0.5 points it keeps more
+    power-of-two scales; with 5 points all of them; scales=float none."""
+    _, strict = quantize(tmp_path, "digits_float_cnn", "w4a4", tolerance=0)
+    choice = strict.scales
+    assert choice.metric == "accuracy" and choice.all_pow2.accuracy < choice.float_scales.accuracy
+    assert choice.float_units and choice.chosen.accuracy >= choice.float_scales.accuracy
+    assert strict.quantized_accuracy == choice.chosen.accuracy
+    given_back = {t for unit in choice.float_units for t in unit}
+    assert {row.tensor for row in strict.rows if not row.pow2} == given_back
+    _, default = quantize(tmp_path, "digits_float_cnn", "w4a4")
+    assert default.scales.tolerance == 0.5
+    assert default.quantized_accuracy >= default.scales.float_scales.accuracy - 0.005
+    assert len(default.scales.float_units) <= len(choice.float_units)
+    _, loose = quantize(tmp_path, "digits_float_cnn", "w4a4", tolerance=5)
+    assert loose.scales.float_units == [] and all(row.pow2 for row in loose.rows)
+    _, plain = quantize(tmp_path, "digits_float_cnn", "w4a4", scales="float")
+    assert plain.scales is None and not any(layer.pow2 for layer in plain.layers)
+
+
+def test_auto_scales_without_labels_keep_the_output_sqnr_within_its_tolerance(tmp_path):
+    """Without labels auto weighs output SQNR: the w4a4 MLP loses 3.6 dB with power-of-two scales
+    everywhere, more than the default 3 dB, so some float scales come back."""
+    report = streamc.quantize(FLOAT / "digits_mlp.onnx", FLOAT / "digits_mlp_calib.npy", tmp_path / "q.onnx",
+                              bits="w4a4", test=FLOAT / "digits_mlp_test.npy")
+    choice = report.scales
+    assert choice.metric == "output SQNR" and choice.tolerance == 3.0
+    assert choice.all_pow2.sqnr_db < choice.float_scales.sqnr_db - 3.0
+    assert choice.float_units and choice.chosen.sqnr_db >= choice.float_scales.sqnr_db - 3.0
+    assert report.sqnr_db == choice.chosen.sqnr_db
+
+
+@pytest.mark.parametrize("name, bits, count", [("digits_mlp", "w4a4", 40), ("digits_float_cnn", "w8a8", 8)])
+def test_quantized_model_is_bit_exact_in_verilator(tmp_path, name, bits, count):
+    """``streamc build`` of the quantized model (default auto scales: all powers of two on both) against
+    qonnx's executor, frame by frame in Verilator."""
+    output, _ = quantize(tmp_path, name, bits)
+    frames = np.load(FLOAT / f"{name}_test.npy")[:count]
     np.save(tmp_path / "frames.npy", frames)
     np.save(tmp_path / "expected.npy", execute_frames(output, frames))
     config = {"model": str(output), "output_dir": str(tmp_path / "out"), "clock_mhz": 100, "target_fps": 100_000,
               "steps": ["load", "tidy", "streamline", "to_hw", "fold", "rtl", "sim"],
               "verify": {"inputs": str(tmp_path / "frames.npy"), "expected": str(tmp_path / "expected.npy"),
-                         "frames": 40, "seed": 7}}
+                         "frames": count, "seed": 7}}
     (tmp_path / "build.yaml").write_text(yaml.safe_dump(config))
     report = run_build(tmp_path / "build.yaml").rtlsim
-    assert report["frames"] == 40
+    assert report["frames"] == count
     assert report["mismatches"] == 0 and report["expected_mismatches"] == 0
     assert report["end_to_end_differing_frames"] == []
 
@@ -107,7 +146,7 @@ def test_an_op_without_kernel_stays_float_on_the_host(tmp_path):
 
 def test_constraints_in_the_rfc_terms(tmp_path):
     """A fixed type, at least N bits, a calibrated range and keep-float, each where the YAML puts it."""
-    rules = {"activation_bits": 4, "weight_bits": 4, "tensors": {
+    rules = {"activation_bits": 4, "weight_bits": 4, "scales": "float", "tensors": {
         "input": {"kind": "uniform", "bits": 5, "scale": 1 / 16},
         "0.weight": {"kind": "at_least", "bits": 6},
         "/2/Relu_output_0": {"kind": "calibrated", "min": 0.0, "max": 3.0},

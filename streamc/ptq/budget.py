@@ -1,12 +1,21 @@
 """Bit widths under a device budget: the RFC's ``AnyQuantizedType`` resolved by the target.
 
 Each layer (a logical kernel) takes one bit width from :data:`ALLOWED_BITS` for its weights and its input
-activation. Every combination is priced by the planner (``streamc.compile`` at the target frame rate: the
-folding with the fewest LUTs and its estimate, all of the device's resources checked), and of those that
-fit the one with the least summed noise-to-signal ratio of the layers' weights and inputs (per-layer SQNR
-on the calibration frames) is chosen. A greedy descent from the widest choice, tried first, lowered the
-layer that lost least SQNR per LUT saved and ended worse than uniform w4a4 on the digits MLP, as the
-limit there was block RAM, not LUTs; the exhaustive search is kept to :data:`MAX_LAYERS` layers.
+activation. A choice is priced by the planner (``streamc.compile`` at the target frame rate: the folding
+with the fewest LUTs and its estimate, all of the device's resources checked). Of the choices that fit,
+the one kept has the best accuracy on the labelled frames where labels are given, ties (and runs without
+labels) broken by the least summed noise-to-signal ratio of the layers' weights and inputs on the
+calibration frames (the per-layer SQNR reported).
+
+Up to :data:`EXHAUSTIVE_CHOICES` combinations every one is priced. Past that (more than 4 layers), a beam
+search: from every uniform choice that fits, widen one layer one step at a time, and keep the
+:data:`BEAM_WIDTH` best choices that still fit each round, until no widening fits. A greedy descent from the
+widest choice, tried first, lowered the layer that lost least SQNR per LUT saved and ended worse than
+uniform w4a4 on the digits MLP, as the limit there was block RAM, not LUTs; widening only ever prices
+choices next to ones that fit, whatever resource binds.
+
+The scales of the choices priced are float unless the constraints say ``pow2`` everywhere: the ``auto``
+policy decides them afterwards, and power-of-two scales only take LUTs away.
 """
 
 from __future__ import annotations
@@ -27,11 +36,13 @@ from .calibrate import collect
 from .constraints import AtLeast, Constraints
 from .emit import emit
 from .fuse import Kernel, fold_batchnorms, logical_kernels
+from .measure import Measure
 from .propagate import activation_type, plan, quantize_values, weight_type
 
 ALLOWED_BITS = (8, 4, 2)
-#: 3**4 = 81 plannings at most.
-MAX_LAYERS = 4
+#: 3**4: every combination of up to 4 layers is priced, a beam search past that.
+EXHAUSTIVE_CHOICES = 81
+BEAM_WIDTH = 3
 
 
 @dataclass
@@ -40,6 +51,7 @@ class Choice:
     lut: int | None               # the planner's estimate; None where no folding reaches the rate on the device
     over: tuple[str, ...]         # the device's resources the design exceeds
     noise: float                  # summed noise-to-signal ratio of the layers' weights and inputs
+    accuracy: float | None = None  # on the labelled frames, where they are given and the choice fits
 
     @property
     def fits(self) -> bool:
@@ -48,6 +60,10 @@ class Choice:
     @property
     def sqnr_db(self) -> float:
         return float(-10 * np.log10(self.noise))
+
+    def rank(self) -> tuple[float, float]:
+        """Larger is better: accuracy (where measured), then less noise."""
+        return (-1.0 if self.accuracy is None else self.accuracy), -self.noise
 
 
 def _noise(values: np.ndarray, quantized: np.ndarray) -> float:
@@ -70,8 +86,9 @@ def layer_constraints(model: onnx.ModelProto, kernels: list[Kernel], bits: tuple
 
 
 def search_bits(model_path: Path, frames: np.ndarray, base: Constraints, *, device: str, target_fps: float,
-                clock_mhz: float) -> tuple[Choice, list[Choice]]:
-    """The chosen per-layer bits and every choice priced on the way (the uniform ones among them)."""
+                clock_mhz: float, labelled: Measure | None = None) -> tuple[Choice, list[Choice]]:
+    """The chosen per-layer bits and every choice priced on the way (the uniform ones among them);
+    ``labelled`` measures the accuracy of the choices that fit."""
     fused = fold_batchnorms(onnx.load(str(model_path)))
     kernels = logical_kernels(fused)
     inputs = _inputs(fused, kernels)
@@ -91,9 +108,10 @@ def search_bits(model_path: Path, frames: np.ndarray, base: Constraints, *, devi
     def layer_noise(index: int, b: int) -> float:
         weight, seen = inits[kernels[index].weight], stats[inputs[index]]
         # the weight type's scales are shaped to broadcast along the weight's channel axis
+        pow2 = base.scales == "pow2"
         weight_noise = _noise(weight, quantize_values(weight, weight_type(weight, kernels[index].channel_axis, b,
-                                                                          base.pow2)))
-        input_type = activation_type([seen], b, seen.low < 0, base)
+                                                                          pow2)))
+        input_type = activation_type([seen], b, seen.low < 0, base, pow2)
         return weight_noise + _noise(seen.sample, quantize_values(seen.sample, input_type))
 
     def price(bits: tuple[int, ...]) -> Choice:
@@ -101,8 +119,8 @@ def search_bits(model_path: Path, frames: np.ndarray, base: Constraints, *, devi
             rules = layer_constraints(fused, kernels, bits, base)
             with tempfile.TemporaryDirectory(prefix="streamc-bits-") as scratch:
                 path = Path(scratch) / "model.onnx"
-                resolved = plan(fused, kernels, stats_for, rules)
-                onnx.save(emit(fused, resolved), str(path))
+                quantized = emit(fused, plan(fused, kernels, stats_for, rules))
+                onnx.save(quantized, str(path))
                 try:
                     accelerator = compile_model(path, device=device, target_fps=target_fps, clock_mhz=clock_mhz,
                                                 output_dir=Path(scratch) / "build")
@@ -111,16 +129,28 @@ def search_bits(model_path: Path, frames: np.ndarray, base: Constraints, *, devi
                 else:
                     resources = accelerator.estimate()[device]
                     lut, over = resources["lut"], tuple(k for k in budget if resources[k] > budget[k])
+                accuracy = labelled.score(quantized).accuracy if labelled is not None and not over else None
             noise = sum(layer_noise(i, b) for i, b in enumerate(bits))
-            priced[bits] = Choice(bits, lut, over, noise)
+            priced[bits] = Choice(bits, lut, over, noise, accuracy)
         return priced[bits]
 
-    if len(kernels) > MAX_LAYERS:
-        raise FoldingError(f"{model_path}: {len(kernels)} layers; the bit-width search takes at most {MAX_LAYERS} "
-                           f"(give bits per tensor in the constraints instead)")
-    fitting = [c for c in map(price, itertools.product(ALLOWED_BITS, repeat=len(kernels))) if c.fits]
+    if len(ALLOWED_BITS) ** len(kernels) <= EXHAUSTIVE_CHOICES:
+        for bits in itertools.product(ALLOWED_BITS, repeat=len(kernels)):
+            price(bits)
+    else:
+        _beam(price, len(kernels))
+    fitting = [c for c in priced.values() if c.fits]
     if not fitting:
         raise FoldingError(f"{model_path}: no bit widths from {ALLOWED_BITS} fit the {device} at "
                            f"{target_fps:g} frames/s")
-    return min(fitting, key=lambda c: c.noise), list(priced.values())
+    return max(fitting, key=Choice.rank), list(priced.values())
+
+
+def _beam(price, layers: int) -> None:
+    """Widen one layer one step at a time from the uniform choices that fit, keeping the best few."""
+    frontier = [c for c in (price((b,) * layers) for b in ALLOWED_BITS) if c.fits]
+    while frontier:
+        wider = {choice.bits[:i] + (min(w for w in ALLOWED_BITS if w > b),) + choice.bits[i + 1:]
+                 for choice in frontier for i, b in enumerate(choice.bits) if b < max(ALLOWED_BITS)}
+        frontier = sorted((c for c in map(price, wider) if c.fits), key=Choice.rank, reverse=True)[:BEAM_WIDTH]
 

@@ -20,6 +20,9 @@ from ..errors import ConfigError
 from .calibrate import METHODS
 
 BIT_CHOICES = {"w8a8": (8, 8), "w4a4": (4, 4)}
+#: ``auto``: power-of-two scales wherever they keep the accuracy (or output SQNR) within the tolerance of
+#: float scales (:mod:`streamc.ptq.scales`); ``pow2``: everywhere; ``float``: nowhere.
+SCALE_POLICIES = ("auto", "pow2", "float")
 
 
 class _Strict(BaseModel):
@@ -63,8 +66,13 @@ class Constraints(_Strict):
 
     weight_bits: int = Field(8, ge=2, le=16)
     activation_bits: int = Field(8, ge=2, le=16)
-    #: Scales rounded to powers of two: the hardware shifts instead of comparing with thresholds.
-    pow2: bool = False
+    #: Where scales are rounded to powers of two, so that the hardware shifts instead of comparing with
+    #: thresholds or multiplying (:data:`SCALE_POLICIES`).
+    scales: Literal[SCALE_POLICIES] = "auto"  # type: ignore[valid-type]
+    #: What ``auto`` may lose against float scales: percentage points of accuracy where labels are given,
+    #: else dB of output SQNR (3 dB: the output's quantization noise at most doubled).
+    tolerance: float = Field(0.5, ge=0)
+    tolerance_db: float = Field(3.0, ge=0)
     method: Literal[METHODS] = "mse"  # type: ignore[valid-type]
     percentile: float = Field(99.99, gt=50, le=100)
     tensors: dict[str, TensorConstraint] = {}
@@ -74,8 +82,9 @@ class Constraints(_Strict):
         return max(default, given.bits) if isinstance(given, AtLeast) else default
 
 
-def load_constraints(path: Path | None, *, bits: str | None = None, pow2: bool | None = None) -> Constraints:
-    """The constraints of ``path`` (or the defaults), with ``bits`` (``w8a8``/``w4a4``) and ``pow2`` over them."""
+def load_constraints(path: Path | None, *, bits: str | None = None, **over) -> Constraints:
+    """The constraints of ``path`` (or the defaults), with ``bits`` (``w8a8``/``w4a4``) and the fields
+    ``over`` that are not None (``scales``, ``tolerance``, ``tolerance_db``) over them."""
     data = {}
     if path is not None:
         try:
@@ -86,8 +95,7 @@ def load_constraints(path: Path | None, *, bits: str | None = None, pow2: bool |
         if bits not in BIT_CHOICES:
             raise ConfigError(f"bits {bits!r}: give one of {', '.join(BIT_CHOICES)}")
         data["weight_bits"], data["activation_bits"] = BIT_CHOICES[bits]
-    if pow2 is not None:
-        data["pow2"] = pow2
+    data.update({key: value for key, value in over.items() if value is not None})
     try:
         return Constraints.model_validate(data)
     except ValidationError as exc:

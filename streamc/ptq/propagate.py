@@ -10,6 +10,7 @@ from all their ranges; where a fixed type of the user's conflicts with it, a req
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +38,11 @@ class UniformType:
     narrow: bool = False
     zero_point: float = 0.0
 
+    @property
+    def pow2(self) -> bool:
+        """Every scale a power of two."""
+        return bool(np.all(np.exp2(np.round(np.log2(self.scale))) == self.scale))
+
     def same(self, other: "UniformType") -> bool:
         return (self.bits, self.signed, self.narrow, self.zero_point) == \
             (other.bits, other.signed, other.narrow, other.zero_point) and np.array_equal(self.scale, other.scale)
@@ -50,6 +56,9 @@ class Plan:
     rescales: list[tuple[str, int, UniformType]] = field(default_factory=list)
     host_nodes: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: The activations that share one calibrated type (a same-scale group), the user's fixed types left out:
+    #: with each weight, the units whose scales are powers of two or not (streamc.ptq.scales).
+    activation_groups: list[tuple[str, ...]] = field(default_factory=list)
 
 
 def quantize_values(values: np.ndarray, qtype: UniformType) -> np.ndarray:
@@ -89,11 +98,12 @@ def weight_type(weight: np.ndarray, axis: int, bits: int, pow2: bool) -> Uniform
     return UniformType(bits, best.reshape(shape).astype(np.float32), True, True)
 
 
-def activation_type(stats: list[TensorStats], bits: int, signed: bool, constraints: Constraints) -> UniformType:
+def activation_type(stats: list[TensorStats], bits: int, signed: bool, constraints: Constraints,
+                    pow2: bool) -> UniformType:
     """One per-tensor type over the ranges of ``stats`` (tensors that must share it)."""
     top = max(max(abs(v) for v in s.clip_range(constraints.method, bits, signed, constraints.percentile)) for s in stats)
     scale = np.float64(top / _levels(bits, signed) if top > 0 else 1.0)
-    if constraints.pow2:
+    if pow2:
         values = np.concatenate([s.sample for s in stats])
         scale = _pow2_scale(np.array([scale]), values[None], lambda s: UniformType(bits, s, signed))[0]
     return UniformType(bits, np.float32(scale), signed)
@@ -130,8 +140,14 @@ def _host_start(model: onnx.ModelProto, kernels: list[Kernel], constraints: Cons
     return len(model.graph.node), ""
 
 
-def plan(model: onnx.ModelProto, kernels: list[Kernel], stats_for, constraints: Constraints) -> Plan:
-    """Resolve every quantized tensor's type. ``stats_for(names)`` calibrates the tensors it is given."""
+def plan(model: onnx.ModelProto, kernels: list[Kernel], stats_for, constraints: Constraints,
+         pow2: Collection[str] | None = None) -> Plan:
+    """Resolve every quantized tensor's type. ``stats_for(names)`` calibrates the tensors it is given;
+    ``pow2`` names the weights and activations whose scales are powers of two (an activation group's when
+    all its tensors are named); without it, all of them where the constraints' ``scales`` is ``pow2``."""
+    def in_pow2(tensors: Collection[str]) -> bool:
+        return constraints.scales == "pow2" if pow2 is None else all(t in pow2 for t in tensors)
+
     known = {name for node in model.graph.node for name in (*node.input, *node.output)} | \
         {t.name for t in model.graph.input}
     unknown = sorted(set(constraints.tensors) - known)
@@ -191,14 +207,15 @@ def plan(model: onnx.ModelProto, kernels: list[Kernel], stats_for, constraints: 
         else:
             bits = max(constraints.bits_for(p, constraints.activation_bits) for p in group)
             signed = any(stats[p].low < 0 for p in group)
-            shared = activation_type([stats[p] for p in group], bits, signed, constraints)
+            shared = activation_type([stats[p] for p in group], bits, signed, constraints, in_pow2(free))
+            result.activation_groups.append(tuple(free))
         for p in free:
             result.activations[p] = shared
         for node in hardware:
             if node.op_type in SAME_SCALE_OPS and groups.find(node.input[0]) == groups.find(group[0]) \
                     and not any(node.name in k.members for k in kernels):
                 for index, name in enumerate(node.input):
-                    source = _source_point(name, model, result.activations)
+                    source = source_point(name, model, result.activations)
                     if source is not None and not result.activations[source].same(shared):
                         result.rescales.append((node.name, index, shared))
     for kernel in kernels:
@@ -209,11 +226,12 @@ def plan(model: onnx.ModelProto, kernels: list[Kernel], stats_for, constraints: 
                 result.weights[kernel.weight] = UniformType(given.bits, np.float32(given.scale), True, True)
             else:
                 bits = constraints.bits_for(kernel.weight, constraints.weight_bits)
-                result.weights[kernel.weight] = weight_type(weight, kernel.channel_axis, bits, constraints.pow2)
+                result.weights[kernel.weight] = weight_type(weight, kernel.channel_axis, bits,
+                                                            in_pow2([kernel.weight]))
     return result
 
 
-def _source_point(tensor: str, model: onnx.ModelProto, points: dict) -> str | None:
+def source_point(tensor: str, model: onnx.ModelProto, points: dict) -> str | None:
     """The quantized tensor ``tensor`` is a shape op or max pool of (itself, if it is one)."""
     producers = {out: node for node in model.graph.node for out in node.output}
     while tensor not in points:

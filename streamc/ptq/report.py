@@ -41,6 +41,10 @@ class QuantizeReport:
     priced: list = field(default_factory=list)
     device: str | None = None
     target_fps: float | None = None
+    #: what the ``auto`` scale policy measured and kept (streamc.ptq.scales.ScaleChoice), None for pow2/float
+    scales: object | None = None
+    #: per layer, which scales are powers of two (streamc.ptq.scales.LayerScales)
+    layers: list = field(default_factory=list)
 
     def lines(self) -> list[str]:
         lines = [f"wrote {self.output}"]
@@ -53,6 +57,11 @@ class QuantizeReport:
             span = "" if row.low is None else f" range {row.low:.4g}..{row.high:.4g}"
             lines.append(f"{row.role} {row.tensor}: {'INT' if row.signed else 'UINT'}{row.bits} scale {scale}"
                          f"{' (2^k)' if row.pow2 else ''}{span}")
+        if self.scales is not None:
+            lines += self.scales.lines()
+        pow2 = [layer.name for layer in self.layers if layer.pow2]
+        lines.append(f"layers whose input, weight and output scales are all powers of two: "
+                     f"{', '.join(pow2) or 'none'} of {len(self.layers)}")
         if self.chosen is not None:
             lines.append(f"bits per layer (weights and input) for the {self.device} at {self.target_fps:g} frames/s: "
                          f"{_bits(self.chosen)}")
@@ -68,12 +77,6 @@ def _bits(choice) -> str:
     else:
         priced = f"{choice.lut:,} LUTs estimated, " + ("fits" if choice.fits else f"over on {', '.join(choice.over)}")
     return f"{'/'.join(map(str, choice.bits))}, {priced}, per-layer SQNR {choice.sqnr_db:.1f} dB"
-
-
-def sqnr_db(reference: np.ndarray, approximation: np.ndarray) -> float:
-    noise = float(np.sum((reference.astype(np.float64) - approximation) ** 2))
-    signal = float(np.sum(reference.astype(np.float64) ** 2))
-    return float("inf") if noise == 0 else 10 * np.log10(signal / noise)
 
 
 def tensor_rows(plan: Plan, stats: dict[str, TensorStats]) -> list[TensorRow]:

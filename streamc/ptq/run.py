@@ -6,19 +6,18 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from google.protobuf.message import DecodeError
 
 from ..errors import ConfigError, FrontendError
-from ..execute import execute
-from ..frontend.load import load_onnx
 from .budget import layer_constraints, search_bits
 from .calibrate import check_frames, collect
 from .constraints import Constraints, load_constraints
 from .emit import emit
 from .fuse import fold_batchnorms, logical_kernels
+from .measure import Measure, sqnr_db
 from .propagate import plan
-from .report import QuantizeReport, sqnr_db, tensor_rows
+from .report import QuantizeReport, tensor_rows
+from .scales import choose_scales, layer_scales
 
 
 def _input_shape(model: onnx.ModelProto) -> tuple[int, ...]:
@@ -28,36 +27,33 @@ def _input_shape(model: onnx.ModelProto) -> tuple[int, ...]:
     return tuple(d.dim_value for d in dims)
 
 
-def _float_outputs(model: onnx.ModelProto, frames: np.ndarray) -> np.ndarray:
-    options = ort.SessionOptions()
-    options.log_severity_level = 3  # the float export's unused initializers are no news to the user
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    name = session.get_inputs()[0].name
-    return np.concatenate([session.run(None, {name: frame[None]})[0] for frame in frames])
-
-
 def quantize(model: str | Path, calibration: str | Path | np.ndarray, output: str | Path, *,
              test: str | Path | np.ndarray | None = None, labels: str | Path | np.ndarray | None = None,
              bits: str | None = None,
-             constraints: str | Path | Constraints | None = None, pow2: bool | None = None,
+             constraints: str | Path | Constraints | None = None, scales: str | None = None,
+             tolerance: float | None = None, tolerance_db: float | None = None,
              device: str | None = None, target_fps: float | None = None, clock_mhz: float = 100.0) -> QuantizeReport:
     """Quantize the float ONNX ``model`` after post-training calibration on ``calibration`` frames
     ((N, *input shape) .npy or array) and write a QONNX model to ``output``.
 
     ``bits`` is ``"w8a8"`` or ``"w4a4"`` (over the constraints' defaults), ``constraints`` a YAML file of
-    :mod:`streamc.ptq.constraints`, ``pow2`` rounds every scale to a power of two. The report
-    compares the float and the quantized model on the ``test`` frames (default: the calibration frames):
-    output SQNR, and accuracy where ``labels`` (one per frame compared) are given.
+    :mod:`streamc.ptq.constraints`. ``scales`` (over the constraints' ``scales``) is ``auto`` (the default:
+    power-of-two scales wherever the score stays within ``tolerance`` percentage points of accuracy, or
+    without labels ``tolerance_db`` dB of output SQNR, of float scales; :mod:`streamc.ptq.scales`), ``pow2``
+    or ``float``. The report compares the float and the quantized model on the ``test`` frames (default: the
+    calibration frames): output SQNR, and accuracy where ``labels`` (one per frame compared) are given;
+    ``auto`` decides on those frames too.
 
     With ``device`` and ``target_fps`` (at ``clock_mhz``), each layer's bits come from the search of
-    :mod:`streamc.ptq.budget`: the combination from {2, 4, 8} that fits the device at that rate
-    with the best per-layer SQNR (the report lists every combination priced).
+    :mod:`streamc.ptq.budget`: the combination from {2, 4, 8} that fits the device at that rate with the
+    best accuracy where labels are given, else the best per-layer SQNR (the report lists the uniform ones).
     """
     try:
         float_model = onnx.load(str(model))
     except (OSError, DecodeError) as exc:
         raise FrontendError(f"{model}: cannot read the model ({exc})") from None
-    rules = constraints if isinstance(constraints, Constraints) else load_constraints(constraints, bits=bits, pow2=pow2)
+    rules = constraints if isinstance(constraints, Constraints) else load_constraints(
+        constraints, bits=bits, scales=scales, tolerance=tolerance, tolerance_db=tolerance_db)
     shape = _input_shape(float_model)
     frames = calibration if isinstance(calibration, np.ndarray) else _load_npy(calibration, "calibration")
     frames = check_frames(frames, shape, "calibration")
@@ -72,31 +68,37 @@ def quantize(model: str | Path, calibration: str | Path | np.ndarray, output: st
         raise ConfigError("give device and target_fps together for the bit-width search")
     fused = fold_batchnorms(float_model)
     kernels = logical_kernels(fused)
+    measure = Measure(float_model, compared, truth)
     chosen, priced = None, []
     if device is not None:
         chosen, priced = search_bits(Path(model), frames, rules, device=device, target_fps=target_fps,
-                                     clock_mhz=clock_mhz)
+                                     clock_mhz=clock_mhz, labelled=None if truth is None else measure)
         rules = layer_constraints(fused, kernels, chosen.bits, rules)
+    calibrated: dict[tuple[str, ...], dict] = {}
     stats = {}
 
     def stats_for(names):
-        stats.update(collect(fused, frames, names))
+        # auto plans many times over the same tensors: the float model runs once for them
+        if tuple(names) not in calibrated:
+            calibrated[tuple(names)] = collect(fused, frames, list(names))
+        stats.update(calibrated[tuple(names)])
         return stats
 
-    resolved = plan(fused, kernels, stats_for, rules)
+    scale_choice = None
+    if rules.scales == "auto":
+        resolved, scale_choice = choose_scales(
+            fused, lambda pow2: plan(fused, kernels, stats_for, rules, pow2), measure,
+            rules.tolerance if truth is not None else rules.tolerance_db)
+    else:
+        resolved = plan(fused, kernels, stats_for, rules)
     quantized = emit(fused, resolved)
-    output = Path(output)
     onnx.save(quantized, str(output))
-    graph = load_onnx(output)
-    reference = _float_outputs(float_model, compared)
-    result = execute(graph, {graph.inputs[0].name: compared})[graph.outputs[0].name].reshape(reference.shape)
-    report = QuantizeReport(str(output), len(compared), sqnr_db=sqnr_db(reference, result),
-                            rows=tensor_rows(resolved, stats), notes=resolved.notes, chosen=chosen, priced=priced,
-                            device=device, target_fps=target_fps)
-    if truth is not None:
-        report.float_accuracy = float((reference.reshape(len(compared), -1).argmax(1) == truth).mean())
-        report.quantized_accuracy = float((result.reshape(len(compared), -1).argmax(1) == truth).mean())
-    return report
+    result = measure.outputs(quantized)
+    return QuantizeReport(str(output), len(compared), sqnr_db=sqnr_db(measure.reference, result),
+                          float_accuracy=measure.accuracy(measure.reference), quantized_accuracy=measure.accuracy(result),
+                          rows=tensor_rows(resolved, stats), notes=resolved.notes, chosen=chosen, priced=priced,
+                          device=device, target_fps=target_fps, scales=scale_choice,
+                          layers=layer_scales(fused, kernels, resolved))
 
 
 def _load_npy(path: str | Path, what: str) -> np.ndarray:
