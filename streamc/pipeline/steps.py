@@ -251,8 +251,10 @@ def model_frames(frames: np.ndarray, graph: Graph, *, key: str, origin: str = ""
                           f"{given.name!r} of shape {tuple(shape)} (give an array of shape "
                           f"(N, {', '.join(map(str, shape[1:]))}))")
     frames = frames[:count] if count else frames
-    flat = frames.reshape(len(frames), -1)
-    finite = np.isfinite(flat).all(axis=1)
+    flat = frames.reshape(len(frames), int(np.prod(frames.shape[1:])))
+    # min and max carry a NaN or an infinity through without a mask of the whole set; the mask finds which frame
+    finite = (np.ones(len(flat), bool) if np.isfinite(flat.min(initial=0)) and np.isfinite(flat.max(initial=0))
+              else np.isfinite(flat).all(axis=1))
     if not finite.all():
         bad = int(np.argmin(finite))
         what = "NaN" if np.isnan(flat[bad]).any() else "infinity"
@@ -260,7 +262,7 @@ def model_frames(frames: np.ndarray, graph: Graph, *, key: str, origin: str = ""
     if np.issubdtype(dtype, np.integer) and not np.array_equal(frames, frames.astype(dtype)):
         raise ConfigError(f"{key}: the model input {given.name!r} is {np.dtype(dtype).name}, and the frames "
                           "hold values it cannot represent")
-    return frames.astype(dtype)
+    return frames.astype(dtype, copy=False)
 
 
 def _expected(state: BuildState, graph: Graph, count: int) -> np.ndarray | None:

@@ -37,6 +37,7 @@ import numpy as np
 from ..datatypes import DataType
 from ..rtl.placement import RES_TYPES
 from ..rtl.requant import Requant, requantize
+from .byte_matmul import byte_matmul
 
 #: Thresholds per channel up to which :func:`thresholds_reached` compares level by level (a pass over the
 #: values each); more are searched.
@@ -242,13 +243,17 @@ def _searched(thresholds: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def integer_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a @ b`` of integer arrays, exactly: through float32 or float64 BLAS where no partial sum can reach 2**24
-    or 2**53 (every float sum of such integers is exact), else in int64, which numpy multiplies without BLAS.
-    In int32 where the bound leaves room below the type's largest value (which :func:`activate` clips
-    thresholds to), else int64."""
+    """``a @ b`` of integer arrays, exactly: byte-sized operands in onnxruntime's u8 x s8 kernels where they are
+    exact (:func:`~streamc.stages.byte_matmul.byte_matmul`); else through float32 or float64 BLAS where no partial
+    sum can reach 2**24 or 2**53 (every float sum of such integers is exact), else in int64, which numpy multiplies
+    without BLAS. In int32 where the bound leaves room below the type's largest value (which :func:`activate`
+    clips thresholds to), else int64."""
+    low, high = int(a.min(initial=0)), int(a.max(initial=0))
     # from the extremes, not np.abs: the largest magnitude of a narrow type (-128 of int8) has no abs in it
-    bound = max(-int(a.min(initial=0)), int(a.max(initial=0))) * int(np.abs(b).sum(axis=0).max(initial=0))
+    bound = max(-low, high) * int(np.abs(b).sum(axis=0).max(initial=0))
     out = np.int32 if bound < (1 << 31) - 1 else np.int64
+    if (product := byte_matmul(a, b, low, high)) is not None:
+        return product.astype(out, copy=False)
     for exact, dtype in ((1 << 24, np.float32), (1 << 53, np.float64)):
         if bound < exact:
             return (a.astype(dtype) @ b.astype(dtype)).astype(out)
