@@ -16,7 +16,8 @@ from streamc.frontend.load import load_onnx
 from streamc.hw import to_hw
 from streamc.input_thresholds import input_thresholds
 from streamc.ir import Graph, Node, TensorInfo
-from streamc.pipeline.steps import expected_hw_outputs
+from streamc.errors import ConfigError
+from streamc.pipeline.steps import expected_hw_outputs, model_frames
 from streamc.stages.add import AddStage
 from streamc.stages.base import (
     COMPARE_LEVELS,
@@ -192,3 +193,13 @@ def test_narrow_codes_into_an_add_and_a_table_are_widened():
     assert add.emulate(a, b).tolist() == [[3, 1]]              # 12,700 + 384 and -12,800 - 381
     table = LUTStage(name="lut", source="lut", table=np.arange(256) * 2, in_dtype=INT(8), out_dtype=UINT(9), count=2)
     assert table.emulate(np.array([[-128, 127]], np.int8)).tolist() == [[0, 510]]
+
+
+def test_no_frames_are_no_rows_and_a_frame_holding_nan_is_named():
+    graph = load_onnx(CASES["tfc_w2a2"])
+    shape = tuple(graph.inputs[0].shape[1:])
+    assert model_frames(np.zeros((0, *shape), np.float32), graph, key="frames").shape == (0, *shape)
+    frames = np.zeros((4, *shape), np.float32)
+    frames[2].flat[5] = np.nan
+    with pytest.raises(ConfigError, match="frames: frame 2 holds NaN"):
+        model_frames(frames, graph, key="frames")
