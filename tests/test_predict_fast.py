@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from streamc.datatypes import BIPOLAR, INT, UINT
+from streamc.errors import ConfigError
 from streamc.execute import execute
 from streamc.frontend.load import load_onnx
 from streamc.hw import to_hw
 from streamc.input_thresholds import input_thresholds
 from streamc.ir import Graph, Node, TensorInfo
-from streamc.errors import ConfigError
 from streamc.pipeline.steps import expected_hw_outputs, model_frames
 from streamc.stages.add import AddStage
 from streamc.stages.base import (
