@@ -82,21 +82,34 @@ def run_reporting(command: list[str], *, cwd: Path, log: IO, timeout: float | No
     return status
 
 
-class _LogReader:
-    """The whole lines added to a log since the last read, the latest phase among them reported."""
+class LogTail:
+    """The whole lines a tool has added to its log since the last read (it may be half way through writing one);
+    nothing while the log does not exist yet."""
 
-    def __init__(self, path: Path, phase: Phase):
-        self.path, self.phase, self.offset = path, phase, 0
+    def __init__(self, path: Path):
+        self.path, self.offset = path, 0
 
-    def read(self) -> None:
-        with open(self.path, "rb") as log:
-            log.seek(self.offset)
-            text = log.read()
-        # Only whole lines: the tool may be half way through writing one.
+    def read(self) -> str:
+        try:
+            with open(self.path, "rb") as log:
+                log.seek(self.offset)
+                text = log.read()
+        except FileNotFoundError:
+            return ""
         end = text.rfind(b"\n") + 1
         self.offset += end
+        return text[:end].decode(errors="replace")
+
+
+class _LogReader:
+    """The latest phase among the lines added to a log since the last read, reported."""
+
+    def __init__(self, path: Path, phase: Phase):
+        self.tail, self.phase = LogTail(path), phase
+
+    def read(self) -> None:
         latest = None
-        for line in text[:end].decode(errors="replace").splitlines():
+        for line in self.tail.read().splitlines():
             latest = self.phase(line) or latest
         if latest is not None:
             report(latest)

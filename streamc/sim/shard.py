@@ -18,6 +18,7 @@ import numpy as np
 
 from streamc.errors import BuildError
 from streamc.rtl.rom_files import copy_rom_files
+from streamc.tool_phases import LogTail
 
 from . import run_files
 from .beats import unpack_words
@@ -149,8 +150,8 @@ class _following:
     last ones once more after it, so a run shorter than the poll still reports its end."""
 
     def __init__(self, log_path: Path, progress: Progress | None):
-        self.log_path, self.progress = log_path, progress
-        self.offset, self.stop = 0, threading.Event()
+        self.tail, self.progress = LogTail(log_path), progress
+        self.stop = threading.Event()
         self.thread = threading.Thread(target=self._poll, daemon=True)
 
     def __enter__(self):
@@ -169,15 +170,6 @@ class _following:
             self._read()
 
     def _read(self) -> None:
-        try:
-            with open(self.log_path, "rb") as log:
-                log.seek(self.offset)
-                text = log.read()
-        except FileNotFoundError:
-            return
-        # Only whole lines: the engine may be half way through writing one.
-        end = text.rfind(b"\n") + 1
-        self.offset += end
-        counts = run_files.last_progress(text[:end].decode(errors="replace"))
+        counts = run_files.last_progress(self.tail.read())
         if counts is not None:
             self.progress(*counts)
