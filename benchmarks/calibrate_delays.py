@@ -16,12 +16,18 @@ prints each kind's median per family, and the parts of the delay model built fro
 - multiply: a hard multiplier and the route after it.
 
 Kinds no report shows are printed as missing; the model keeps its earlier figure for them.
+
+A LUT step is not an adder level: Yosys builds the first levels of a tree as LUT logic, several LUTs deep. So it
+also prints the adder level as placed: each critical path from an MVAU's product registers to the first registers
+of its pipelined tree (``tree_every`` levels: the ``reports/folding.json`` of the build beside the placement), less
+the register's clock-to-output, its setup and the carry-chain steps, per level.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -80,6 +86,37 @@ def steps_by_kind(folders: list[Path]) -> dict[str, dict[str, list[float]]]:
     return found
 
 
+#: A placed cell of an MVAU's product registers, or of its tree's registers: the stage's layer is the group.
+PRODUCT_CELL = re.compile(r"\.stage\d+_(.+?)\.product_")
+TREE_CELL = re.compile(r"\.stage\d+_(.+?)\.staged\$")
+
+
+def tree_levels_placed(folders: list[Path]) -> dict[str, list[float]]:
+    """Per family, the nanoseconds per adder level of the critical paths that cross a pipelined tree's first stage."""
+    found: dict[str, list[float]] = defaultdict(list)
+    for report in sorted(path for folder in folders for path in folder.rglob("report.json")):
+        foldings = sorted(report.parent.parent.rglob("folding.json"))
+        if not foldings:
+            continue
+        folding = json.loads(foldings[0].read_text())
+        placed = json.loads(report.read_text())
+        cells = placed["utilization"]
+        family = "ecp5" if "TRELLIS_COMB" in cells else "gowin" if "LUT4" in cells else "ice40"
+        for path in placed["critical_paths"]:
+            steps = path["path"]
+            if not steps:
+                continue
+            start = PRODUCT_CELL.search(steps[0]["from"].get("cell", ""))
+            end = TREE_CELL.search(steps[-1]["to"].get("cell", ""))
+            levels = folding.get(start.group(1), {}).get("tree_every", 0) if start and end else 0
+            if not levels or start.group(1) != end.group(1):
+                continue
+            kept = [step["delay"] for step in steps
+                    if kind_of(family, step) not in ("ff_clk_to_q", "setup", "carry", "carry_in", "carry_out")]
+            found[family].append(sum(kept) / levels)
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="*", type=Path, default=[ROOT / "build"])
@@ -97,6 +134,10 @@ def main() -> None:
         print(f"  model: register {part('ff_clk_to_q', 'route', 'setup')}, adder level {part('lut', 'route')}, "
               f"carry step {part('carry')}, memory {part('ram_clk_to_q', 'route_from_ram')}, "
               f"multiply {part('multiplier', 'route_from_multiplier')}")
+        placed_levels = tree_levels_placed(args.folders).get(family)
+        if placed_levels:
+            print(f"  adder level as placed ({len(placed_levels)} tree stages): median "
+                  f"{statistics.median(placed_levels):.2f} ns, max {max(placed_levels):.2f} ns")
         if family == "gowin":
             # The adder tree is ALU chains: a level is a chain's carry in, its last sum and the route to the next.
             print(f"  adder level of ALU chains {part('carry_in', 'carry_out', 'route_from_sum')}")

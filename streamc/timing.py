@@ -57,12 +57,14 @@ class DelayModel:
 
     def tree_every(self, period_ns: float, levels: int, width: int) -> int:
         """Adder levels between registers so that ``levels`` levels of ``width``-bit sums and the
-        accumulator after them close at ``period_ns``: 0 when all of them fit in one stage, else the most
-        that fit (at least 1)."""
+        accumulator after them close at ``period_ns``: 0 when all of them fit in one stage, else the levels
+        of each of the fewest stages in which they fit (at least 1), spread evenly: five levels of which four
+        fit are registered after three (and the last), not after four and a lone fifth, in as many stages."""
         if self.register_ns + (levels + 1) * self.adder_ns + width * self.carry_ns <= period_ns:
             return 0
-        fit = math.floor((period_ns - self.register_ns - width * self.carry_ns) / self.adder_ns)
-        return max(1, min(fit, levels))
+        fit = max(1, min(levels, math.floor((period_ns - self.register_ns - width * self.carry_ns) / self.adder_ns)))
+        stages = max(1, -(-levels // fit))
+        return max(1, -(-levels // stages))
 
     def operand_register(self, period_ns: float, multiplies: bool, rom_words: int = 0) -> bool:
         """Whether a memory read and the lane's operation after it (a multiply, or a LUT level) need a
@@ -100,8 +102,9 @@ def rom_levels(words: int) -> int:
 #: missed 60 MHz (19.6 ns over five levels and the accumulator); with these figures TFC-w1a1 and the CNN closed it.
 #: The iCE40's adder level is 3.2 ns, not the calibration's median 2.64: TFC-w1a1's popcount trees on a UP5K 98 % full
 #: took 26.9 ns over five levels and the accumulator's carry (seven LUTs, routes of 1.8-3.5 ns; 2026-11-28), where
-#: 2.7 ns a level had put all five in one stage; at 4.0 ns its registers after every three levels took the design to
-#: 5,550 logic cells, over the device's 5,280. 3.2 ns registers TFC's trees after four levels.
+#: 2.7 ns a level had put all five in one stage. Registered after four levels, TFC's 64 x 64 layer and the digits CNN's
+#: first convolution took 22.0 and 22.2 ns from their product registers through those four (``calibrate_delays.py``'s
+#: adder level as placed: 4.54 and 4.47 ns a level, median of five such stages 4.54): an adder level is 4.5 ns.
 #: The iCE40's multiply: the digits CNN's second convolution on the UP5K (UINT4 x INT4 in LUTs), its input buffer's
 #: block RAM (4.7 ns to its first LUT) and the buffer's select (4.6 ns) then 15.2 ns of multiply into the product
 #: register, setup included (2026-11-28, after the window's counts were summed ahead); 6.0 ns before, an estimate.
@@ -115,7 +118,7 @@ def rom_levels(words: int) -> int:
 #: 3.7, routes of 3.5-4.2 ns on a device 98 % full) gives 4.8 ns; the ECP5's and the GW1NR-9's are not measured,
 #: the ECP5's scaled from its adder level by the iCE40's ratio (1.8), the GW1NR-9's the iCE40's.
 DELAYS = {
-    "ice40": DelayModel(register_ns=3.7, adder_ns=3.2, carry_ns=0.3, memory_ns=4.5, multiply_ns=14.4,
+    "ice40": DelayModel(register_ns=3.7, adder_ns=4.5, carry_ns=0.3, memory_ns=4.5, multiply_ns=14.4,
                         hard_multiply_ns=14.4, rom_level_ns=4.8, handshake_ns=20.0),
     "ecp5": DelayModel(register_ns=2.2, adder_ns=1.4, carry_ns=0.06, memory_ns=7.1, multiply_ns=5.5,
                        hard_multiply_ns=12.4, rom_level_ns=2.5, handshake_ns=10.4),

@@ -10,6 +10,7 @@ import pytest
 from streamc.datatypes import BIPOLAR, INT, UINT
 from streamc.kernels import stage_specs
 from streamc.resources import estimate_kernel, spec_of_unit
+from streamc.rtl.arithmetic import tree_stages
 from streamc.rtl.mvau import MatrixVectorUnit
 from streamc.rtl.top import StreamAccelerator, to_verilog
 from streamc.stages import MVAULayer
@@ -40,6 +41,18 @@ def test_a_faster_clock_asks_for_more_registers(family):
     assert delays.operand_register(1000 / 300, multiplies=True)
     with pytest.raises(ValueError, match="no delay model for device family 'xilinx'"):
         delay_model("xilinx")
+
+
+@pytest.mark.parametrize("family", sorted(DELAYS))
+def test_the_tree_is_registered_in_even_stages(family):
+    delays = delay_model(family)
+    # A period in which four adder levels of 8-bit sums fit between registers, and not the accumulator after them.
+    period = delays.register_ns + 4 * delays.adder_ns + 8 * delays.carry_ns + 0.01
+    # Five levels take two stages either way: three and two, not four and one.
+    assert delays.tree_every(period, 5, 8) == 3 and tree_stages(32, 3) == tree_stages(32, 4) == 2
+    assert delays.tree_every(period, 4, 8) == 4
+    assert delays.tree_every(period, 8, 8) == 4
+    assert delays.tree_every(period, 9, 8) == 3
 
 
 def test_the_layer_takes_its_registers_from_the_clock_at_every_simd():

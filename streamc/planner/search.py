@@ -16,6 +16,7 @@ from ..resources import ResourceEstimate
 from .cost import (
     FF_WEIGHT,
     LIMITED,
+    LONE_FLIP_FLOPS,
     RESOURCE_FIELDS,
     Chain,
     Choice,
@@ -23,6 +24,7 @@ from .cost import (
     as_vector,
     device_limits,
     lanes_of,
+    logic_cells,
     over_limits,
 )
 
@@ -246,7 +248,8 @@ class Planner(Chain):
         stage at a time (:meth:`_repair`). Returns the fitting folding with the fewest LUTs found,
         else the last one tried (which does not fit), or None when no folding reaches ``cycles``.
         """
-        prices = {"lut": 1.0, "ff": FF_WEIGHT}
+        # On an iCE40 the flip-flops no LUT of their own drives take logic cells: the fewest cells.
+        prices = {"lut": 1.0, "ff": LONE_FLIP_FLOPS.get(self.device.family, FF_WEIGHT)}
         tried = []
 
         def attempt() -> list[str] | None:
@@ -288,7 +291,7 @@ class Planner(Chain):
             repaired = self._repair(tried[0][1], cycles, limits)
             if repaired is not None:
                 tried.append((self.evaluate(repaired)[0], repaired))
-        fitting = [(r.lut, r.ff, a) for r, a in tried if not over_limits(r, limits)]
+        fitting = [(logic_cells(r, self.device.family), r.ff, a) for r, a in tried if not over_limits(r, limits)]
         return min(fitting)[2] if fitting else tried[-1][1]
 
     def _around(self, k: int, assignment: list[Choice]) -> tuple[tuple[int, ...], int]:
@@ -401,24 +404,28 @@ def _moved(assignment: list[Choice], k: int, choice: Choice) -> list[Choice]:
     return assignment[:k] + [choice] + assignment[k + 1:]
 
 
-_UNITS = {"lut": "LUTs", "ff": "flip-flops", "bram": "block RAMs", "dsp": "DSPs", "spram": "SPRAMs"}
+_UNITS = {"lut": "LUTs", "ff": "flip-flops", "bram": "block RAMs", "dsp": "DSPs", "spram": "SPRAMs",
+          "cells": "logic cells (LUT4s and the flip-flops no LUT of theirs packs with)"}
 
 
 def not_fitting(chain: Planner, assignment: list[Choice], limits: dict[str, int], what: str) -> FoldingError:
     """Which resources overflow, by how much, and the layer that takes most of the first of them."""
     device = chain.device
     resources, _ = chain.evaluate(assignment)
-    over = over_limits(resources, limits)
+    # Within every limit, only the iCE40's logic cells can be over (search_budget).
+    over = over_limits(resources, limits) or ["cells"]
     problems = []
     for key in over:
-        used, limit, has = getattr(resources, key), limits[key], getattr(device, key)
+        used = logic_cells(resources, device.family) if key == "cells" else getattr(resources, key)
+        limit, has = (limits["lut"], device.lut) if key == "cells" else (limits[key], getattr(device, key))
         allowed = f"{limit} are available" if limit == has else f"{limit} ({limit / has:.0%} of {has}) are allowed"
         problems.append(f"{used} {_UNITS[key]} where {allowed} ({used - limit} over)")
     culprit, alone = "the design", ""
     if chain.foldable:
-        k = max(range(len(chain.foldable)), key=lambda k: getattr(chain.node(k, assignment[k]), over[0]))
+        key = "lut" if over[0] == "cells" else over[0]
+        k = max(range(len(chain.foldable)), key=lambda k: getattr(chain.node(k, assignment[k]), key))
         culprit = chain.stages[chain.foldable[k]].describe()
-        alone = f"; this layer alone takes {getattr(chain.node(k, assignment[k]), over[0])} {_UNITS[over[0]]}"
+        alone = f"; this layer alone takes {getattr(chain.node(k, assignment[k]), key)} {_UNITS[key]}"
     return FoldingError(f"{culprit} does not fit the {device.name} ({device.part}) {what}: the design needs "
                         f"{'; '.join(problems)}{alone}")
 
@@ -477,7 +484,9 @@ def search_budget(chain: Planner, limits: dict[str, int], fold) -> tuple[list[Ch
         if assignment is not None:
             # With its tables placed: a table moved into block RAM frees LUTs for a faster folding.
             resources, _, _ = chain.placed_design(assignment, limits)
-            assignment = None if over_limits(resources, limits) else assignment
+            # The budget is a share of the device's LUTs, on an iCE40 of its logic cells.
+            over = over_limits(resources, limits) or logic_cells(resources, chain.device.family) > limits["lut"]
+            assignment = None if over else assignment
         report(f"fewest cycles within the budget: {len(probed)} of {len(candidates):,} cycle counts probed, "
                f"{candidates[index]:,} cycles/frame {'fits' if assignment else 'does not fit'}")
         return assignment
