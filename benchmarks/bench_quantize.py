@@ -7,7 +7,8 @@ Run: python benchmarks/bench_quantize.py [--model digits_mlp|digits_float_cnn] [
          [--clock-mhz 30] [--search-fps F] [--verilator FRAMES] [--workdir DIR]
 
 ``--search-fps`` runs ``streamc quantize --device ice40-up5k --target-fps F`` with the test labels (the search
-keeps the most accurate choice that fits) and prints the choice and the uniform ones; ``--verilator`` builds
+keeps the most accurate choice that fits), prints the choice and the uniform ones, and the LUTs (estimate and
+Yosys) at that rate of the model written against uniform w8a8 (both with auto scales); ``--verilator`` builds
 the w8a8 and w4a4 models with float and power-of-two scales (``streamc build`` through the sim step at
 100,000 frames/s and 100 MHz) and counts the frames whose outputs differ from qonnx's executor.
 """
@@ -23,8 +24,10 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from rich.console import Console
 
 import streamc
+from streamc.errors import FoldingError
 from streamc.pipeline.runner import run_build
 from streamc.synth import synthesize as yosys
 
@@ -62,7 +65,7 @@ def verilator(onnx_path: Path, model: str, frames: int, folder: Path) -> dict:
               "verify": {"inputs": str(folder / "frames.npy"), "expected": str(folder / "expected.npy"),
                          "frames": frames, "seed": 7}}
     (folder / "build.yaml").write_text(yaml.safe_dump(config))
-    return run_build(folder / "build.yaml").rtlsim
+    return run_build(folder / "build.yaml", console=Console(quiet=True)).rtlsim
 
 
 def _choice(choice) -> str:
@@ -112,6 +115,15 @@ def main() -> None:
             for choice in report.priced:
                 if len(set(choice.bits)) == 1:
                     print(f"  uniform {_choice(choice)}")
+            for name in ("searched", f"{args.model}_w8a8_auto"):
+                try:
+                    estimate, synth, _ = synthesize(work / f"{name}.onnx", work / f"{name}_at_search",
+                                                    args.search_fps, args.clock_mhz)
+                except FoldingError as exc:
+                    print(f"{name} at {args.search_fps:g} frames/s: {exc}")
+                else:
+                    print(f"{name} at {args.search_fps:g} frames/s: LUTs estimated {estimate['lut']}, Yosys "
+                          f"{synth.lut}; FF estimated {estimate['ff']}, Yosys {synth.ff}")
         if args.verilator:
             for bits in BITS:
                 for scales in ("float", "pow2"):

@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     quantize.add_argument("--bits", choices=["w8a8", "w4a4"], help="weight and activation bits (default w8a8)")
     quantize.add_argument("--constraints", type=Path, help="per-tensor constraints (YAML, docs/quantize.md)")
     quantize.add_argument("--scales", choices=["auto", "pow2", "float"],
-                          help="power-of-two scales (the hardware shifts instead of comparing with thresholds) "
+                          help="power-of-two scales (8-bit layers requantize with a shift, not a multiply) "
                                "everywhere, nowhere, or auto: wherever they stay within the tolerance of float "
                                "scales (default auto)")
     quantize.add_argument("--pow2", dest="scales", action="store_const", const="pow2", help="--scales pow2")

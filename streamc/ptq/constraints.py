@@ -66,8 +66,8 @@ class Constraints(_Strict):
 
     weight_bits: int = Field(8, ge=2, le=16)
     activation_bits: int = Field(8, ge=2, le=16)
-    #: Where scales are rounded to powers of two, so that the hardware shifts instead of comparing with
-    #: thresholds or multiplying (:data:`SCALE_POLICIES`).
+    #: Where scales are rounded to powers of two, so that the hardware requantizes an 8-bit layer with a
+    #: shift instead of a multiply and corrections (:data:`SCALE_POLICIES`).
     scales: Literal[SCALE_POLICIES] = "auto"  # type: ignore[valid-type]
     #: What ``auto`` may lose against float scales: percentage points of accuracy where labels are given,
     #: else dB of output SQNR (3 dB: the output's quantization noise at most doubled).
