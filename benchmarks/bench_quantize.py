@@ -29,6 +29,7 @@ from rich.console import Console
 import streamc
 from streamc.errors import FoldingError
 from streamc.pipeline.runner import run_build
+from streamc.ptq.report import choice_line
 from streamc.synth import synthesize as yosys
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,15 +69,6 @@ def verilator(onnx_path: Path, model: str, frames: int, folder: Path) -> dict:
     return run_build(folder / "build.yaml", console=Console(quiet=True)).rtlsim
 
 
-def _choice(choice) -> str:
-    if choice.lut is None:
-        return f"{'/'.join(map(str, choice.bits))}: no folding reaches the rate"
-    fits = "fits" if choice.fits else f"over on {', '.join(choice.over)}"
-    accuracy = "" if choice.accuracy is None else f", accuracy {choice.accuracy:.4f}"
-    return (f"{'/'.join(map(str, choice.bits))}: {choice.lut:,} LUTs estimated, {fits}, per-layer SQNR "
-            f"{choice.sqnr_db:.1f} dB{accuracy}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="digits_mlp", choices=["digits_mlp", "digits_float_cnn"])
@@ -110,11 +102,11 @@ def main() -> None:
             report = quantize(args.model, "w8a8", "auto", work / "searched.onnx", device=DEVICE,
                               target_fps=args.search_fps, clock_mhz=args.clock_mhz)
             print(f"bit-width search, {DEVICE} at {args.search_fps:g} frames/s and {args.clock_mhz:g} MHz "
-                  f"({len(report.priced)} choices priced, float scales): chosen {_choice(report.chosen)}; "
+                  f"({len(report.priced)} choices priced, float scales): chosen {choice_line(report.chosen)}; "
                   f"written with auto scales: accuracy {report.quantized_accuracy:.4f}")
             for choice in report.priced:
                 if len(set(choice.bits)) == 1:
-                    print(f"  uniform {_choice(choice)}")
+                    print(f"  uniform {choice_line(choice)}")
             for name in ("searched", f"{args.model}_w8a8_auto"):
                 try:
                     estimate, synth, _ = synthesize(work / f"{name}.onnx", work / f"{name}_at_search",

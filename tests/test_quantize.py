@@ -234,6 +234,8 @@ def test_cli(tmp_path, capsys):
         == EXIT_ERROR
     error = capsys.readouterr().err.strip()
     assert error.startswith("error: labels: shape (200, 64)") and "\n" not in error
+    assert main(args[:-3] + ["--scales", "auto", "--tolerance", "0", "-o", str(tmp_path / "q.onnx")]) == EXIT_OK
+    assert "scales auto (tolerance 0 points of accuracy against float scales)" in capsys.readouterr().out
 
 
 def test_bit_widths_chosen_to_fit_the_device():

@@ -64,19 +64,21 @@ class QuantizeReport:
                      f"{', '.join(pow2) or 'none'} of {len(self.layers)}")
         if self.chosen is not None:
             lines.append(f"bits per layer (weights and input) for the {self.device} at {self.target_fps:g} frames/s: "
-                         f"{_bits(self.chosen)}")
+                         f"{choice_line(self.chosen)}")
             for choice in self.priced:
                 if len(set(choice.bits)) == 1:
-                    lines.append(f"  uniform: {_bits(choice)}")
+                    lines.append(f"  uniform: {choice_line(choice)}")
         return lines + self.notes
 
 
-def _bits(choice) -> str:
+def choice_line(choice) -> str:
+    """One priced bit-width choice (streamc.ptq.budget.Choice): its bits, LUTs, fit, SQNR and accuracy."""
     if choice.lut is None:
         priced = "no folding reaches target_fps"
     else:
         priced = f"{choice.lut:,} LUTs estimated, " + ("fits" if choice.fits else f"over on {', '.join(choice.over)}")
-    return f"{'/'.join(map(str, choice.bits))}, {priced}, per-layer SQNR {choice.sqnr_db:.1f} dB"
+    accuracy = "" if choice.accuracy is None else f", accuracy {choice.accuracy:.4f}"
+    return f"{'/'.join(map(str, choice.bits))}, {priced}, per-layer SQNR {choice.sqnr_db:.1f} dB{accuracy}"
 
 
 def tensor_rows(plan: Plan, stats: dict[str, TensorStats]) -> list[TensorRow]:
