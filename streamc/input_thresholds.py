@@ -23,6 +23,7 @@ from onnx import TensorProto
 
 from .execute import execute
 from .ir import Graph, Node
+from .monotone import least_reaching
 from .stages.base import narrowest_integers, thresholds_reached
 from .transforms.tidy import SHAPE_OPS
 
@@ -103,19 +104,16 @@ def _bisect(run, source: np.ndarray, low: np.ndarray, sign: np.ndarray, steps: n
     """For each stream position and level ``k`` in 1..``levels``, the least float32 ``x`` whose code has moved
     ``k`` steps from ``low`` (``+inf`` past the position's ``steps``): a bisection over the float32 line ordered
     as integers, every position and level at once, a probe frame per level."""
-    size = len(source)
     wanted = np.arange(1, levels + 1)[:, None]                    # (L, 1)
-    lo = np.full((levels, size), _order(np.float32(-_FLOAT_MAX)), np.int64)   # never reaches a level
-    hi = np.full((levels, size), _order(np.float32(_FLOAT_MAX)), np.int64)    # reaches every level it has
     inverse = np.argsort(source)
-    while (hi - lo > 1).any():
-        mid = (lo + hi) // 2
-        probes = _from_order(mid)[:, inverse]                      # stream position j's probe at source[j]
-        moved = sign * (run(probes).astype(np.int64) - low)
-        reached = moved >= wanted
-        hi = np.where(reached, mid, hi)
-        lo = np.where(reached, lo, mid)
-    thresholds = _from_order(hi)
+
+    def reached(order: np.ndarray) -> np.ndarray:
+        probes = _from_order(order)[:, inverse]                    # stream position j's probe at source[j]
+        return sign * (run(probes).astype(np.int64) - low) >= wanted
+
+    # -FLOAT_MAX reaches no level; FLOAT_MAX reaches every level a position has
+    lowest = np.full((levels, len(source)), _order(np.float32(-_FLOAT_MAX)) + 1, np.int64)
+    thresholds = _from_order(least_reaching(reached, lowest, _order(np.float32(_FLOAT_MAX))))
     thresholds[wanted > steps[None, :]] = np.inf
     return np.ascontiguousarray(thresholds.T)
 

@@ -16,6 +16,7 @@ from ..datatypes import BIPOLAR, DataType, datatype_of_values, smallest_datatype
 from ..errors import LoweringError
 from ..execute import execute
 from ..ir import Graph, Node, TensorInfo
+from ..monotone import least_reaching
 from ..requant_fit import fit_corrected, fit_requant
 from ..rtl.requant import Requant
 from .linear_layers import FLOAT_EXACT, Linear, acc_range, add_matmul, conv_geometry, linear_layer, rounded_terms
@@ -119,7 +120,10 @@ def threshold_layer(graph, node, linear: Linear, lo, hi, following, quantizer, *
     def code_of_signed(acc):
         return code_of(acc * sign)
 
-    thresholds = _search_thresholds(code_of_signed, lo, hi, levels[1:])
+    # per channel and level, the least accumulator value in lo..hi whose code reaches the level (hi + 1: none)
+    wanted = levels[1:][None, :]
+    thresholds = least_reaching(lambda acc: code_of_signed(acc.T).T >= wanted,
+                                np.repeat(lo[:, None], wanted.shape[1], axis=1), (hi + 1)[:, None])
     _check_thresholds(code_of_signed, thresholds, lo, hi, levels, node, quantizer)
     # Drop levels no channel can miss, or none can reach: they cost comparators and output bits.
     always = np.all(thresholds <= lo[:, None], axis=0)
@@ -167,19 +171,6 @@ def emit_thresholded_layer(graph, node, codes, layer: Thresholded, stages) -> tu
                        conv=conv_geometry(graph, node, layer.linear.pad)))
     out_hi = 1 if bipolar else out_bias + kept.shape[1]
     return [*front, *mm_nodes, mt], Codes(mt_out, out_bias, out_hi, out_dtype, quantizer)
-
-
-def _search_thresholds(code_of, lo: np.ndarray, hi: np.ndarray, levels: np.ndarray) -> np.ndarray:
-    """Per channel and level, the least accumulator value in [lo, hi] whose code reaches the level (hi + 1 if none)."""
-    channels = len(lo)
-    low = np.broadcast_to(lo[:, None], (channels, len(levels))).copy()
-    high = np.broadcast_to(hi[:, None] + 1, (channels, len(levels))).copy()
-    while np.any(low < high):
-        mid = (low + high) // 2
-        reached = code_of(mid.T).T >= levels[None, :]
-        high = np.where(reached & (low < high), mid, high)
-        low = np.where(~reached & (low < high), mid + 1, low)
-    return low
 
 
 def _check_thresholds(code_of, thresholds, lo, hi, levels, node, quantizer) -> None:
