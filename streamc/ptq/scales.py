@@ -7,8 +7,9 @@ whatever the scales). The units decided
 are each layer's weights and each group of activations that share one type (a layer's output is the next
 layer's input, so a layer is a shift only where both its activations are). Start with every unit a power of
 two; while the score (accuracy with labels, else output SQNR) is more than the tolerance below the
-float-scale one, give float scales back to the unit whose return scores best, one at a time (greedy: at
-most units x (units + 1) / 2 evaluations; none when all power-of-two scales already score within it).
+float-scale one, give float scales back to the unit whose return scores best, one at a time (greedy: the
+two variants scored, then at most units x (units + 1) / 2 more evaluations; none when all power-of-two
+scales already score within it).
 """
 
 from __future__ import annotations
