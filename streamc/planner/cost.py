@@ -128,6 +128,10 @@ class Chain:
         self.foldable = [index for index, stage in enumerate(self.stages) if stage.knobs()]
         self._choice_keys: list[dict[Choice, tuple[Choice, Choice, Choice]]] = [{} for _ in self.foldable]
         self.knobs = [self.stages[index].knobs(placement=placement) for index in self.foldable]
+        # Where in a choice the values of its folding, input side and output side are (see _keys_of).
+        self._key_positions = [tuple(tuple(i for i, knob in enumerate(knobs) if knob.side in sides)
+                                     for sides in (("in", "out", "both"), ("in", "both"), ("out", "both")))
+                               for knobs in self.knobs]
         self.options: list[list[Choice]] = [list(itertools.product(*(k.values for k in knobs)))
                                             for knobs in self.knobs]
         bounds = [-1, *self.foldable, len(self.stages)]
@@ -138,10 +142,12 @@ class Chain:
         self._priced_as = (self._family, self._dsp)
         self._node_vectors: dict[tuple[int, int], list[tuple[Choice, Choice, tuple[int, ...]]]] = {}
         self._choice_tables: dict[tuple[int, int], tuple] = {}
-        self._sides_of: dict[int, tuple[list[Choice], list[Choice]]] = {}
+        self._groups_within: dict[tuple[int, int], tuple] = {}
         self._k_of = {index: k for k, index in enumerate(self.foldable)}
-        self._domains = {(k, side): sorted({key(k, c) for c in self.options[k]})
-                         for k in range(len(self.foldable)) for side, key in (("in", self.in_key), ("out", self.out_key))}
+        # Every combination of a side's knobs' values (the options are all combinations of all knobs').
+        self._domains = {(k, side): sorted(itertools.product(*(knob.values for knob in knobs
+                                                               if knob.side in (side, "both"))))
+                         for k, knobs in enumerate(self.knobs) for side in ("in", "out")}
         self._positions: dict[tuple, int] = {}
         self._edge_vectors: dict[tuple, tuple[int, ...]] = {}
         self._widths: dict[int, tuple[list[int], int]] = {}
@@ -162,10 +168,7 @@ class Chain:
         ask for them hundreds of thousands of times."""
         keys = self._choice_keys[k].get(choice)
         if keys is None:
-            knobs = self.knobs[k]
-            keys = self._choice_keys[k][choice] = tuple(
-                tuple(v for knob, v in zip(knobs, choice) if knob.side in sides)
-                for sides in (("in", "out", "both"), ("in", "both"), ("out", "both")))
+            keys = self._choice_keys[k][choice] = tuple(tuple(choice[i] for i in at) for at in self._key_positions[k])
         return keys
 
     def placed(self, k: int, choice: Choice) -> dict[str, str]:
@@ -247,7 +250,7 @@ class Chain:
         key = (s, out_key, in_key)
         if key not in self._edge_cycles:
             self._segment(s, out_key, in_key)
-            self._edge_cycles[key] = max((self.stages[i].cycles() for i in self.segments[s]), default=0)
+            self._edge_cycles[key] = self._segment_cycles(s)
         return self._edge_cycles[key]
 
     def edge(self, s: int, out_key: Choice, in_key: Choice) -> ResourceEstimate:
@@ -257,11 +260,32 @@ class Chain:
         priced = (s, out_key, in_key, self._priced_as)
         if priced not in self._edge_cache:
             self._segment(s, out_key, in_key)
-            ends = self.segments[s] + ([self.foldable[s]] if s < len(self.foldable) else [])
-            members = [("stage", index) for index in self.segments[s]] + [("link", index, 0) for index in ends]
-            vector, _ = self._price_group(members, fifo_depths(self.dataflow, self.fifo_depth, self._held))
-            self._edge_cache[priced] = ResourceEstimate(**dict(zip(RESOURCE_FIELDS, map(int, vector))))
+            self._edge_cache[priced] = self._segment_resources(s)
         return self._edge_cache[priced]
+
+    def edge_within(self, s: int, out_key: Choice, in_key: Choice, cycles: int) -> tuple[int, ...] | None:
+        """:meth:`edge_vector` of segment ``s`` if it takes at most ``cycles``, else None. A segment seen for the
+        first time is folded once for both its cycles and its resources (folding the followers takes longer
+        than either)."""
+        key = (s, out_key, in_key)
+        if key not in self._edge_cycles:
+            self._segment(s, out_key, in_key)
+            self._edge_cycles[key] = self._segment_cycles(s)
+            priced = (*key, self._priced_as)
+            if self._edge_cycles[key] <= cycles and priced not in self._edge_cache:
+                self._edge_cache[priced] = self._segment_resources(s)
+        return self.edge_vector(s, out_key, in_key) if self._edge_cycles[key] <= cycles else None
+
+    def _segment_cycles(self, s: int) -> int:
+        """Cycles of segment ``s``'s stages as they are folded now."""
+        return max((self.stages[i].cycles() for i in self.segments[s]), default=0)
+
+    def _segment_resources(self, s: int) -> ResourceEstimate:
+        """:meth:`edge` of segment ``s`` as the dataflow is folded now."""
+        ends = self.segments[s] + ([self.foldable[s]] if s < len(self.foldable) else [])
+        members = [("stage", index) for index in self.segments[s]] + [("link", index, 0) for index in ends]
+        vector, _ = self._price_group(members, fifo_depths(self.dataflow, self.fifo_depth, self._held))
+        return ResourceEstimate(**dict(zip(RESOURCE_FIELDS, map(int, vector))))
 
     def edge_vector(self, s: int, out_key: Choice, in_key: Choice) -> tuple[int, ...]:
         """:meth:`edge` as a vector (:func:`as_vector`)."""
@@ -361,8 +385,13 @@ class Chain:
                 cycles = max(cycles, stage.cycles())
             elif member[0] == "link":
                 _, index, port = member
-                ends = (self._out_port(self.stages[index].sources[port]), self._ports(index)[0][port], depths[index][port])
-                total += self._priced(("link", *ends), lambda: self._link_specs(*ends))
+                producer, taken, depth = (self._out_port(self.stages[index].sources[port]), self._ports(index)[0][port],
+                                          depths[index][port])
+                # The converter (the producer's lanes to the port's) and the FIFO after it (the port's lanes, the
+                # producer's elements) priced apart: each is shared by links that differ in the other.
+                total += self._priced(("convert", producer, taken[0]), lambda: self._link_specs(producer, taken, 0))
+                fifo = (taken[0], producer[1])
+                total += self._priced(("fifo", fifo, depth), lambda: self._link_specs(fifo, taken, depth))
             else:
                 ends = (self._out_port(member[1]), len(self._readers[member[1]]))
                 total += self._priced(("fork", *ends), lambda: [self._fork_spec(*ends)])

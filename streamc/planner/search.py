@@ -195,8 +195,8 @@ class Planner(Chain):
         def price(s: int, out_key: Choice, in_key: Choice) -> float:
             key = (s, out_key, in_key)
             if key not in known:
-                known[key] = (float("inf") if self.edge_cycles(s, out_key, in_key) > cycles
-                              else sum(w * v for w, v in zip(weights, self.edge_vector(s, out_key, in_key))))
+                vector = self.edge_within(s, out_key, in_key, cycles)
+                known[key] = float("inf") if vector is None else sum(w * v for w, v in zip(weights, vector))
             return known[key]
         return price
 
@@ -204,20 +204,30 @@ class Planner(Chain):
         """Stage ``k``'s choices within ``cycles``, of those that fold it alike the one whose placement
         costs least at ``weights`` (a price per resource), with that cost: placement changes the stage
         alone, so the others can never be part of the cheapest design."""
-        options = self._vectors(k, cycles)
-        if not options:
+        choices, matrix, groups = self._folding_groups(k, cycles)
+        if not choices:
             return {}
-        matrix = np.array([vector for _, _, vector in options], dtype=np.float64)
         # Summed resource by resource, in order: the same float sums as the scalar dot product, so that
         # ties break alike.
-        costs = np.zeros(len(options))
+        costs = np.zeros(len(choices))
         for column, weight in enumerate(weights):
             costs = costs + weight * matrix[:, column]
-        best: dict[Choice, tuple[float, Choice]] = {}
-        for (folded, choice, _), cost in zip(options, costs.tolist()):
-            if folded not in best or cost < best[folded][0]:
-                best[folded] = (cost, choice)
-        return {choice: cost for cost, choice in best.values()}
+        # Per folding (in the order the foldings first come) the first of its least costly choices.
+        order = np.lexsort((np.arange(len(choices)), costs, groups))
+        first = order[np.flatnonzero(np.diff(groups[order], prepend=-1))]
+        return {choices[at]: cost for at, cost in zip(first.tolist(), costs[first].tolist())}
+
+    def _folding_groups(self, k: int, cycles: int) -> tuple[list[Choice], np.ndarray, np.ndarray]:
+        """:meth:`_vectors` as arrays: the choices, their resources (a row each) and which folding each has
+        (numbered as the foldings first come)."""
+        if (k, cycles) not in self._groups_within:
+            options = self._vectors(k, cycles)
+            numbers: dict[Choice, int] = {}
+            self._groups_within[(k, cycles)] = (
+                [choice for _, choice, _ in options],
+                np.array([vector for _, _, vector in options], dtype=np.float64).reshape(len(options), len(RESOURCE_FIELDS)),
+                np.array([numbers.setdefault(folded, len(numbers)) for folded, _, _ in options], dtype=np.int64))
+        return self._groups_within[(k, cycles)]
 
     def _vectors(self, k: int, cycles: int) -> list[tuple[Choice, Choice, tuple[int, ...]]]:
         """Each choice of stage ``k`` within ``cycles`` with its lanes and its resources as a vector
@@ -319,8 +329,8 @@ class Planner(Chain):
                 left = self.out_key(k - 1, assignment[k - 1]) if k > 0 else ()
                 right = self.in_key(k + 1, assignment[k + 1]) if k + 1 < len(self.foldable) else ()
                 before, _ = self._around(k, assignment)
-                inward, inward_cycles = self._segment_table(k, [(left, key) for key in self._sides_of[k][0]], cycles)
-                outward, outward_cycles = self._segment_table(k + 1, [(key, right) for key in self._sides_of[k][1]],
+                inward, inward_cycles = self._segment_table(k, [(left, key) for key in self._domains[(k, "in")]], cycles)
+                outward, outward_cycles = self._segment_table(k + 1, [(key, right) for key in self._domains[(k, "out")]],
                                                               cycles)
                 reached = np.maximum(node_cycles, np.maximum(inward_cycles[in_at], outward_cycles[out_at]))
                 kept = np.flatnonzero(others & (reached <= cycles))
@@ -340,12 +350,9 @@ class Planner(Chain):
     def _choice_table(self, k: int, cycles: int) -> tuple[list[Choice], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Stage ``k``'s choices within ``cycles`` (:meth:`_vectors`) as arrays for the repair's moves: their
         resources (a row each), cycles, and the position of each one's input and output side among the
-        stage's (``_sides_of``)."""
+        stage's (``_domains``)."""
         if (k, cycles) not in self._choice_tables:
-            if k not in self._sides_of:
-                self._sides_of[k] = (sorted({self.in_key(k, c) for c in self.options[k]}),
-                                     sorted({self.out_key(k, c) for c in self.options[k]}))
-            ins, outs = ({key: at for at, key in enumerate(keys)} for keys in self._sides_of[k])
+            ins, outs = ({key: at for at, key in enumerate(self._domains[(k, side)])} for side in ("in", "out"))
             options = self._vectors(k, cycles)
             choices = [choice for _, choice, _ in options]
             vectors = np.array([vector for _, _, vector in options], dtype=np.int64)
@@ -359,11 +366,12 @@ class Planner(Chain):
     def _segment_table(self, s: int, sides: list[tuple[Choice, Choice]], cycles: int) -> tuple[np.ndarray, np.ndarray]:
         """Resources (a row each) and cycles of segment ``s`` between each of ``sides``: priced only within
         ``cycles``, as every search prices a segment (zeros past them, where no move goes)."""
-        reached = np.array([self.edge_cycles(s, *pair) for pair in sides], dtype=np.int64)
         vectors = np.zeros((len(sides), len(RESOURCE_FIELDS)), dtype=np.int64)
-        for at in np.flatnonzero(reached <= cycles):
-            vectors[at] = self.edge_vector(s, *sides[at])
-        return vectors, reached
+        for at, pair in enumerate(sides):
+            vector = self.edge_within(s, *pair, cycles)
+            if vector is not None:
+                vectors[at] = vector
+        return vectors, np.array([self.edge_cycles(s, *pair) for pair in sides], dtype=np.int64)
 
     def _repair(self, assignment: list[Choice], cycles: int, limits: dict[str, int]) -> list[Choice] | None:
         """From a folding over ``limits`` (other than LUTs), change one stage at a time, each time the

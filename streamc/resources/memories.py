@@ -33,8 +33,7 @@ def differing_bits(same: np.ndarray, any_set: np.ndarray, bits: int) -> int:
     """:func:`varying_bits` of the fields whose AND over the words is ``same`` and OR ``any_set`` (non-negative
     integers of one dtype)."""
     mask = same.dtype.type((1 << min(bits, 8 * same.dtype.itemsize)) - 1)
-    differ = np.ascontiguousarray((same ^ any_set) & mask)
-    return int(np.unpackbits(differ.view(np.uint8)).sum())
+    return int(np.bitwise_count((same ^ any_set) & mask).sum())
 
 
 def rom_live_bits(rows: list[int], width: int) -> int:
