@@ -136,6 +136,13 @@ def test_window_first_beat_follows_the_pixels_it_needs():
     assert run.cycles[0] == 8 * 2 - 1 + dut.latency
 
 
+def test_window_issuing_on_registered_compares_is_a_cycle_later():
+    # needed_register: the reader sees the pixel the first patch needs a cycle after it arrives.
+    dut, run = run_window("3x3_pad1", frames=1, in_gap=0.0, out_stall=0.0, seed=2, needed_register=True)
+    assert dut.latency == 3
+    assert run.cycles[0] == 8 * 2 - 1 + dut.latency
+
+
 def test_window_attributes_describe_the_streams():
     dut = build_window("3x3_pad1")
     assert (dut.in_elems, dut.in_width, dut.out_elems, dut.out_width) == (2, 4, 2, 4)

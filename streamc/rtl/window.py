@@ -8,7 +8,7 @@ by the weight matrix. A max or sum pool reduces the same patches with :class:`Wi
 from __future__ import annotations
 
 import numpy as np
-from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, signed, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Shape, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -122,9 +122,11 @@ class SlidingWindow(wiring.Component):
         faster clock, at a few LUTs per bit of the count (measured on three windows: about 5 on the iCE40, 1
         on the ECP5). Where a patch takes two beats or more (:attr:`precomputed_moves`), the counts of the next
         patch along the row and of the next row's first patch are registers as well, so the register's next value
-        is a choice among registers and no sum lies between the corner and the count. The rows the reader frees
-        go back to the writer's credit a cycle later, from a register, so that the reader's issue and its
-        counters are not on the way to the credit's adder (the digits CNN's second window on the UP5K: 22.9 ns).
+        is a choice among registers and no sum lies between the corner and the count. The reader issues on the
+        count's compares registered a cycle ahead (:attr:`latency` 3), and the rows it frees go back to the
+        writer's credit a cycle later, from a register: the digits CNN's second window on the UP5K had 21-23 ns
+        from the count through the compare and the issue into the reader's counters, the credit and the written
+        count.
     name : str
         Node name, used in error messages.
 
@@ -151,8 +153,8 @@ class SlidingWindow(wiring.Component):
         ``max(in_count, out_count) // simd``: with the input always valid and the output
         always ready, frames after the first leave one every that many cycles.
     latency : int
-        2: cycles from the cycle that accepts the last input beat an output pixel needs (when
-        the reader waits for it) to the cycle in which that pixel's first beat is valid.
+        2 (3 with ``needed_register``): cycles from the cycle that accepts the last input beat an output pixel
+        needs (when the reader waits for it) to the cycle in which that pixel's first beat is valid.
     precomputed_moves : bool
         With ``needed_register``, whether the counts the corner's next moves set are summed a cycle ahead, in
         registers: where a patch takes two beats or more (``KH*KW*C/simd >= 2``), so the corner never moves two
@@ -209,7 +211,7 @@ class SlidingWindow(wiring.Component):
         self.in_count = h * w * c
         self.out_count = oh * ow * kh * kw * c
         self.cycles_per_frame = max(self.in_count, self.out_count) // simd
-        self.latency = 2
+        self.latency = 3 if self.needed_register else 2
         super().__init__({
             "i": In(stream.Signature(unsigned(simd * self.in_width))),
             "o": Out(stream.Signature(unsigned(simd * self.out_width))),
@@ -346,15 +348,31 @@ class SlidingWindow(wiring.Component):
             next_col = needed_of(r0, c0 + sw, r0_pixels)
             next_row = needed_of(r0 + sh, -left, r0_pixels + sh * w)
 
-        def set_needed(value) -> list:
-            return [needed.eq(value)] if self.needed_register else []
+        # Which of the registered compares below the reader reads next: the corner's move, 0 where it stays.
+        moved = Signal(range(4))
+
+        def set_needed(value, move: int) -> list:
+            return [needed.eq(value), moved.eq(move)] if self.needed_register else []
 
         advance = Signal()
         issue = Signal()
         pad = Signal()
+        # With needed_register the reader issues on compares registered a cycle before, one per move the corner can
+        # make then (none, along the row, to the next row, to the frame's first patch), so that no carry chain lies
+        # between the counts and the reader's counters (22.9 ns on the UP5K). The written count they read is a
+        # cycle old, never more than now (the frame's end takes its pixels off in the compare too): a pixel
+        # arrives a cycle later to the reader, never too early.
+        if self.needed_register:
+            reached = [Signal(name=f"reached_{what}") for what in ("here", "col", "row", "first")]
+            m.d.sync += [reached[0].eq(written >= needed), reached[1].eq(written >= next_col),
+                         reached[2].eq(written >= next_row), reached[3].eq(written - h * w >= needed_first),
+                         moved.eq(0)]
+            enough = Array(reached)[moved]
+        else:
+            enough = written >= needed
         m.d.comb += [
             advance.eq(~self.o.valid | self.o.ready),
-            issue.eq(advance & (written >= needed)),
+            issue.eq(advance & enough),
             pad.eq((r < 0) | (r >= h) | (c < 0) | (c >= w)),
             read.addr.eq(Mux(pad, 0, row_addr + col_beat + cf_n)),
             read.en.eq(advance),
@@ -375,7 +393,7 @@ class SlidingWindow(wiring.Component):
                              c.eq(c0), col_beat.eq(c0_beat)]
             with m.Elif(ow_n != self._ow - 1):
                 m.d.sync += [cf_n.eq(0), kw_n.eq(0), kh_n.eq(0), ow_n.eq(ow_n + 1),
-                             r.eq(r0), row_addr.eq(top_addr), *set_needed(next_col),
+                             r.eq(r0), row_addr.eq(top_addr), *set_needed(next_col, 1),
                              c0.eq(c0 + sw), c.eq(c0 + sw),
                              c0_beat.eq(c0_beat + sw * cf), col_beat.eq(c0_beat + sw * cf)]
             with m.Else():
@@ -386,13 +404,13 @@ class SlidingWindow(wiring.Component):
                     next_top = ring_add(top_addr, sh * row_beats)
                     m.d.sync += [oh_n.eq(oh_n + 1), r0.eq(r0 + sh), r.eq(r0 + sh),
                                  r0_pixels.eq(r0_pixels + sh * w),
-                                 *set_needed(next_row),
+                                 *set_needed(next_row, 2),
                                  top_addr.eq(next_top), row_addr.eq(next_top)]
                     m.d.comb += freed.eq(Mux(r0 + sh <= 0, 0, Mux(r0 < 0, r0 + sh, sh)))
                 with m.Else():
                     next_top = ring_add(base_addr, h * row_beats - top * row_beats)
                     m.d.sync += [oh_n.eq(0), r0.eq(-top), r.eq(-top), r0_pixels.eq(-top * w),
-                                 *set_needed(needed_first),
+                                 *set_needed(needed_first, 3),
                                  base_addr.eq(ring_add(base_addr, h * row_beats)),
                                  top_addr.eq(next_top), row_addr.eq(next_top)]
                     m.d.comb += [freed.eq(h - self._last_row_first), frame_done.eq(1)]
