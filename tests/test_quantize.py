@@ -16,8 +16,6 @@ from streamc.errors import ConfigError
 from streamc.frontend.load import load_onnx
 from streamc.hw import to_hw
 from streamc.pipeline.runner import run_build
-from streamc.ptq.budget import search_bits
-from streamc.ptq.constraints import Constraints
 from streamc.transforms.streamline import streamline
 from streamc.transforms.tidy import tidy
 
@@ -236,14 +234,3 @@ def test_cli(tmp_path, capsys):
     assert error.startswith("error: labels: shape (200, 64)") and "\n" not in error
     assert main(args[:-3] + ["--scales", "auto", "--tolerance", "0", "-o", str(tmp_path / "q.onnx")]) == EXIT_OK
     assert "scales auto (tolerance 0 points of accuracy against float scales)" in capsys.readouterr().out
-
-
-def test_bit_widths_chosen_to_fit_the_device():
-    """The digits MLP at 200,000 frames/s on the UP5K: w8a8 does not fit; the search's per-layer bits fit
-    and lose less SQNR than uniform w4a4."""
-    chosen, priced = search_bits(FLOAT / "digits_mlp.onnx", np.load(FLOAT / "digits_mlp_calib.npy"), Constraints(),
-                                 device="ice40-up5k", target_fps=200_000, clock_mhz=30)
-    uniform = {choice.bits[0]: choice for choice in priced if len(set(choice.bits)) == 1}
-    assert not uniform[8].fits and uniform[4].fits and chosen.fits
-    assert len(priced) == 27 and chosen.noise <= uniform[4].noise
-    assert chosen.noise == min(choice.noise for choice in priced if choice.fits)
