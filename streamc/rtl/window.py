@@ -123,10 +123,10 @@ class SlidingWindow(wiring.Component):
         on the ECP5). Where a patch takes two beats or more (:attr:`precomputed_moves`), the counts of the next
         patch along the row and of the next row's first patch are registers as well, so the register's next value
         is a choice among registers and no sum lies between the corner and the count. The reader issues on the
-        count's compares registered a cycle ahead (:attr:`latency` 3), and the rows it frees go back to the
-        writer's credit a cycle later, from a register: the digits CNN's second window on the UP5K had 21-23 ns
-        from the count through the compare and the issue into the reader's counters, the credit and the written
-        count.
+        count's compares registered a cycle ahead (:attr:`latency` 3), the rows it frees go back to the writer's
+        credit a cycle later, from a register, and a register knows the frame's last beat: the digits CNN's second
+        window on the UP5K had 21-23 ns from the count through the compare and the issue, and from the issue
+        through the reader's counters, into the credit and the written count.
     name : str
         Node name, used in error messages.
 
@@ -419,6 +419,15 @@ class SlidingWindow(wiring.Component):
             freed_later = Signal.like(freed, name="freed_later")
             m.d.sync += freed_later.eq(freed)
             freed = freed_later
+            # The frame's last beat known from a register, set as the beat before it issues, not decoded from the
+            # reader's five counters on the way from the issue into the written count's adder.
+            beats = self.out_count // self._simd
+            if beats > 1:
+                beat = Signal(range(beats), name="frame_beat")
+                last_beat = Signal(name="frame_last_beat")
+                with m.If(issue):
+                    m.d.sync += [beat.eq(Mux(last_beat, 0, beat + 1)), last_beat.eq(beat == beats - 2)]
+                frame_done = issue & last_beat
         m.d.sync += [
             credit.eq(credit - (take & row_start) + freed),
             written.eq(written + pixel_written - Mux(frame_done, h * w, 0)),
