@@ -102,8 +102,7 @@ def main() -> None:
             report = quantize(args.model, "w8a8", "auto", work / "searched.onnx", device=DEVICE,
                               target_fps=args.search_fps, clock_mhz=args.clock_mhz)
             print(f"bit-width search, {DEVICE} at {args.search_fps:g} frames/s and {args.clock_mhz:g} MHz "
-                  f"({len(report.priced)} choices priced, float scales): chosen {choice_line(report.chosen)}; "
-                  f"written with auto scales: accuracy {report.quantized_accuracy:.4f}")
+                  f"({len(report.priced)} choices priced, each with auto scales): chosen {choice_line(report.chosen)}")
             for choice in report.priced:
                 if len(set(choice.bits)) == 1:
                     print(f"  uniform {choice_line(choice)}")

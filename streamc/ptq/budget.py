@@ -14,8 +14,9 @@ widest choice, tried first, lowered the layer that lost least SQNR per LUT saved
 uniform w4a4 on the digits MLP, as the limit there was block RAM, not LUTs; widening only ever prices
 choices next to ones that fit, whatever resource binds.
 
-The scales of the choices priced are float unless the constraints say ``pow2`` everywhere: the ``auto``
-policy decides them afterwards, and power-of-two scales only take LUTs away.
+Each choice is priced as it would be written: its scales by the constraints' policy (``auto`` decides them
+for each choice, :mod:`streamc.ptq.scales`), since narrower bits can cost LUTs where they turn a
+power-of-two shift into a threshold table.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from .constraints import AtLeast, Constraints
 from .emit import emit
 from .fuse import Kernel, fold_batchnorms, logical_kernels
 from .measure import Measure
-from .propagate import activation_type, plan, quantize_values, weight_type
+from .propagate import Plan, plan, quantize_values
+from .scales import scaled_plan
 
 ALLOWED_BITS = (8, 4, 2)
 #: 3**4: every combination of up to 4 layers is priced, a beam search past that.
@@ -86,10 +88,13 @@ def layer_constraints(model: onnx.ModelProto, kernels: list[Kernel], bits: tuple
 
 
 def search_bits(model_path: Path, frames: np.ndarray, base: Constraints, *, device: str, target_fps: float,
-                clock_mhz: float, labelled: Measure | None = None) -> tuple[Choice, list[Choice]]:
-    """The chosen per-layer bits and every choice priced on the way (the uniform ones among them);
-    ``labelled`` measures the accuracy of the choices that fit."""
-    fused = fold_batchnorms(onnx.load(str(model_path)))
+                clock_mhz: float, measure: Measure | None = None) -> tuple[Choice, list[Choice]]:
+    """The chosen per-layer bits and every choice priced on the way (the uniform ones among them).
+    ``measure`` scores the choices for ``auto`` scales and, where it has labels, their accuracy (default:
+    output SQNR on ``frames``)."""
+    float_model = onnx.load(str(model_path))
+    measure = measure or Measure(float_model, frames)
+    fused = fold_batchnorms(float_model)
     kernels = logical_kernels(fused)
     inputs = _inputs(fused, kernels)
     calibrated: dict[tuple[str, ...], dict] = {}
@@ -105,21 +110,22 @@ def search_bits(model_path: Path, frames: np.ndarray, base: Constraints, *, devi
     budget = get_device(device).budget()
     priced: dict[tuple[int, ...], Choice] = {}
 
-    def layer_noise(index: int, b: int) -> float:
-        weight, seen = inits[kernels[index].weight], stats[inputs[index]]
+    def layer_noise(index: int, resolved: Plan) -> float:
+        weight, seen = kernels[index].weight, stats[inputs[index]]
+        if weight not in resolved.weights:  # a layer kept float on the host
+            return 0.0
         # the weight type's scales are shaped to broadcast along the weight's channel axis
-        pow2 = base.scales == "pow2"
-        weight_noise = _noise(weight, quantize_values(weight, weight_type(weight, kernels[index].channel_axis, b,
-                                                                          pow2)))
-        input_type = activation_type([seen], b, seen.low < 0, base, pow2)
-        return weight_noise + _noise(seen.sample, quantize_values(seen.sample, input_type))
+        return _noise(inits[weight], quantize_values(inits[weight], resolved.weights[weight])) + \
+            _noise(seen.sample, quantize_values(seen.sample, resolved.activations[inputs[index]]))
 
     def price(bits: tuple[int, ...]) -> Choice:
         if bits not in priced:
             rules = layer_constraints(fused, kernels, bits, base)
+            resolved, scales = scaled_plan(fused, lambda pow2: plan(fused, kernels, stats_for, rules, pow2), rules,
+                                           measure)
+            quantized = emit(fused, resolved)
             with tempfile.TemporaryDirectory(prefix="streamc-bits-") as scratch:
                 path = Path(scratch) / "model.onnx"
-                quantized = emit(fused, plan(fused, kernels, stats_for, rules))
                 onnx.save(quantized, str(path))
                 try:
                     accelerator = compile_model(path, device=device, target_fps=target_fps, clock_mhz=clock_mhz,
@@ -129,9 +135,10 @@ def search_bits(model_path: Path, frames: np.ndarray, base: Constraints, *, devi
                 else:
                     resources = accelerator.estimate()[device]
                     lut, over = resources["lut"], tuple(k for k in budget if resources[k] > budget[k])
-                accuracy = labelled.score(quantized).accuracy if labelled is not None and not over else None
-            noise = sum(layer_noise(i, b) for i, b in enumerate(bits))
-            priced[bits] = Choice(bits, lut, over, noise, accuracy)
+            accuracy = None
+            if measure.labels is not None and not over:
+                accuracy = (scales.chosen if scales else measure.score(quantized)).accuracy
+            priced[bits] = Choice(bits, lut, over, sum(layer_noise(i, resolved) for i in range(len(bits))), accuracy)
         return priced[bits]
 
     if len(ALLOWED_BITS) ** len(kernels) <= EXHAUSTIVE_CHOICES:

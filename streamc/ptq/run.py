@@ -17,7 +17,7 @@ from .fuse import fold_batchnorms, logical_kernels
 from .measure import Measure, sqnr_db
 from .propagate import plan
 from .report import QuantizeReport, tensor_rows
-from .scales import choose_scales, layer_scales
+from .scales import layer_scales, scaled_plan
 
 
 def _input_shape(model: onnx.ModelProto) -> tuple[int, ...]:
@@ -72,7 +72,7 @@ def quantize(model: str | Path, calibration: str | Path | np.ndarray, output: st
     chosen, priced = None, []
     if device is not None:
         chosen, priced = search_bits(Path(model), frames, rules, device=device, target_fps=target_fps,
-                                     clock_mhz=clock_mhz, labelled=None if truth is None else measure)
+                                     clock_mhz=clock_mhz, measure=measure)
         rules = layer_constraints(fused, kernels, chosen.bits, rules)
     calibrated: dict[tuple[str, ...], dict] = {}
     stats = {}
@@ -84,13 +84,8 @@ def quantize(model: str | Path, calibration: str | Path | np.ndarray, output: st
         stats.update(calibrated[tuple(names)])
         return stats
 
-    scale_choice = None
-    if rules.scales == "auto":
-        resolved, scale_choice = choose_scales(
-            fused, lambda pow2: plan(fused, kernels, stats_for, rules, pow2), measure,
-            rules.tolerance if truth is not None else rules.tolerance_db)
-    else:
-        resolved = plan(fused, kernels, stats_for, rules)
+    resolved, scale_choice = scaled_plan(fused, lambda pow2: plan(fused, kernels, stats_for, rules, pow2), rules,
+                                         measure)
     quantized = emit(fused, resolved)
     onnx.save(quantized, str(output))
     result = measure.outputs(quantized)

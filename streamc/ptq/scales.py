@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
+from .constraints import Constraints
 from .emit import emit
 from .fuse import Kernel
 from .measure import Measure, Score
@@ -89,3 +90,13 @@ def choose_scales(model: onnx.ModelProto, resolve, measure: Measure,
         given_back.append(unit)
         current -= set(unit)
     return resolved, ScaleChoice(measure.metric, tolerance, float_score, all_pow2, best, given_back)
+
+
+def scaled_plan(model: onnx.ModelProto, resolve, constraints: Constraints,
+                measure: Measure) -> tuple[Plan, ScaleChoice | None]:
+    """The plan with the scales the constraints ask for; ``auto``'s decided by :func:`choose_scales` with
+    the tolerance of the score ``measure`` gives (accuracy with labels, else output SQNR)."""
+    if constraints.scales != "auto":
+        return resolve(None), None
+    tolerance = constraints.tolerance if measure.labels is not None else constraints.tolerance_db
+    return choose_scales(model, resolve, measure, tolerance)
