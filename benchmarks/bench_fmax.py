@@ -3,8 +3,9 @@
 Run: python benchmarks/bench_fmax.py [--boards icebreaker ulx3s-85f tangnano9k] [--designs digits tfc-w1a1 digits-cnn]
                                     [--pipelining clock none] [--out DIR] [--seeds N] [--budget F] [--clock-mhz F]
 
-Each design is planned at the fastest folding within the board's budget (``budget``: 90 % of the UP5K and 60 % of
-the Tang Nano 9K's GW1NR-9 with the board shell kept free, half of the ECP5-85F) at the board's clock (50 MHz on the
+Each design is planned at the fastest folding within the board's budget (``budget``: 90 % of the UP5K's logic cells,
+which its flip-flops take too, and 60 % of the Tang Nano 9K's GW1NR-9 with the board shell kept free, half of the
+ECP5-85F) at the board's clock (50 MHz on the
 UP5K, 150 MHz on the ECP5-85F: issue 23's targets; 60 MHz on the GW1NR-9), compiled to Verilog by the build
 steps (load .. rtl), and placed and routed inside the board top (PLL, board shell with its UART at 115200 baud)
 by :func:`streamc.pnr.build_board`, as ``streamc build`` does. Each row is run twice in the same run:
