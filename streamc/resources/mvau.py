@@ -41,7 +41,8 @@ class MVAUSpec(KernelSpec):
     unmerged, as they stay with the thresholds in block RAM; ``compare_full_adders``: the full adders
     summing a lane's compares, which take merged ones apart too (-1: not known, every compare counts).
     ``constant_adders``: where the weight ROM has one word, the estimated adder bits of the lanes' shift-and-add
-    graph (:func:`~.constant_products.constant_adder_bits`); -1 where the lanes multiply.
+    graph (:func:`~.constant_products.constant_adder_bits`); -1 where the lanes multiply. ``ready_register``: the
+    output register has a skid register beside it (:attr:`~streamc.rtl.mvau.MatrixVectorUnit.ready_register`).
     """
 
     mh: int
@@ -87,6 +88,7 @@ class MVAUSpec(KernelSpec):
     operand_register: bool = False
     tree_every: int = 0
     constant_adders: float = -1
+    ready_register: bool = False
 
     @property
     def nf(self) -> int:
@@ -171,7 +173,8 @@ class MVAUSpecs:
                             signed_multiply=bool(mul_a and unit.lanes_multiply_signed_input and w_dt.signed),
                             starts_from_offsets=unit.starts_from_offsets, ram_style=unit.ram_style,
                             ram_style_thresholds=unit.ram_style_thresholds, res_type=unit.res_type,
-                            operand_register=unit.operand_register, tree_every=unit.tree_every, **rq, **live)
+                            operand_register=unit.operand_register, tree_every=unit.tree_every,
+                            ready_register=unit.ready_register, **rq, **live)
         self._weights, self._in_bits, self._bits = weights, in_dt.bitwidth, w_dt.bitwidth
         # The weights as the ROM stores them, in the narrowest integers that hold them.
         stored = w_dt.to_hw(weights).astype(np.min_scalar_type((1 << w_dt.bitwidth) - 1))
@@ -438,7 +441,9 @@ def _mvau_registers(spec: MVAUSpec, lane_dsps: int, rq_dsps: int, weights_in_log
         product_bits = pe * spec.acc_bits
     products = 3 + range_bits(nf) + (0 if lane_dsps else product_bits)
     accumulators = 1 + pe * spec.acc_bits
-    output = 1 + pe * spec.out_bits
+    # With ready_register a skid register as wide, valid bit included, beside the output register (Yosys: an MVAU of
+    # 4 PEs with 2-bit outputs, 9 flip-flops more on the UP5K and the ECP5-85F alike).
+    output = (1 + pe * spec.out_bits) * (2 if spec.ready_register else 1)
     if spec.rq_multiplier_bits:
         stage4 = (2 + range_bits(nf) + (0 if rq_dsps else pe * spec.rq_product_bits)
                   + pe * known(spec.rq_sum_live, spec.rq_sum_bits)
