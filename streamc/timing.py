@@ -75,6 +75,11 @@ class DelayModel:
         return (self.register_ns + self.memory_ns + operation > period_ns
                 or bool(rom_words) and self.register_ns + rom_levels(rom_words) * self.rom_level_ns > period_ns)
 
+    def multiply_register(self, period_ns: float) -> bool:
+        """Whether a lane's multiply in LUTs, between its operand and product registers, needs a register inside
+        it (:attr:`~streamc.rtl.mvau.MatrixVectorUnit.multiply_register`)."""
+        return self.register_ns + self.multiply_ns > period_ns
+
     def hard_multiplies(self, period_ns: float) -> bool:
         """Whether a hard multiplier between two registers closes at ``period_ns`` (else the planner keeps the
         multiplies in LUTs)."""

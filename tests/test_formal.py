@@ -117,6 +117,13 @@ def test_pipelined_mvau_emits_the_same_beats_and_sums_bmc_12_cycles():
     _assert_passed(check(harnesses, mode="bmc", depth=MVAU_BMC_DEPTH, timeout_s=TIMEOUT_S))
 
 
+def test_mvau_with_its_multiplies_split_emits_the_same_beats_and_sums_bmc_12_cycles():
+    # UINT2 x UINT2 products in LUTs, their partial sums registered before the product register.
+    harnesses = _mvau_harnesses([(1, 1), (1, 2)], res_type="lut", multiply_register=True)
+    assert all(harness.dut.product_stage for harness in harnesses)
+    _assert_passed(check(harnesses, mode="bmc", depth=MVAU_BMC_DEPTH, timeout_s=TIMEOUT_S))
+
+
 def test_mvau_moving_on_its_skid_register_emits_the_same_beats_and_sums_bmc_12_cycles():
     harnesses = _mvau_harnesses([(1, 2), (2, 2)], tree_every=1, ready_register=True)
     _assert_passed(check(harnesses, mode="bmc", depth=MVAU_BMC_DEPTH, timeout_s=TIMEOUT_S))

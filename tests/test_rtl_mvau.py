@@ -123,7 +123,9 @@ def test_a_signed_input_is_multiplied_as_offset_binary_so_a_zero_point_needs_no_
 
 
 PIPELININGS = [dict(operand_register=True), dict(tree_every=1), dict(tree_every=2, operand_register=True),
-               dict(tree_every=3), dict(tree_every=2, ready_register=True)]
+               dict(tree_every=3), dict(tree_every=2, ready_register=True),
+               dict(multiply_register=True, res_type="lut"),
+               dict(multiply_register=True, res_type="lut", tree_every=1, operand_register=True)]
 
 
 @pytest.mark.parametrize("pipelining", PIPELININGS, ids=str)
@@ -219,6 +221,10 @@ def test_pipelining_adds_the_registers_it_says():
     assert build("uint2_x_int2_int4_out", 2, 12, tree_every=1)[0].latency == 5 + 4 + 4
     assert build("uint2_x_int2_int4_out", 2, 12, tree_every=3, operand_register=True)[0].latency == 5 + 1 + 2 + 2
     assert build("int2_x_int3_acc", 2, 1, tree_every=1)[0].latency == 4
+    # A multiply in LUTs split in two; none where Yosys maps it, or where an operand is BIPOLAR.
+    assert build("uint2_x_int2_int4_out", 2, 12, res_type="lut", multiply_register=True)[0].latency == 5 + 1
+    assert build("uint2_x_int2_int4_out", 2, 12, multiply_register=True)[0].latency == 5
+    assert build("bipolar_x_bipolar_thr", 2, 12, res_type="lut", multiply_register=True)[0].latency == 5
     with pytest.raises(ValueError, match="tree_every must be 0"):
         build("int2_x_int3_acc", 2, 3, tree_every=-1)
 

@@ -96,6 +96,9 @@ class MatrixVectorUnit(wiring.Component):
         0: each lane's adder tree and the accumulator are one stage, as are the threshold count and
         the output register. ``k`` > 0: a register after every ``k`` adder levels and after the last
         (:func:`~streamc.rtl.arithmetic.adder_tree`), in the lanes' trees and the threshold count.
+    multiply_register : bool
+        Split the lanes' multiplies in LUTs into two stages, their first partial sums registered (the digits MLP's
+        4-bit products on the ECP5-85F: 8.5 ns from the operand register to the product's).
     ready_register : bool
         Move the pipeline on a register, not on the consumer's ready: a skid register beside the output
         register takes the beat the pipeline puts out in the cycle the output stalls, and the pipeline moves
@@ -124,8 +127,8 @@ class MatrixVectorUnit(wiring.Component):
         Cycles from the cycle that issues the last synapse fold of a neuron fold (for the
         first neuron fold: the cycle that accepts its last input beat) to the cycle in which
         that fold's output beat is first valid: 4 for the bare accumulator, 5 with
-        thresholds, 6 with requantization; plus 1 with :attr:`operand_stage` and the registers
-        ``tree_every`` puts in the lanes' trees and the threshold count.
+        thresholds, 6 with requantization; plus 1 with :attr:`operand_stage`, 1 with :attr:`product_stage` and the
+        registers ``tree_every`` puts in the lanes' trees and the threshold count.
     acc_shape : amaranth.hdl.Shape
         Accumulator and comparator shape.
     multiplier_shape, offset_shape, product_shape, sum_shape : amaranth.hdl.Shape or None
@@ -140,7 +143,7 @@ class MatrixVectorUnit(wiring.Component):
                  out_bias: int = 0, requant: Requant | None = None, ram_style: str = "auto",
                  ram_style_thresholds: str = "auto", res_type: str = "auto",
                  operand_register: bool = False, tree_every: int = 0, ready_register: bool = False,
-                 name: str = "mvau"):
+                 multiply_register: bool = False, name: str = "mvau"):
         weights = np.asarray(weights)
         if weights.ndim != 2 or not np.issubdtype(weights.dtype, np.integer):
             raise ValueError(f"node {name!r}: weights must be a 2-D integer array, "
@@ -161,7 +164,7 @@ class MatrixVectorUnit(wiring.Component):
             raise ValueError(f"node {name!r}: tree_every must be 0 (no registers in the adder trees) or "
                              f"a positive number of adder levels, not {tree_every!r}")
         self.operand_register, self.tree_every = bool(operand_register), int(tree_every)
-        self.ready_register = bool(ready_register)
+        self.ready_register, self.multiply_register = bool(ready_register), bool(multiply_register)
         self._weights = weights.astype(np.int64)
         self._in_dtype = in_dtype
         self._weight_dtype = weight_dtype
@@ -235,11 +238,18 @@ class MatrixVectorUnit(wiring.Component):
         self.starts_from_offsets = (self._requant is None and self._thresholds is None
                                     and (self._scale != 1 or bool(self._offsets.any())))
         self.latency = (6 if self._requant is not None else 5 if self._thresholds is not None else 4) \
-            + self.operand_stage + self.pipeline_stages
+            + self.operand_stage + self.product_stage + self.pipeline_stages
         super().__init__({
             "i": In(stream.Signature(unsigned(simd * self.in_width))),
             "o": Out(stream.Signature(unsigned(pe * self.out_width))),
         })
+
+    @property
+    def product_stage(self) -> bool:
+        """Whether ``multiply_register`` splits the lanes' multiplies: where they multiply in LUTs (``res_type``
+        ``"lut"``, no ``BIPOLAR`` operand, more than one word of weights)."""
+        multiplies = not (self._in_dtype.bipolar or self._weight_dtype.bipolar or self.constant_weights)
+        return self.multiply_register and multiplies and self.res_type == "lut"
 
     @property
     def pipeline_stages(self) -> int:
@@ -472,8 +482,9 @@ class MatrixVectorUnit(wiring.Component):
         """The requantization offsets' ROM words: row ``nf`` holds those of channels ``nf*pe + j``."""
         return _channel_rom_rows(self._requant_offset, self._pe, self.offset_shape)
 
-    def _product(self, x_bits, w_bits):
-        """One lane's term of the sum ``a`` (:meth:`_accumulator_domain`), from stored bits."""
+    def _product(self, x_bits, w_bits, register=None):
+        """One lane's term of the sum ``a`` (:meth:`_accumulator_domain`), from stored bits; a multiply split by
+        ``register`` (:func:`~streamc.rtl.placement.multiply`)."""
         in_dt, w_dt = self._in_dtype, self._weight_dtype
         if in_dt.bipolar and w_dt.bipolar:
             return ~(x_bits[0] ^ w_bits[0])
@@ -483,7 +494,7 @@ class MatrixVectorUnit(wiring.Component):
         w = w_bits.as_signed() if w_dt.signed else w_bits
         if in_dt.bipolar:
             return Mux(x_bits[0], w, 0)
-        return multiply(self._lane_input(x_bits), w, self.res_type)
+        return multiply(self._lane_input(x_bits), w, self.res_type, register)
 
     def start_rom_shape(self) -> Shape | None:
         """Shape of the words of the ROM of the accumulators' starting offsets; ``None`` where each
@@ -776,12 +787,15 @@ class MatrixVectorUnit(wiring.Component):
             for k in range(simd):
                 x_bits = x1[k * iw:(k + 1) * iw]
                 w_bits = w1[(j * simd + k) * wb:(j * simd + k + 1) * wb]
-                value = self._product(x_bits, w_bits)
+                value = self._product(x_bits, w_bits, register if self.product_stage else None)
                 product = Signal(value.shape(), name=f"product_{j}_{k}")
                 with m.If(advance):
                     m.d.sync += product.eq(value)
                 row.append(product)
             products2.append(row)
+        if self.product_stage:
+            control.append(tuple(register(signal) for signal in control[-1]))
+        valid1, first1, last1, nf1 = control[-1]
         with m.If(advance):
             m.d.sync += [valid2.eq(valid1), first2.eq(first1), last2.eq(last1), nf2.eq(nf1)]
 

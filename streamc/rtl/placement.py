@@ -49,8 +49,10 @@ def check_res_type(res_type: str, *, name: str) -> None:
                          f"valid: {', '.join(RES_TYPES)}")
 
 
-def multiply(a: Value, b: Value, res_type: str) -> Value:
-    """``a * b`` (either may be signed) as ``res_type`` places it; the value is the same either way."""
+def multiply(a: Value, b: Value, res_type: str, register=None) -> Value:
+    """``a * b`` (either may be signed) as ``res_type`` places it; the value is the same either way. With
+    ``register`` (a function giving a register that moves with the caller's pipeline) a product in LUTs is two
+    stages: its first partial sums (or its one partial product) are registered."""
     from amaranth.hdl import Mux   # here: configs read RAM_STYLES without loading Amaranth
 
     product = a * b
@@ -69,6 +71,10 @@ def multiply(a: Value, b: Value, res_type: str) -> Value:
     while len(partials) > 1:
         partials = [partials[k] + partials[k + 1] if k + 1 < len(partials) else partials[k]
                     for k in range(0, len(partials), 2)]
+        if register is not None:
+            partials, register = [register(partial) for partial in partials], None
+    if register is not None:
+        partials = [register(partials[0])]
     # Pairwise sums carry spare top bits; the product's own shape holds every value exactly.
     shape = product.shape()
     exact = partials[0][:shape.width]

@@ -172,7 +172,9 @@ class MVAULayer(Stage):
                                  ram_style=self.ram_style, ram_style_thresholds=self.ram_style_thresholds,
                                  res_type=self.res_type, operand_register=operand_register,
                                  tree_every=tree_every, ready_register=self.clock is not None
-                                 and self.clock.delays.ready_register(self.clock.period_ns), name=self.name)]
+                                 and self.clock.delays.ready_register(self.clock.period_ns),
+                                 multiply_register=self.clock is not None
+                                 and self.clock.delays.multiply_register(self.clock.period_ns), name=self.name)]
 
     def folding(self) -> dict:
         operand_register, tree_every = self.pipelining()
