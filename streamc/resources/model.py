@@ -37,7 +37,7 @@ def with_placement(spec: "Spec", **styles: str) -> "Spec":
         return spec
     # A copy of its fields with the styles set, not dataclasses.replace: the planner places every folding it prices,
     # and replace runs an MVAU spec's __init__ over its fifty fields (no spec checks anything there: none has a
-    # __post_init__), 42 us against 7 for copy.copy and 2 for this.
+    # __post_init__): 21.5 us against 4.6 for copy.copy and 1.4 for this (an MVAU spec, 2026-11-28).
     placed = object.__new__(type(spec))
     placed.__dict__.update(spec.__dict__, **changed)
     return placed

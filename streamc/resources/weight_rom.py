@@ -66,7 +66,7 @@ class WeightRomColumns:
         v = _direction(sf, "columns")
         lanes = np.einsum("s,jsk->jk", v, self._lane_hash.reshape(pe, sf, simd))
         # Equal live lanes at the same SIMD position: the distinct hashes of each position's lanes, sorted (a plain
-        # sort of 64-bit integers: a tenth of a lexsort of (position, hash) pairs), less the one of its lanes that
+        # sort of 64-bit integers: a fifth of a lexsort of (position, hash) pairs), less the one of its lanes that
         # are never set, which hash to 0 (so does a live lane with a probability of about 2**-59).
         hashes = np.where(live, lanes, 0).T
         hashes.sort(axis=1)
