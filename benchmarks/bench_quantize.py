@@ -9,8 +9,8 @@ Run: python benchmarks/bench_quantize.py [--model digits_mlp|digits_float_cnn] [
 ``--search-fps`` runs ``streamc quantize --device ice40-up5k --target-fps F`` with the test labels (the search
 keeps the most accurate choice that fits), prints the choice and the uniform ones, and the LUTs (estimate and
 Yosys) at that rate of the model written against uniform w8a8 (both with auto scales); ``--verilator`` builds
-the w8a8 and w4a4 models with float and power-of-two scales (``streamc build`` through the sim step at
-100,000 frames/s and 100 MHz) and counts the frames whose outputs differ from qonnx's executor.
+the w8a8 and w4a4 models with float and power-of-two scales (``Accelerator.simulate``, the build's sim step,
+at 100,000 frames/s and 100 MHz) and counts the frames whose outputs differ from qonnx's executor.
 """
 
 from __future__ import annotations
@@ -23,12 +23,9 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-import yaml
-from rich.console import Console
 
 import streamc
 from streamc.errors import FoldingError
-from streamc.pipeline.runner import run_build
 from streamc.ptq.report import choice_line
 from streamc.synth import synthesize as yosys
 
@@ -57,16 +54,10 @@ def verilator(onnx_path: Path, model: str, frames: int, folder: Path) -> dict:
     sys.path.insert(0, str(ROOT / "tests" / "models"))
     from qonnx_reference import execute_frames
 
-    folder.mkdir(parents=True, exist_ok=True)
     inputs = np.load(FLOAT / f"{model}_test.npy")[:frames]
-    np.save(folder / "frames.npy", inputs)
-    np.save(folder / "expected.npy", execute_frames(onnx_path, inputs))
-    config = {"model": str(onnx_path), "output_dir": str(folder / "out"), "clock_mhz": 100, "target_fps": 100_000,
-              "steps": ["load", "tidy", "streamline", "to_hw", "fold", "rtl", "sim"],
-              "verify": {"inputs": str(folder / "frames.npy"), "expected": str(folder / "expected.npy"),
-                         "frames": frames, "seed": 7}}
-    (folder / "build.yaml").write_text(yaml.safe_dump(config))
-    return run_build(folder / "build.yaml", console=Console(quiet=True)).rtlsim
+    accelerator = streamc.compile(onnx_path, clock_mhz=100, target_fps=100_000, output_dir=folder,
+                                  verify={"seed": 7})
+    return accelerator.simulate(inputs, expected=execute_frames(onnx_path, inputs), check=False).report
 
 
 def main() -> None:
