@@ -89,7 +89,7 @@ def test_impossible_target(tmp_path, capsys):
     assert_error(["build", str(config)], capsys,
                  r"target_fps=1e\+08 at clock_mhz=50 leaves less than one cycle per frame; the fastest streamc "
                  r"pipeline takes 1 cycle per frame, so at most 5e\+07 frames/s at 50 MHz\. The fastest that fits the "
-                 r"ice40-up5k takes 64 cycles per frame: 781,250 frames/s at clock_mhz 50 \(ask target_fps: 781250, "
+                 r"ice40-up5k takes 128 cycles per frame: 390,625 frames/s at clock_mhz 50 \(ask target_fps: 390625, "
                  r"or budget: 1\.0 for the fastest folding within the device\)")
 
 
