@@ -33,7 +33,7 @@ from onnx import numpy_helper
 from ..api import compile as compile_model
 from ..devices import get_device
 from ..errors import FoldingError
-from .calibrate import collect
+from .calibrate import Calibration
 from .constraints import AtLeast, Constraints
 from .emit import emit
 from .fuse import Kernel, fold_batchnorms, logical_kernels
@@ -97,15 +97,9 @@ def search_bits(model_path: Path, frames: np.ndarray, base: Constraints, *, devi
     fused = fold_batchnorms(float_model)
     kernels = logical_kernels(fused)
     inputs = _inputs(fused, kernels)
-    calibrated: dict[tuple[str, ...], dict] = {}
-
-    def stats_for(names) -> dict:
-        # The float model runs once per set of tensors, not once per choice; a copy, as plan replaces entries.
-        if tuple(names) not in calibrated:
-            calibrated[tuple(names)] = collect(fused, frames, list(names))
-        return dict(calibrated[tuple(names)])
-
-    stats = stats_for(inputs)
+    calibration = Calibration(fused, frames)
+    # the layers' inputs as calibrated, before any plan replaces a range
+    stats = dict(calibration(inputs))
     inits = {t.name: numpy_helper.to_array(t) for t in fused.graph.initializer}
     budget = get_device(device).budget()
     priced: dict[tuple[int, ...], Choice] = {}
@@ -121,7 +115,7 @@ def search_bits(model_path: Path, frames: np.ndarray, base: Constraints, *, devi
     def price(bits: tuple[int, ...]) -> Choice:
         if bits not in priced:
             rules = layer_constraints(fused, kernels, bits, base)
-            resolved, scales = scaled_plan(fused, lambda pow2: plan(fused, kernels, stats_for, rules, pow2), rules,
+            resolved, scales = scaled_plan(fused, lambda pow2: plan(fused, kernels, calibration, rules, pow2), rules,
                                            measure)
             quantized = emit(fused, resolved)
             with tempfile.TemporaryDirectory(prefix="streamc-bits-") as scratch:

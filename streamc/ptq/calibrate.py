@@ -89,3 +89,22 @@ def collect(model: onnx.ModelProto, frames: np.ndarray, tensors: list[str]) -> d
         sample = values if values.size <= SAMPLE else rng.choice(values, SAMPLE, replace=False)
         stats[tensor] = TensorStats(float(values.min()), float(values.max()), sample)
     return stats
+
+
+class Calibration:
+    """:func:`collect` for the sets of tensors a plan asks for, each set run through the float model once (``auto``
+    scales and the bit-width search plan many times over the same tensors). A call returns :attr:`stats`: every
+    tensor's statistics, those asked for as calibrated, the others as the last plan left them (a plan replaces
+    the range of a tensor its constraints calibrate)."""
+
+    def __init__(self, model: onnx.ModelProto, frames: np.ndarray):
+        self.model, self.frames = model, frames
+        self.stats: dict[str, TensorStats] = {}
+        self._runs: dict[tuple[str, ...], dict[str, TensorStats]] = {}
+
+    def __call__(self, names) -> dict[str, TensorStats]:
+        key = tuple(names)
+        if key not in self._runs:
+            self._runs[key] = collect(self.model, self.frames, list(key))
+        self.stats.update(self._runs[key])
+        return self.stats

@@ -10,7 +10,7 @@ from google.protobuf.message import DecodeError
 
 from ..errors import ConfigError, FrontendError
 from .budget import layer_constraints, search_bits
-from .calibrate import check_frames, collect
+from .calibrate import Calibration, check_frames
 from .constraints import Constraints, load_constraints
 from .emit import emit
 from .fuse import fold_batchnorms, logical_kernels
@@ -74,25 +74,16 @@ def quantize(model: str | Path, calibration: str | Path | np.ndarray, output: st
         chosen, priced = search_bits(Path(model), frames, rules, device=device, target_fps=target_fps,
                                      clock_mhz=clock_mhz, measure=measure)
         rules = layer_constraints(fused, kernels, chosen.bits, rules)
-    calibrated: dict[tuple[str, ...], dict] = {}
-    stats = {}
-
-    def stats_for(names):
-        # auto plans many times over the same tensors: the float model runs once for them
-        if tuple(names) not in calibrated:
-            calibrated[tuple(names)] = collect(fused, frames, list(names))
-        stats.update(calibrated[tuple(names)])
-        return stats
-
-    resolved, scale_choice = scaled_plan(fused, lambda pow2: plan(fused, kernels, stats_for, rules, pow2), rules,
+    calibrated = Calibration(fused, frames)
+    resolved, scale_choice = scaled_plan(fused, lambda pow2: plan(fused, kernels, calibrated, rules, pow2), rules,
                                          measure)
     quantized = emit(fused, resolved)
     onnx.save(quantized, str(output))
     result = measure.outputs(quantized)
     return QuantizeReport(str(output), len(compared), sqnr_db=sqnr_db(measure.reference, result),
                           float_accuracy=measure.accuracy(measure.reference), quantized_accuracy=measure.accuracy(result),
-                          rows=tensor_rows(resolved, stats), notes=resolved.notes, chosen=chosen, priced=priced,
-                          device=device, target_fps=target_fps, scales=scale_choice,
+                          rows=tensor_rows(resolved, calibrated.stats), notes=resolved.notes, chosen=chosen,
+                          priced=priced, device=device, target_fps=target_fps, scales=scale_choice,
                           layers=layer_scales(fused, kernels, resolved))
 
 
