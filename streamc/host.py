@@ -294,7 +294,9 @@ def load_frames(path: Path, dataflow) -> np.ndarray:
     if frames.ndim == 0 or frames.size % size or frames.size == 0 or (frames.ndim > 1 and frames[0].size != size):
         raise ConfigError(f"'{path}' holds an array of shape {frames.shape}; the model input {given.name!r} "
                           f"takes frames of shape {shape}: give an array of shape (N, {', '.join(map(str, shape))})")
-    return frames.reshape(-1, *shape).astype(np.float32)
+    from .pipeline.steps import model_frames
+
+    return model_frames(frames.reshape(-1, *shape), dataflow.head, key="frames", origin=f" of '{path}'")
 
 
 def run_frames(config_path: Path, frames_path: Path, *, port: str | None = None, sim: bool = False,

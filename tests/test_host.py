@@ -236,6 +236,14 @@ def test_frames_of_the_wrong_size_are_refused(digits_design, tmp_path):
         run_frames(config, tmp_path / "frames.npy", sim=True, work_dir=tmp_path / "work")
 
 
+def test_frames_holding_nan_are_refused_by_name(digits_design, tmp_path):
+    config, _ = digits_design
+    frames = np.zeros((3, 64), dtype=np.float32)
+    frames[1, 7] = np.nan
+    np.save(tmp_path / "frames.npy", frames)
+    with pytest.raises(ConfigError, match=r"^frames: frame 1 of '.*frames\.npy' holds NaN; frames must be finite$"):
+        run_frames(config, tmp_path / "frames.npy", sim=True, work_dir=tmp_path / "work")
+
 def test_run_frames_in_simulation_classifies_digits(digits_design, tmp_path):
     config, _ = digits_design
     frames = np.load(DIGITS / "digits_frames.npy")[:5]

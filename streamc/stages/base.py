@@ -211,8 +211,9 @@ def thresholds_reached(x: np.ndarray, thresholds: np.ndarray, dtype) -> np.ndarr
     shared = len(thresholds) == 1 or bool((thresholds == thresholds[:1]).all())
     if (levels <= COMPARE_LEVELS or (np.diff(thresholds, axis=1) < 0).any()
             or not (shared or np.issubdtype(x.dtype, np.integer))):
-        count = np.zeros(x.shape, dtype)
-        for level in range(levels):
+        # the first level's compare is the count's start, not an addition to zeros (a pass less)
+        count = (x >= thresholds[:, 0]).astype(dtype) if levels else np.zeros(x.shape, dtype)
+        for level in range(1, levels):
             count += x >= thresholds[:, level]
         return count
     if not np.issubdtype(x.dtype, np.integer):
