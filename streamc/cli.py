@@ -165,6 +165,8 @@ def _estimate(args, console: Console, errors: Console) -> int:
     for name, device in report["devices"].items():
         total, budget = device["total"], device["budget"]
         used = ", ".join(f"{key.upper()} {total[key]}/{budget[key]}" for key in ("lut", "ff", "bram", "dsp"))
+        if "logic_cells" in device:
+            used += f", logic cells {device['logic_cells']}/{budget['lut']}"
         verdict = "fits" if device["fits"] else f"does not fit ({', '.join(device['over_budget'])})"
         console.print(f"{escape(name)}: {used}: {verdict}")
     written = report["written"]

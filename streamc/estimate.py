@@ -19,6 +19,7 @@ from .folding import cycle_budget
 from .kernels import estimate_design
 from .pipeline.config import load_config
 from .pipeline.folder import BuildFolder
+from .planner.cost import LONE_FLIP_FLOPS, logic_cells, over_limits
 from .resources import ResourceEstimate
 
 RESOURCES = ("lut", "ff", "bram", "dsp", "spram")
@@ -47,9 +48,11 @@ def run_estimate(config_path: Path, *, device_names: list[str] | None = None) ->
         total = sum((r.resources[device.name] for r in rows), ResourceEstimate())
         budget_of = device.budget()
         utilization = {key: getattr(total, key) / budget_of[key] if budget_of[key] else None for key in RESOURCES}
-        over = [key for key in RESOURCES if getattr(total, key) > budget_of[key]]
+        over = over_limits(total, budget_of, device.family)
         report["devices"][device.name] = {"part": device.part, "budget": budget_of, "total": total.to_dict(),
                                           "utilization": utilization, "fits": not over, "over_budget": over}
+        if device.family in LONE_FLIP_FLOPS:
+            report["devices"][device.name]["logic_cells"] = logic_cells(total, device.family)
     folder = BuildFolder(output_dir)
     charts = _charts(report, folder.reports)
     folder.write_text("reports", "estimate.md", text=_markdown(report, charts))
@@ -79,6 +82,9 @@ def _markdown(report: dict, charts: list[str]) -> str:
         total, budget = device["total"], device["budget"]
         lines.append(f"| **total** | | | | {total['lut']} / {budget['lut']} | {total['ff']} / {budget['ff']} "
                      f"| {total['bram']} / {budget['bram']} | {total['dsp']} / {budget['dsp']} | {total['lutram']} |")
+        if "logic_cells" in device:
+            lines += ["", f"Logic cells (the LUT4s and the flip-flops that take a cell of their own, which the "
+                          f"device's LUT count holds): {device['logic_cells']} / {budget['lut']}"]
         lines.append("")
     lines += [f"![{chart}]({chart})" for chart in charts] + [""]
     lines += ["LUT and FF are models calibrated against Yosys (within about 15 % on the calibration sweep); "

@@ -1,6 +1,7 @@
 """``streamc estimate`` on the digits demo: reports written, cycles as the fold step predicts."""
 
 import json
+import math
 from pathlib import Path
 
 from streamc.cli import EXIT_ERROR, EXIT_OK, main
@@ -26,6 +27,10 @@ def test_estimate_writes_json_and_markdown(tmp_path):
     assert report["devices"]["ice40-up5k"]["total"]["bram"] == 16
     assert report["devices"]["ecp5-85f"]["total"]["dsp"] == 0
     assert report["devices"]["ice40-up5k"]["fits"]
+    # an iCE40's LUT count holds its logic cells: its LUT4s and the flip-flops (0.6 of them) that take a cell alone
+    up5k = report["devices"]["ice40-up5k"]
+    assert up5k["logic_cells"] == up5k["total"]["lut"] + math.ceil(0.6 * up5k["total"]["ff"])
+    assert "logic_cells" not in report["devices"]["ecp5-85f"]
     markdown = (reports / "estimate.md").read_text()
     assert "## ice40-up5k (iCE40UP5K): fits" in markdown
     assert (reports / "estimate_cycles.svg").read_text().startswith("<?xml") and "![estimate_cycles.svg]" in markdown

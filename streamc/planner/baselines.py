@@ -16,8 +16,10 @@ from .cost import (
     Choice,
     Plan,
     as_vector,
+    cells,
     device_limits,
     is_chain,
+    logic_cells,
     over_limits,
     set_knobs,
 )
@@ -77,7 +79,9 @@ def exhaustive_size(dataflow: Dataflow, *, cycles: int | None = None, placement:
 def _exhaustive(chain: Planner, cycles: int, limits: dict[str, int] | None) -> list[Choice] | None:
     """Every folding within ``cycles``, depth first; a branch is dropped only when a lower bound of
     its LUTs (what it has so far plus the least each remaining stage and segment can cost) already
-    exceeds the best complete folding's, so the result is the exact optimum."""
+    exceeds the best complete folding's (its logic cells on an iCE40, which LUTs bound from below), so the result
+    is the exact optimum."""
+    family = chain.device.family
     names = [f.name for f in fields(ResourceEstimate)]
     lut = names.index("lut")
     count = len(chain.foldable)
@@ -117,9 +121,9 @@ def _exhaustive(chain: Planner, cycles: int, limits: dict[str, int] | None) -> l
                 return
             final = tuple(a + b for a, b in zip(total, last))
             resources = ResourceEstimate(**dict(zip(names, final)))
-            if limits and over_limits(resources, limits):
+            if limits and over_limits(resources, limits, family):
                 return
-            key = (resources.lut, resources.ff)
+            key = (logic_cells(resources, family), resources.ff)
             if best[0] is None or key < best[0]:
                 best[0], best[1] = key, list(chosen)
             return
@@ -157,14 +161,16 @@ def _exhaustive_branching(chain: Planner, options: list[list[Choice]], cycles: i
     for scope, (resources, term_cycles) in chain.terms().items():
         index = tuple(along(k, chain.positions_of((k, side), options[k])) for k, side in scope)
         total, reached = total + resources[index], np.maximum(reached, term_cycles[index])
+    # on an iCE40 the fewest logic cells, and its LUT limit holds them (as the planner's)
+    lut, ff = (total[..., RESOURCE_FIELDS.index(key)] for key in ("lut", "ff"))
+    used = cells(lut, ff, chain.device.family)
     fits = reached <= cycles
     for key, limit in (limits or {}).items():
-        fits &= total[..., RESOURCE_FIELDS.index(key)] <= limit
+        fits &= (used if key == "lut" else total[..., RESOURCE_FIELDS.index(key)]) <= limit
     flat = np.flatnonzero(fits)
     if not len(flat):
         return None
-    lut, ff = (total[..., RESOURCE_FIELDS.index(key)].reshape(-1)[flat] for key in ("lut", "ff"))
-    best = np.unravel_index(flat[np.lexsort((ff, lut))[0]], shape)
+    best = np.unravel_index(flat[np.lexsort((ff.reshape(-1)[flat], used.reshape(-1)[flat]))[0]], shape)
     return [options[k][int(at)] for k, at in enumerate(best)]
 
 

@@ -68,10 +68,6 @@ def device_limits(device: Device, *, budget: float = 1.0, reserved: ResourceEsti
     return limits
 
 
-def over_limits(resources: ResourceEstimate, limits: dict[str, int]) -> list[str]:
-    return [key for key in LIMITED if getattr(resources, key) > limits[key]]
-
-
 #: An iCE40 logic cell holds a LUT4 and a flip-flop, but a flip-flop shares a cell only with a LUT that drives it
 #: alone: the others take a cell each. nextpnr's cells less Yosys' LUT4s, per flip-flop, over 19 UP5K placements with
 #: the board shell (2026-11-28): 0.61 by least squares, 0.47 to 0.92 per design; TFC-w1a1 at 128 cycles/frame
@@ -79,10 +75,33 @@ def over_limits(resources: ResourceEstimate, limits: dict[str, int]) -> list[str
 LONE_FLIP_FLOPS = {"ice40": 0.6}
 
 
-def logic_cells(resources: ResourceEstimate, family: str) -> int:
+def cells(lut, ff, family: str):
     """The LUT4s and the flip-flops that take a cell of their own: what a share of an iCE40's cells holds (elsewhere
-    the LUTs)."""
-    return resources.lut + math.ceil(LONE_FLIP_FLOPS.get(family, 0.0) * resources.ff)
+    the LUTs). Numbers or numpy arrays alike."""
+    return lut + np.ceil(LONE_FLIP_FLOPS.get(family, 0.0) * np.asarray(ff)).astype(np.int64)
+
+
+def objective(family: str) -> dict[str, float]:
+    """What the planner minimizes, as prices: LUTs, flip-flops breaking ties; on an iCE40 its logic cells."""
+    return {"lut": 1.0, "ff": LONE_FLIP_FLOPS.get(family, FF_WEIGHT)}
+
+
+def logic_cells(resources: ResourceEstimate, family: str) -> int:
+    """:func:`cells` of a design."""
+    return int(cells(resources.lut, resources.ff, family))
+
+
+def over_limits(resources: ResourceEstimate, limits: dict[str, int], family: str) -> list[str]:
+    """The resources over their limits. On a family whose flip-flops take cells of their own (the iCE40) the LUT
+    limit holds the logic cells, named ``"cells"``."""
+    over = []
+    for key in LIMITED:
+        if key == "lut" and family in LONE_FLIP_FLOPS:
+            if logic_cells(resources, family) > limits["lut"]:
+                over.append("cells")
+        elif getattr(resources, key) > limits[key]:
+            over.append(key)
+    return over
 
 
 #: Specs, cycles and costs already computed, per dataflow and FIFO depth: the searches of one design
@@ -463,7 +482,7 @@ class Chain:
                    for index, knobs, choice in zip(self.foldable, self.knobs, assignment)}
         folding.update({table.name: {"ram_style": table.ram_style} for table in self.dataflow.tables})
         return Plan(folding=folding, cycles=cycles, resources=resources, device=self.device.name,
-                    fits=not over_limits(resources, limits))
+                    fits=not over_limits(resources, limits, self.device.family))
 
     def placed_design(self, assignment: list[Choice], limits: dict[str, int]
                       ) -> tuple[ResourceEstimate, int, dict[str, str]]:

@@ -14,9 +14,7 @@ from ..hw import Dataflow
 from ..progress import report
 from ..resources import ResourceEstimate
 from .cost import (
-    FF_WEIGHT,
     LIMITED,
-    LONE_FLIP_FLOPS,
     RESOURCE_FIELDS,
     Chain,
     Choice,
@@ -25,6 +23,7 @@ from .cost import (
     device_limits,
     lanes_of,
     logic_cells,
+    objective,
     over_limits,
 )
 
@@ -259,7 +258,8 @@ class Planner(Chain):
         else the last one tried (which does not fit), or None when no folding reaches ``cycles``.
         """
         # On an iCE40 the flip-flops no LUT of their own drives take logic cells: the fewest cells.
-        prices = {"lut": 1.0, "ff": LONE_FLIP_FLOPS.get(self.device.family, FF_WEIGHT)}
+        family = self.device.family
+        prices = objective(family)
         tried = []
 
         def attempt() -> list[str] | None:
@@ -268,15 +268,15 @@ class Planner(Chain):
                 return None
             resources = self.evaluate(assignment)[0]
             tried.append((resources, assignment))
-            over = [key for key in over_limits(resources, limits) if key != "lut"]
-            # LUTs are what the search trades away: shown against their limit, not judged here.
+            over = [key for key in over_limits(resources, limits, family) if key not in ("lut", "cells")]
+            # LUTs (cells) are what the search trades away: shown against their limit, not judged here.
             report(f"at {cycles:,} cycles/frame, folding {len(tried)}: {resources.lut:,} of {limits['lut']:,} LUTs"
                    + (f", over on {', '.join(over)}" if over else ""))
             return over
 
         over = attempt()
         # The bound prices every choice of every stage: only worth it once the cheapest is over.
-        if tried and over_limits(tried[0][0], limits) and self._fits_nowhere(cycles, limits):
+        if tried and over_limits(tried[0][0], limits, family) and self._fits_nowhere(cycles, limits):
             return tried[0][1]
         priced = set()
         for _ in range(_PRICE_ROUNDS):
@@ -301,7 +301,7 @@ class Planner(Chain):
             repaired = self._repair(tried[0][1], cycles, limits)
             if repaired is not None:
                 tried.append((self.evaluate(repaired)[0], repaired))
-        fitting = [(logic_cells(r, self.device.family), r.ff, a) for r, a in tried if not over_limits(r, limits)]
+        fitting = [(logic_cells(r, family), r.ff, a) for r, a in tried if not over_limits(r, limits, family)]
         return min(fitting)[2] if fitting else tried[-1][1]
 
     def _around(self, k: int, assignment: list[Choice]) -> tuple[tuple[int, ...], int]:
@@ -413,27 +413,31 @@ def _moved(assignment: list[Choice], k: int, choice: Choice) -> list[Choice]:
 
 
 _UNITS = {"lut": "LUTs", "ff": "flip-flops", "bram": "block RAMs", "dsp": "DSPs", "spram": "SPRAMs",
-          "cells": "logic cells (LUT4s and the flip-flops no LUT of theirs packs with)"}
+          "cells": "logic cells"}
 
 
 def not_fitting(chain: Planner, assignment: list[Choice], limits: dict[str, int], what: str) -> FoldingError:
     """Which resources overflow, by how much, and the layer that takes most of the first of them."""
     device = chain.device
-    resources, _ = chain.evaluate(assignment)
-    # Within every limit, only the iCE40's logic cells can be over (search_budget).
-    over = over_limits(resources, limits) or ["cells"]
+    # placed, as the plan and the budget's search judge it
+    resources = chain.placed_design(assignment, limits)[0]
+    over = over_limits(resources, limits, device.family)
+
+    def amount(part: ResourceEstimate, key: str) -> int:
+        return logic_cells(part, device.family) if key == "cells" else getattr(part, key)
+
     problems = []
     for key in over:
-        used = logic_cells(resources, device.family) if key == "cells" else getattr(resources, key)
+        used = amount(resources, key)
         limit, has = (limits["lut"], device.lut) if key == "cells" else (limits[key], getattr(device, key))
         allowed = f"{limit} are available" if limit == has else f"{limit} ({limit / has:.0%} of {has}) are allowed"
-        problems.append(f"{used} {_UNITS[key]} where {allowed} ({used - limit} over)")
+        detail = " (LUT4s, and the flip-flops that take a cell of their own)" if key == "cells" else ""
+        problems.append(f"{used} {_UNITS[key]}{detail} where {allowed} ({used - limit} over)")
     culprit, alone = "the design", ""
     if chain.foldable:
-        key = "lut" if over[0] == "cells" else over[0]
-        k = max(range(len(chain.foldable)), key=lambda k: getattr(chain.node(k, assignment[k]), key))
+        k = max(range(len(chain.foldable)), key=lambda k: amount(chain.node(k, assignment[k]), over[0]))
         culprit = chain.stages[chain.foldable[k]].describe()
-        alone = f"; this layer alone takes {getattr(chain.node(k, assignment[k]), key)} {_UNITS[key]}"
+        alone = f"; this layer alone takes {amount(chain.node(k, assignment[k]), over[0])} {_UNITS[over[0]]}"
     return FoldingError(f"{culprit} does not fit the {device.name} ({device.part}) {what}: the design needs "
                         f"{'; '.join(problems)}{alone}")
 
@@ -476,7 +480,7 @@ def plan_for_cycles(dataflow: Dataflow, *, cycles: int, device: Device, fifo_dep
         at = f"at {target} ({cycles} cycles per frame)" if target else f"at {cycles} cycles per frame"
         raise not_fitting(chain, assignment, limits, f"{at}, even folded as cheaply as possible")
     if not plan.fits:
-        plan = chain.plan(chain.cheapest(cycles, {"lut": 1.0, "ff": FF_WEIGHT}), device_limits(device))
+        plan = chain.plan(chain.cheapest(cycles, objective(device.family)), device_limits(device))
     return plan
 
 
@@ -492,9 +496,7 @@ def search_budget(chain: Planner, limits: dict[str, int], fold) -> tuple[list[Ch
         if assignment is not None:
             # With its tables placed: a table moved into block RAM frees LUTs for a faster folding.
             resources, _, _ = chain.placed_design(assignment, limits)
-            # The budget is a share of the device's LUTs, on an iCE40 of its logic cells.
-            over = over_limits(resources, limits) or logic_cells(resources, chain.device.family) > limits["lut"]
-            assignment = None if over else assignment
+            assignment = None if over_limits(resources, limits, chain.device.family) else assignment
         report(f"fewest cycles within the budget: {len(probed)} of {len(candidates):,} cycle counts probed, "
                f"{candidates[index]:,} cycles/frame {'fits' if assignment else 'does not fit'}")
         return assignment

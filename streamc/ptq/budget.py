@@ -33,6 +33,8 @@ from onnx import numpy_helper
 from ..api import compile as compile_model
 from ..devices import get_device
 from ..errors import FoldingError
+from ..planner.cost import over_limits
+from ..resources import ResourceEstimate
 from .calibrate import Calibration
 from .constraints import AtLeast, Constraints
 from .emit import emit
@@ -101,7 +103,7 @@ def search_bits(model_path: Path, frames: np.ndarray, base: Constraints, *, devi
     # the layers' inputs as calibrated, before any plan replaces a range
     stats = dict(calibration(inputs))
     inits = {t.name: numpy_helper.to_array(t) for t in fused.graph.initializer}
-    budget = get_device(device).budget()
+    budget, family = get_device(device).budget(), get_device(device).family
     priced: dict[tuple[int, ...], Choice] = {}
 
     def layer_noise(index: int, resolved: Plan) -> float:
@@ -128,7 +130,8 @@ def search_bits(model_path: Path, frames: np.ndarray, base: Constraints, *, devi
                     lut, over = None, ("target_fps",)
                 else:
                     resources = accelerator.estimate()[device]
-                    lut, over = resources["lut"], tuple(k for k in budget if resources[k] > budget[k])
+                    lut = resources["lut"]
+                    over = tuple(over_limits(ResourceEstimate(**resources), budget, family))
             accuracy = None
             if measure.labels is not None and not over:
                 accuracy = (scales.chosen if scales else measure.score(quantized)).accuracy
