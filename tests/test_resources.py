@@ -325,3 +325,57 @@ def test_an_mvau_counts_the_skid_register_of_its_ready_register():
 
     for family in ("ice40", "ecp5"):
         assert 8 <= flip_flops(True, family) - flip_flops(False, family) <= 10
+
+
+def test_an_mvau_counts_the_registers_of_its_split_multiplies():
+    # Yosys 0.70 on this MVAU (32 lanes of UINT4 x INT4 in LUTs) inside a one-stage accelerator, ECP5-85F: 873
+    # flip-flops, 1,326 with multiply_register (the first partial sums of each lane's multiply and the control).
+    from streamc.rtl.mvau import MatrixVectorUnit
+
+    rng = np.random.default_rng(1)
+    weights = rng.integers(-8, 8, (16, 32))
+    thresholds = np.sort(rng.integers(-40, 40, (16, 3)), axis=1)
+
+    def flip_flops(split: bool) -> int:
+        unit = MatrixVectorUnit(weights=weights, in_dtype=from_name("UINT4"), weight_dtype=from_name("INT4"), pe=4,
+                                simd=8, thresholds=thresholds, out_dtype=from_name("UINT2"), res_type="lut",
+                                operand_register=True, tree_every=2, multiply_register=split)
+        assert unit.product_stage == split
+        return resources.estimate_kernel(resources.spec_of_unit(unit), "ecp5").ff
+
+    assert 400 <= flip_flops(True) - flip_flops(False) <= 500
+
+
+def test_an_mvau_counts_the_registers_of_its_weight_rom_banks():
+    # Yosys 0.70 on this MVAU (a 128-word weight ROM in logic, four banks with operand_register) inside a
+    # one-stage accelerator: 493 and 852 flip-flops on the ECP5-85F, 514 and 873 on the UP5K, without and with
+    # operand_register: each bank's word, the bank number, the operand stage and the word it selects.
+    from streamc.rtl.mvau import MatrixVectorUnit
+
+    rng = np.random.default_rng(2)
+    weights = rng.integers(-2, 2, (64, 64))
+    thresholds = np.sort(rng.integers(-40, 40, (64, 3)), axis=1)
+
+    def flip_flops(registered: bool, family: str) -> int:
+        unit = MatrixVectorUnit(weights=weights, in_dtype=from_name("UINT2"), weight_dtype=from_name("INT2"), pe=4,
+                                simd=8, thresholds=thresholds, out_dtype=from_name("UINT2"), res_type="lut",
+                                ram_style="distributed", operand_register=registered, tree_every=2)
+        assert unit.weight_rom_banks == (4 if registered else 1)
+        return resources.estimate_kernel(resources.spec_of_unit(unit), family).ff
+
+    for family in ("ice40", "ecp5"):
+        assert 320 <= flip_flops(True, family) - flip_flops(False, family) <= 400
+
+
+def test_a_sliding_window_counts_the_registers_of_needed_register():
+    # Yosys 0.70 on this window (12 x 12 x 8 UINT4, 3 x 3, padded, 4 lanes) inside a one-stage accelerator,
+    # ECP5-85F: 113 flip-flops, 163 with needed_register (the count and its next moves, the registered compares
+    # and the move that picks one, the freed rows a cycle later, the frame's beat count and last-beat flag).
+    from streamc.rtl.window import SlidingWindow
+
+    def flip_flops(registered: bool) -> int:
+        unit = SlidingWindow(in_shape=(12, 12, 8), kernel=(3, 3), padding=(1, 1, 1, 1), dtype=from_name("UINT4"),
+                             simd=4, needed_register=registered, name="w")
+        return resources.estimate_kernel(resources.spec_of_unit(unit), "ecp5").ff
+
+    assert 40 <= flip_flops(True) - flip_flops(False) <= 60

@@ -8,6 +8,7 @@ from functools import cache
 import numpy as np
 
 from ..rtl.arithmetic import tree_stages
+from ..rtl.mvau import LOGIC_ROM_BANK_WORDS
 from .arithmetic import dsp_count, product_operand_bits, shift_add_bits
 from .constant_products import constant_adder_bits
 from .memories import (LIVE_BITS_LIMIT, Memories, bram_bank_mux, live_bits_of, logic_rom, memory_mapping,
@@ -43,6 +44,8 @@ class MVAUSpec(KernelSpec):
     ``constant_adders``: where the weight ROM has one word, the estimated adder bits of the lanes' shift-and-add
     graph (:func:`~.constant_products.constant_adder_bits`); -1 where the lanes multiply. ``ready_register``: the
     output register has a skid register beside it (:attr:`~streamc.rtl.mvau.MatrixVectorUnit.ready_register`).
+    ``multiply_register``: the lanes' multiplies in LUTs are split by a register
+    (:attr:`~streamc.rtl.mvau.MatrixVectorUnit.multiply_register`).
     """
 
     mh: int
@@ -89,6 +92,7 @@ class MVAUSpec(KernelSpec):
     tree_every: int = 0
     constant_adders: float = -1
     ready_register: bool = False
+    multiply_register: bool = False
 
     @property
     def nf(self) -> int:
@@ -174,7 +178,8 @@ class MVAUSpecs:
                             starts_from_offsets=unit.starts_from_offsets, ram_style=unit.ram_style,
                             ram_style_thresholds=unit.ram_style_thresholds, res_type=unit.res_type,
                             operand_register=unit.operand_register, tree_every=unit.tree_every,
-                            ready_register=unit.ready_register, **rq, **live)
+                            ready_register=unit.ready_register, multiply_register=unit.multiply_register,
+                            **rq, **live)
         self._weights, self._in_bits, self._bits = weights, in_dt.bitwidth, w_dt.bitwidth
         # The weights as the ROM stores them, in the narrowest integers that hold them.
         stored = w_dt.to_hw(weights).astype(np.min_scalar_type((1 << w_dt.bitwidth) - 1))
@@ -391,21 +396,56 @@ def _registered_tree_bits(count: int, width: int, every: int) -> int:
 
 
 def _pipeline_registers(spec: MVAUSpec, bram_words: int) -> int:
-    """Register bits of the stages ``operand_register`` and ``tree_every`` add: the operands, the words of the
-    ROMs in block RAM (``bram_words`` bits; a ROM in logic has its read register moved to its address by Yosys,
-    so registering its word adds next to nothing: 56 flip-flops where its words have 183 bits on the UP5K),
+    """Register bits of the stages ``operand_register``, ``multiply_register`` and ``tree_every`` add: the
+    operands, the words of the ROMs in block RAM (``bram_words`` bits; a ROM in logic has its read register moved
+    to its address by Yosys, so registering its word adds next to nothing: 56 flip-flops where its words have 183
+    bits on the UP5K), the weight ROM's banks in logic (:func:`weight_rom_banks`), the lanes' split multiplies,
     each lane's registered tree levels and each PE's threshold count, and the control that moves along (valid,
     first, last and the neuron fold)."""
     control = 3 + range_bits(spec.nf)
     bits = 0
-    if spec.operand_register:
+    banks = weight_rom_banks(spec)
+    if banks > 1:
+        # Each bank's word and the bank number are registered; Yosys keeps them (an MVAU of 4 PEs, 8 lanes of
+        # 2-bit weights, 4 banks: 359 flip-flops more than without operand_register on the ECP5-85F).
+        width = known(spec.weight_rom_varying, spec.pe * spec.simd * spec.weight_bits)
+        bits += banks * width + range_bits(banks)
+        if spec.mul_a:
+            # The operand register after the bank select is a stage of its own where the lanes multiply
+            # (MatrixVectorUnit.operand_stage), and it takes the selected word too.
+            bits += control + spec.simd * spec.in_bits + width
+    elif spec.operand_register:
         bits += control + spec.simd * spec.in_bits + bram_words
+    if _product_stage(spec):
+        lanes = known(spec.live_lanes, spec.pe * spec.simd)
+        bits += control + lanes * _split_multiply_bits(spec.mul_a, spec.mul_b)
     if spec.tree_every:
         bits += spec.pe * _registered_tree_bits(spec.simd, spec.product_bits, spec.tree_every)
         bits += control * tree_stages(spec.simd, spec.tree_every)
         bits += spec.pe * _registered_tree_bits(spec.thresholds, 1, spec.tree_every)
         bits += tree_stages(spec.thresholds, spec.tree_every)
     return bits
+
+
+def weight_rom_banks(spec: MVAUSpec) -> int:
+    """:attr:`~streamc.rtl.mvau.MatrixVectorUnit.weight_rom_banks` of the unit ``spec`` describes."""
+    words = spec.nf * spec.sf
+    if not (spec.operand_register and spec.ram_style == "distributed") or words <= LOGIC_ROM_BANK_WORDS:
+        return 1
+    return -(-words // LOGIC_ROM_BANK_WORDS)
+
+
+def _product_stage(spec: MVAUSpec) -> bool:
+    """:attr:`~streamc.rtl.mvau.MatrixVectorUnit.product_stage` of the unit ``spec`` describes."""
+    return spec.multiply_register and bool(spec.mul_a) and spec.res_type == "lut" and spec.constant_adders < 0
+
+
+def _split_multiply_bits(a_bits: int, b_bits: int) -> int:
+    """Register bits of one product :func:`~streamc.rtl.placement.multiply` splits: the sums of pairs of partial
+    products over the narrower operand's bits, each two bits wider than the wider operand, and a lone one as wide
+    (Yosys on 32 lanes of 5 x 4-bit multiplies: 453 flip-flops more on the ECP5-85F, 14 a lane and the control)."""
+    wide, narrow = max(a_bits, b_bits), min(a_bits, b_bits)
+    return narrow // 2 * (wide + 2) + narrow % 2 * wide
 
 
 def _binary_operand_bits(spec: MVAUSpec) -> int:

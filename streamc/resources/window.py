@@ -123,6 +123,11 @@ def _window_features(spec: WindowSpec) -> tuple[dict[str, float], dict[str, floa
     # The counts of the corner's next moves, summed a cycle ahead where a patch takes two beats or more
     # (SlidingWindow.precomputed_moves): two more registers of the count's width.
     registers += 2 * needed if kh * kw * cf >= 2 else 0
+    if spec.needed_register:
+        # The reader's compares registered a cycle ahead (one per move of the corner) and the move that picks
+        # one, the rows it frees a cycle later, and the frame's beat count with its last-beat flag.
+        beats = spec.out_h * spec.out_w * kh * kw * spec.channels // spec.simd
+        registers += 4 + 2 + range_bits(h + sh + 1) + (range_bits(beats) + 1 if beats > 1 else 0)
     # Stepping modulo a ring of 2**n words is an n-bit adder; any other ring needs a compare and
     # a subtraction as well.
     ring_wraps = ring_steps if spec.ring_words & (spec.ring_words - 1) else 0
