@@ -105,6 +105,10 @@ def rom_levels(words: int) -> int:
 #: 5.16 ns (one small design); an adder level of the tree is an ALU chain's carry in (1.00), its last sum (0.56) and
 #: the route to the next level's ALU (1.05, up to 1.9): 2.62 ns. The digits MLP planned with an adder level of 1.6 ns
 #: missed 60 MHz (19.6 ns over five levels and the accumulator); with these figures TFC-w1a1 and the CNN closed it.
+#: The GW1NR-9's adder level is 3.9 ns, not 3.0: where Yosys maps a tree's first levels to LUT4s and MUX2_LUT5-8
+#: chains rather than ALU chains (the digits MLP's 16-input trees), four levels from the product registers took
+#: 18.73 ns (53.4 MHz, 2026-11-28). With 3.9 ns the digits MLP, TFC-w1a1 and the CNN close 60 MHz at 68.6, 89.7 and
+#: 93.2 MHz, at the same cycles per frame as before.
 #: The iCE40's adder level is 3.2 ns, not the calibration's median 2.64: TFC-w1a1's popcount trees on a UP5K 98 % full
 #: took 26.9 ns over five levels and the accumulator's carry (seven LUTs, routes of 1.8-3.5 ns; 2026-11-28), where
 #: 2.7 ns a level had put all five in one stage. Registered after four levels, TFC's 64 x 64 layer and the digits CNN's
@@ -133,7 +137,7 @@ DELAYS = {
                         hard_multiply_ns=14.4, rom_level_ns=4.8, handshake_ns=20.0),
     "ecp5": DelayModel(register_ns=2.2, adder_ns=1.4, carry_ns=0.06, memory_ns=7.1, multiply_ns=5.5,
                        hard_multiply_ns=12.4, rom_level_ns=2.5, handshake_ns=10.4),
-    "gowin": DelayModel(register_ns=2.5, adder_ns=3.0, carry_ns=0.06, memory_ns=5.5, multiply_ns=5.5,
+    "gowin": DelayModel(register_ns=2.5, adder_ns=3.9, carry_ns=0.06, memory_ns=5.5, multiply_ns=5.5,
                         hard_multiply_ns=5.5, rom_level_ns=4.8, handshake_ns=22.2),
 }
 
