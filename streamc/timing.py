@@ -126,9 +126,11 @@ def rom_levels(words: int) -> int:
 #: An ECP5 block RAM's read closes at 130 MHz at best: Yosys maps every DP16KD with REGMODE "NOREG" (its libmap
 #: rules have no output register), and the digits MLP on the ECP5-85F at 150 MHz took 5.83 ns of clock-to-output
 #: and 1.86 ns of route from a threshold ROM's DP16KD into the register after it, 7.7 ns (2026-11-28). The same
-#: placed design with REGMODE "OUTREG" on all 31 DP16KDs (timing only) reached 131.8 MHz, limited by the input
-#: buffer's write enable from the width converter's valid (7.6 ns, 6.2 of it routes); with every ROM in logic,
-#: 141.0 MHz at 18 % more logic cells (a 32-word weight ROM's read, 7.1 ns).
+#: synthesized design with REGMODE "OUTREG" on all 31 DP16KDs (timing only) reached 131.8, 148.0 and 148.1 MHz at
+#: seeds 1-3, each limited by the LUT-RAM input buffer's write enable from the neuron fold through the width
+#: converter's valid (6.75 ns at seeds 2-3, 5.4 of it routes); TFC-w1a1 so (38 DP16KDs) closed at 172.8 MHz, where
+#: NOREG gave 119.9. With every ROM in logic the digits MLP reached 141.0 MHz at 18 % more logic cells (a 32-word
+#: weight ROM's read, 7.1 ns).
 #: A ROM level in logic: on the UP5K, TFC-w1a1's 64-word ROM read (22.9 ns, four LUT levels after the register's
 #: 3.7, routes of 3.5-4.2 ns on a device 98 % full) gives 4.8 ns; the ECP5's and the GW1NR-9's are not measured,
 #: the ECP5's scaled from its adder level by the iCE40's ratio (1.8), the GW1NR-9's the iCE40's.
