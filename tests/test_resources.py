@@ -309,62 +309,54 @@ def test_correction_points_are_priced_by_the_rom_columns_that_vary():
         assert priced.lut < whole.lut and priced.ff < whole.ff
 
 
+def _weights_and_thresholds(seed: int, low: int, high: int, shape: tuple[int, int]):
+    """Random weights in ``low..high - 1`` and three sorted thresholds a channel, drawn in that order."""
+    rng = np.random.default_rng(seed)
+    weights = rng.integers(low, high, shape)
+    return weights, np.sort(rng.integers(-40, 40, (shape[0], 3)), axis=1)
+
+
+def _mvau_flip_flops(weights, thresholds, in_type: str, weight_type: str, family: str, **options):
+    """An MVAU of 4 PEs and 8 lanes with 2-bit outputs, and its estimated flip-flops on ``family``."""
+    from streamc.rtl.mvau import MatrixVectorUnit
+
+    unit = MatrixVectorUnit(weights=weights, in_dtype=from_name(in_type), weight_dtype=from_name(weight_type), pe=4,
+                            simd=8, thresholds=thresholds, out_dtype=from_name("UINT2"), **options)
+    return unit, resources.estimate_kernel(resources.spec_of_unit(unit), family).ff
+
+
 def test_an_mvau_counts_the_skid_register_of_its_ready_register():
     # Yosys 0.70 on this MVAU (4 PEs, 2-bit outputs) inside a one-stage accelerator: 376 and 385 flip-flops on the
     # UP5K, 312 and 321 on the ECP5-85F, without and with ready_register: the skid register and its valid bit.
-    from streamc.rtl.mvau import MatrixVectorUnit
-
-    rng = np.random.default_rng(1)
-    weights = rng.integers(-2, 2, (16, 32))
-    thresholds = np.sort(rng.integers(-40, 40, (16, 3)), axis=1)
-
-    def flip_flops(ready: bool, family: str) -> int:
-        unit = MatrixVectorUnit(weights=weights, in_dtype=from_name("UINT2"), weight_dtype=from_name("INT2"), pe=4,
-                                simd=8, thresholds=thresholds, out_dtype=from_name("UINT2"), ready_register=ready)
-        return resources.estimate_kernel(resources.spec_of_unit(unit), family).ff
-
+    weights, thresholds = _weights_and_thresholds(1, -2, 2, (16, 32))
     for family in ("ice40", "ecp5"):
-        assert 8 <= flip_flops(True, family) - flip_flops(False, family) <= 10
+        (_, with_skid), (_, without) = (_mvau_flip_flops(weights, thresholds, "UINT2", "INT2", family, ready_register=ready)
+                                        for ready in (True, False))
+        assert 8 <= with_skid - without <= 10
 
 
 def test_an_mvau_counts_the_registers_of_its_split_multiplies():
     # Yosys 0.70 on this MVAU (32 lanes of UINT4 x INT4 in LUTs) inside a one-stage accelerator, ECP5-85F: 873
     # flip-flops, 1,326 with multiply_register (the first partial sums of each lane's multiply and the control).
-    from streamc.rtl.mvau import MatrixVectorUnit
-
-    rng = np.random.default_rng(1)
-    weights = rng.integers(-8, 8, (16, 32))
-    thresholds = np.sort(rng.integers(-40, 40, (16, 3)), axis=1)
-
-    def flip_flops(split: bool) -> int:
-        unit = MatrixVectorUnit(weights=weights, in_dtype=from_name("UINT4"), weight_dtype=from_name("INT4"), pe=4,
-                                simd=8, thresholds=thresholds, out_dtype=from_name("UINT2"), res_type="lut",
-                                operand_register=True, tree_every=2, multiply_register=split)
-        assert unit.product_stage == split
-        return resources.estimate_kernel(resources.spec_of_unit(unit), "ecp5").ff
-
-    assert 400 <= flip_flops(True) - flip_flops(False) <= 500
+    weights, thresholds = _weights_and_thresholds(1, -8, 8, (16, 32))
+    (split, with_split), (whole, without) = (
+        _mvau_flip_flops(weights, thresholds, "UINT4", "INT4", "ecp5", res_type="lut", operand_register=True, tree_every=2,
+                         multiply_register=registered) for registered in (True, False))
+    assert split.product_stage and not whole.product_stage
+    assert 400 <= with_split - without <= 500
 
 
 def test_an_mvau_counts_the_registers_of_its_weight_rom_banks():
     # Yosys 0.70 on this MVAU (a 128-word weight ROM in logic, four banks with operand_register) inside a
     # one-stage accelerator: 493 and 852 flip-flops on the ECP5-85F, 514 and 873 on the UP5K, without and with
     # operand_register: each bank's word, the bank number, the operand stage and the word it selects.
-    from streamc.rtl.mvau import MatrixVectorUnit
-
-    rng = np.random.default_rng(2)
-    weights = rng.integers(-2, 2, (64, 64))
-    thresholds = np.sort(rng.integers(-40, 40, (64, 3)), axis=1)
-
-    def flip_flops(registered: bool, family: str) -> int:
-        unit = MatrixVectorUnit(weights=weights, in_dtype=from_name("UINT2"), weight_dtype=from_name("INT2"), pe=4,
-                                simd=8, thresholds=thresholds, out_dtype=from_name("UINT2"), res_type="lut",
-                                ram_style="distributed", operand_register=registered, tree_every=2)
-        assert unit.weight_rom_banks == (4 if registered else 1)
-        return resources.estimate_kernel(resources.spec_of_unit(unit), family).ff
-
+    weights, thresholds = _weights_and_thresholds(2, -2, 2, (64, 64))
     for family in ("ice40", "ecp5"):
-        assert 320 <= flip_flops(True, family) - flip_flops(False, family) <= 400
+        (banked, with_banks), (whole, without) = (
+            _mvau_flip_flops(weights, thresholds, "UINT2", "INT2", family, res_type="lut", ram_style="distributed",
+                             operand_register=registered, tree_every=2) for registered in (True, False))
+        assert banked.weight_rom_banks == 4 and whole.weight_rom_banks == 1
+        assert 320 <= with_banks - without <= 400
 
 
 def test_a_sliding_window_counts_the_registers_of_needed_register():
