@@ -1,6 +1,6 @@
 """Fully unrolled layers against da4ml: LUTs and carry cells of ``y = x @ W`` through one Yosys script.
 
-Run: python benchmarks/bench_unrolled.py [--cases a,b,c,d] [--families ice40,ecp5] [--workdir DIR]
+Run: python benchmarks/bench_unrolled.py [--cases a,b,c,d] [--families ice40,ecp5] [--graph] [--workdir DIR]
 
 The cases of issue 24, ``W`` random with seed 12345:
 
@@ -16,6 +16,10 @@ stream handshake, pipeline registers and bare accumulator output. da4ml's side i
 Both go through ``read_verilog ...; synth_<family> -top T; stat -json`` in this run; the table gives
 iCE40 SB_LUT4 + SB_CARRY, ECP5 LUT4 + CCU2C (and MULT18X18D), and streamc's total over da4ml's, where a
 total counts ECP5 CCU2C twice (a CCU2C holds two LUT4s) and 0 DSPs are expected.
+
+The MVAU's count holds what da4ml's does not (its stream handshake and registers); ``--graph`` adds rows for
+streamc's adder graph alone, da4ml's ports and nothing else, written as the MVAU writes it ("graph") and
+with every adder kept (``constant_products(..., keep=True)``, "graph kept").
 """
 
 from __future__ import annotations
@@ -29,10 +33,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from amaranth.hdl import Elaboratable, Module, Signal
 
 from streamc.datatypes import BIPOLAR, INT, UINT
 from streamc.rtl.arithmetic import shape_of_range
-from streamc.rtl.constant_products import cmvm_logic
+from streamc.rtl.constant_products import adder_graph, cmvm_logic, constant_products
 from streamc.resources import estimate_kernel, spec_of_unit
 from streamc.rtl.mvau import MatrixVectorUnit
 
@@ -72,6 +77,36 @@ def streamc_verilog(unit: MatrixVectorUnit, folder: Path) -> list[Path]:
 
     path = folder / "streamc.v"
     path.write_text(verilog.convert(unit, name="T", emit_src=False))
+    return [path]
+
+
+class GraphAlone(Elaboratable):
+    """streamc's adder graph of a case between da4ml's ports: ``model_inp`` (the inputs' fields) and
+    ``model_out`` (each output as ``out_width`` bits)."""
+
+    def __init__(self, case: str, keep: bool):
+        n_in, n_out, _, x_dt = CASES[case]
+        self.case, self.keep = case, keep
+        self.model_inp = Signal(n_in * x_dt.bitwidth)
+        self.model_out = Signal(n_out * streamc_unit(case).out_width)
+
+    def elaborate(self, platform):
+        n_in, n_out, _, x_dt = CASES[self.case]
+        m = Module()
+        iw, ow = x_dt.bitwidth, len(self.model_out) // n_out
+        inputs = [self.model_inp[k * iw:(k + 1) * iw] for k in range(n_in)]
+        graph = adder_graph(case_weights(self.case).T, x_dt.min, x_dt.max)
+        sums = constant_products(m, inputs, graph, keep=self.keep)
+        m.d.comb += [self.model_out[j * ow:(j + 1) * ow].eq(total) for j, total in enumerate(sums)]
+        return m
+
+
+def graph_verilog(case: str, keep: bool, folder: Path) -> list[Path]:
+    from amaranth.back import verilog
+
+    top = GraphAlone(case, keep)
+    path = folder / f"graph{'_kept' if keep else ''}.v"
+    path.write_text(verilog.convert(top, name="T", emit_src=False, ports=[top.model_inp, top.model_out]))
     return [path]
 
 
@@ -119,6 +154,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="a,b,c,d")
     parser.add_argument("--families", default="ice40,ecp5")
+    parser.add_argument("--graph", action="store_true", help="also streamc's adder graph alone, merged and kept")
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench_unrolled_"))
@@ -126,29 +162,32 @@ def main() -> None:
         import da4ml  # noqa: F401
     except ImportError:
         sys.exit("bench_unrolled: da4ml is not installed (pip install da4ml==0.6.0)")
-    print(f"{'case':4} {'family':6} {'streamc LUT4/carry/DSP':>24} {'da4ml LUT4/carry/DSP':>22} {'ratio':>6}"
+    print(f"{'case':4} {'family':6} {'streamc side':12} {'streamc LUT4/carry/DSP':>24} {'da4ml LUT4/carry/DSP':>22} {'ratio':>6}"
           f" {'Yosys CPU s (streamc/da4ml)':>28} {'streamc estimate':>17}")
     for case in args.cases.split(","):
         folder = workdir / case
         folder.mkdir(parents=True, exist_ok=True)
         t0 = time.process_time()
         unit = streamc_unit(case)
-        sides = {"streamc": streamc_verilog(unit, folder), "da4ml": da4ml_verilog(case, folder)}
+        sides = {"MVAU": streamc_verilog(unit, folder), "da4ml": da4ml_verilog(case, folder)}
+        if args.graph:
+            sides.update({"graph": graph_verilog(case, False, folder), "graph kept": graph_verilog(case, True, folder)})
         solve_seconds = time.process_time() - t0
         for family in args.families.split(","):
             lut, carry, dsp = CELLS[family]
             counts, totals, luts, seconds = {}, {}, {}, {}
             for side, files in sides.items():
-                cells, seconds[side] = synthesize(files, family, folder, side)
+                cells, seconds[side] = synthesize(files, family, folder, side.replace(" ", "_"))
                 n_lut, n_carry, n_dsp = cells.get(lut, 0), cells.get(carry, 0), cells.get(dsp, 0) if dsp else 0
                 counts[side] = f"{n_lut:,}/{n_carry:,}/{n_dsp}"
                 totals[side] = n_lut + (2 if family == "ecp5" else 1) * n_carry
                 luts[side] = n_lut + (2 * n_carry if family == "ecp5" else 0)
-            ratio = totals["streamc"] / max(totals["da4ml"], 1)
-            print(f"{case:4} {family:6} {counts['streamc']:>24} {counts['da4ml']:>22} {ratio:6.3f}"
-                  f" {seconds['streamc']:13.0f}/{seconds['da4ml']:<14.0f}"
-                  f" {estimate_kernel(spec_of_unit(unit), family).lut:>9,} LUT ({estimated_share(unit, family, luts['streamc'])})",
-                  flush=True)
+            for side in (s for s in sides if s != "da4ml"):
+                ratio = totals[side] / max(totals["da4ml"], 1)
+                estimate = (f" {estimate_kernel(spec_of_unit(unit), family).lut:>9,} LUT"
+                            f" ({estimated_share(unit, family, luts[side])})" if side == "MVAU" else "")
+                print(f"{case:4} {family:6} {side:12} {counts[side]:>24} {counts['da4ml']:>22} {ratio:6.3f}"
+                      f" {seconds[side]:13.0f}/{seconds['da4ml']:<14.0f}{estimate}", flush=True)
         print(f"     (case {case}: da4ml's solver and both Verilog writers {solve_seconds:.0f} CPU s)", flush=True)
 
 

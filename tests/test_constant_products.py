@@ -21,7 +21,8 @@ DIGITS = Path(__file__).parent.parent / "build_configs" / "models"
 
 @pytest.mark.parametrize("w_lo,w_hi,x_shape", [(-8, 7, unsigned(4)), (-3, 3, signed(3)), (-1, 1, unsigned(1)),
                                                 (0, 15, signed(2))])
-def test_adder_graph_equals_the_matrix_product_on_random_inputs(w_lo, w_hi, x_shape):
+@pytest.mark.parametrize("keep", [False, True])
+def test_adder_graph_equals_the_matrix_product_on_random_inputs(w_lo, w_hi, x_shape, keep):
     rng = np.random.default_rng(w_hi)
     weights = rng.integers(w_lo, w_hi + 1, size=(7, 11))
     weights[3] = 0  # a row of zeros is the constant 0
@@ -29,7 +30,7 @@ def test_adder_graph_equals_the_matrix_product_on_random_inputs(w_lo, w_hi, x_sh
     m = Module()
     inputs = [Signal(x_shape, name=f"x_{k}") for k in range(11)]
     outputs = [Signal(signed(16), name=f"y_{j}") for j in range(7)]
-    m.d.comb += [out.eq(total) for out, total in zip(outputs, constant_products(m, inputs, adder_graph(weights, x_lo, x_hi)))]
+    m.d.comb += [out.eq(total) for out, total in zip(outputs, constant_products(m, inputs, adder_graph(weights, x_lo, x_hi), keep=keep))]
     vectors = rng.integers(x_lo, x_hi + 1, size=(40, 11))
     vectors[0], vectors[1] = x_lo, x_hi
     got = []
@@ -84,6 +85,18 @@ def test_fully_unrolled_unit_matches_numpy_under_stalls(case):
         count = (acc[:, :, None] >= thresholds[None]).sum(axis=2)
         expected = np.where(count == 1, 1, -1) if out_dt.bipolar else out_bias + count
     np.testing.assert_array_equal(unpack(run.beats, out_dt, mh).reshape(12, mh), expected)
+
+
+def test_kept_adders_are_marked_for_yosys():
+    m = Module()
+    inputs = [Signal(unsigned(4), name=f"x_{k}") for k in range(3)]
+    output = Signal(signed(8))
+    m.d.comb += output.eq(constant_products(m, inputs, adder_graph(np.array([[3, -5, 7]]), 0, 15), keep=True)[0])
+    text = verilog.convert(m, ports=[*inputs, output], emit_src=False)
+    lines = text.splitlines()
+    # Amaranth writes a wire's attributes on the line before it.
+    kept = [lines[n - 1] for n, line in enumerate(lines) if line.strip().startswith("wire") and "cmvm_" in line]
+    assert kept and all("keep" in line for line in kept)
 
 
 def test_folded_units_keep_their_rom_fed_lanes():

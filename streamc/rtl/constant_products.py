@@ -108,12 +108,16 @@ def _solved(shape: tuple[int, int], raw: bytes, x_lo: int, x_hi: int):
     return comb_trace(x, x @ weights.T.astype(np.float64))
 
 
-def constant_products(m, inputs: list, graph: AdderGraph) -> list:
+def constant_products(m, inputs: list, graph: AdderGraph, *, keep: bool = False) -> list:
     """The outputs of ``graph`` on the Amaranth values ``inputs`` (integers in the graph's input range), its
-    adders added to ``m``'s combinational domain. Each adder is a signal of its node's narrowest shape, not
-    kept (unlike :func:`~streamc.rtl.arithmetic.adder_tree`'s sums): Yosys then trims the carry chains, whose
-    low bits add zeros (da4ml's 64 -> 10 case on the iCE40: 5,142 LUT4 + 1,773 SB_CARRY, against 4,472 +
-    3,212 with every adder kept)."""
+    adders added to ``m``'s combinational domain, each a signal of its node's narrowest shape.
+
+    Without ``keep`` Yosys' ``alumacc`` merges an adder with a single reader into that reader's sum, a
+    ``$macc`` it builds from LUTs and one carry chain: fewer carry cells, more LUTs. ``keep`` marks every
+    adder's signal kept, so each is its own carry chain. Which is smaller depends on the family (issue 24's
+    case c, the graph alone, Yosys 0.70): iCE40 5,134 LUT4 + 1,773 SB_CARRY merged against 4,457 + 3,206
+    kept; ECP5 3,247 LUT4 + 1,207 CCU2C merged against 0 LUT4 + 2,021 CCU2C kept (0.72x da4ml's LUT4 +
+    2 CCU2C)."""
     values = []
     for n, node in enumerate(graph.nodes):
         if node.is_constant:
@@ -124,7 +128,7 @@ def constant_products(m, inputs: list, graph: AdderGraph) -> list:
             a, b = graph.nodes[node.a], graph.nodes[node.b]
             left = values[node.a].shift_left(a.exponent - node.exponent)
             right = values[node.b].shift_left(b.exponent + node.shift - node.exponent)
-            value = Signal(shape_of_range(node.lo, node.hi), name=f"cmvm_{n}")
+            value = Signal(shape_of_range(node.lo, node.hi), name=f"cmvm_{n}", attrs={"keep": 1} if keep else {})
             m.d.comb += value.eq(left - right if node.subtract else left + right)
         values.append(value)
     sums = []
