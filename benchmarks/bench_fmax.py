@@ -28,6 +28,7 @@ from rich.table import Table
 
 from streamc.boards import get_board
 from streamc.errors import BuildError
+from streamc.fifo_sizing import fifo_depths
 from streamc.latency import predicted_latency
 from streamc.pipeline.config import load_config
 from streamc.pipeline.folder import BuildFolder
@@ -124,7 +125,7 @@ def main() -> None:
                                         for what in ("logic", "ff", "bram", "dsp"))
                 closes_mhz = min(result.fmax_mhz, mhz)
                 fps = closes_mhz * 1e6 / cycles
-                latency_us = predicted_latency(state.dataflow) / closes_mhz
+                latency_us = predicted_latency(state.dataflow, fifo_depths(state.dataflow, state.config.fifo_depth)) / closes_mhz
                 path = result.critical_path
                 ends = f"{path[0].from_cell} -> {path[-1].to_cell} ({result.critical_path_ns:.1f} ns)" if path else ""
                 row = (*lead, f"{result.fmax_mhz:.1f}", "yes" if result.timing_met else "NO", f"{fps:,.0f}", str(logic),

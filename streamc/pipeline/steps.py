@@ -127,7 +127,7 @@ def fold_step(state: BuildState) -> None:
     state.resources = {d: sum((row.resources[d] for row in rows), ResourceEstimate()).to_dict() for d in config.devices}
     if config.folding is not None:
         _check_explicit_folding_fits(state.resources)
-    latencies = stage_latencies(dataflow)
+    latencies = stage_latencies(dataflow, fifo_depths(dataflow, config.fifo_depth))
     state.folder.write_report("estimates", {
         "clock_mhz": config.clock_mhz,
         "predicted_cycles_per_frame": cycles,
@@ -345,7 +345,7 @@ def sim_step(state: BuildState) -> None:
                   first_mismatch=result.first_mismatch._asdict() if result.first_mismatch else None,
                   measured_cycles_per_frame=result.measured_cycles_per_frame,
                   predicted_cycles_per_frame=dataflow.cycles_per_frame(), latency_cycles=result.latency_cycles,
-                  predicted_latency_cycles=predicted_latency(dataflow),
+                  predicted_latency_cycles=predicted_latency(dataflow, state.fifo_depths),
                   simulated_cycles=result.simulated_cycles, sim_seconds=round(result.sim_seconds, 3),
                   shards=result.shards,
                   fifo_depths=state.fifo_depths, host_tail_ops=[n.op_type for n in dataflow.tail.nodes],

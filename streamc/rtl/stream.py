@@ -64,6 +64,12 @@ class StreamFIFO(wiring.Component):
         """Beats the queue holds."""
         return self._depth
 
+    @property
+    def latency(self) -> int:
+        """Cycles from the cycle a beat is taken to the first in which it is offered, into an empty queue: one
+        through registers, two through the buffered queue's storage and its output register."""
+        return 1 if self._depth < self.BRAM_MIN_DEPTH else 2
+
     def elaborate(self, platform):
         m = Module()
         if self._depth < self.BRAM_MIN_DEPTH:
@@ -144,6 +150,9 @@ class WidthConverter(wiring.Component):
         self.out_elems = out_elems
         self.in_width = elem_width
         self.out_width = elem_width
+        #: Cycles from taking the input beat that completes (or starts) an output beat to offering it: ``o.valid``
+        #: comes from registers only.
+        self.latency = 1
         super().__init__({
             "i": In(stream.Signature(unsigned(in_elems * elem_width))),
             "o": Out(stream.Signature(unsigned(out_elems * elem_width))),
