@@ -12,7 +12,7 @@ as fast as its readers take it, as the testbench sends it.
 
 The prediction is compared with what Verilator measures (``latency_cycles`` of a full-rate frame through
 the empty pipeline) in ``reports/rtlsim.json``: equal to the cycle on every design the Verilator tests build
-(MLPs, CNNs, the residual and concat blocks' forks, onnxruntime's dialects; ``tests/rtl_helpers.py``).
+(18 designs: TFC and the dialect MLPs, eight CNNs with the residual and concat blocks' forks; ``tests/rtl_helpers.py``).
 """
 
 from __future__ import annotations
