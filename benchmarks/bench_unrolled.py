@@ -62,14 +62,19 @@ def case_weights(case: str) -> np.ndarray:
     return rng.integers(w_dt.min, w_dt.max + 1, size=(n_in, n_out))
 
 
-def streamc_unit(case: str) -> MatrixVectorUnit:
-    n_in, n_out, w_dt, x_dt = CASES[case]
+def output_dtype(case: str):
+    """The signed type that holds every output of ``x @ W``."""
+    x_dt = CASES[case][3]
     weights = case_weights(case).T
     lo = (np.clip(weights, None, 0).sum(axis=1) * x_dt.max).min()
     hi = (np.clip(weights, 0, None).sum(axis=1) * x_dt.max).max()
-    out_dt = INT(shape_of_range(int(lo), int(hi)).width + (0 if lo < 0 else 1))
-    return MatrixVectorUnit(weights=weights, in_dtype=x_dt, weight_dtype=w_dt, pe=n_out, simd=n_in,
-                            thresholds=None, out_dtype=out_dt, name=f"case_{case}")
+    return INT(shape_of_range(int(lo), int(hi)).width + (0 if lo < 0 else 1))
+
+
+def streamc_unit(case: str) -> MatrixVectorUnit:
+    n_in, n_out, w_dt, x_dt = CASES[case]
+    return MatrixVectorUnit(weights=case_weights(case).T, in_dtype=x_dt, weight_dtype=w_dt, pe=n_out, simd=n_in,
+                            thresholds=None, out_dtype=output_dtype(case), name=f"case_{case}")
 
 
 def streamc_verilog(unit: MatrixVectorUnit, folder: Path) -> list[Path]:
@@ -88,7 +93,7 @@ class GraphAlone(Elaboratable):
         n_in, n_out, _, x_dt = CASES[case]
         self.case, self.keep = case, keep
         self.model_inp = Signal(n_in * x_dt.bitwidth)
-        self.model_out = Signal(n_out * streamc_unit(case).out_width)
+        self.model_out = Signal(n_out * output_dtype(case).bitwidth)
 
     def elaborate(self, platform):
         n_in, n_out, _, x_dt = CASES[self.case]
