@@ -1,18 +1,19 @@
 """How many cycles a frame takes through the empty accelerator: predicted per stage and end to end.
 
 A stage takes at most one beat a cycle on each input port, once its producer has put it out and the link's width
-converter and FIFO have passed it on (:func:`link_cycles`). It can put out an output beat once its ports have taken what that beat needs
-(the data dependencies :mod:`streamc.fifo_sizing` sizes FIFOs from) and its kernels' pipelines have carried
-it through (their ``latency``), and no sooner than ``beat_interval`` cycles after its output beat before (an
-MVAU computes a beat in SIMD folds; the other kinds put out a beat a cycle), nor faster than the links it feeds
-take beats (:func:`link_pace`; the accelerator's input too). Both are a running maximum:
-with ``ready[b]`` the cycle beat ``b`` has what it needs and ``pace`` cycles between beats, beat ``b`` leaves at
-``max(ready[j] + (b - j) * pace for j <= b)``, one pass over a frame's beats. The input comes in at full rate,
-as fast as its readers take it, as the testbench sends it.
+converter and FIFO have passed it on (:func:`link_cycles`). It can put out an output beat once its ports have taken
+what that beat needs (the data dependencies :mod:`streamc.fifo_sizing` sizes FIFOs from) and its kernels' pipelines
+have carried it through (their ``latency``), and no sooner than ``beat_interval`` cycles after its output beat
+before (an MVAU computes a beat in SIMD folds; the other kinds put out a beat a cycle), nor faster than the links it
+feeds take beats (:func:`link_pace`; the accelerator's input too). Both are a running maximum: with ``ready[b]`` the
+cycle beat ``b`` has what it needs and ``pace`` cycles between beats, beat ``b`` leaves at
+``max(ready[j] + (b - j) * pace for j <= b)``, one pass over a frame's beats. The input comes in at full rate, as
+fast as its readers take it, as the testbench sends it.
 
 The prediction is compared with what Verilator measures (``latency_cycles`` of a full-rate frame through
 the empty pipeline) in ``reports/rtlsim.json``: equal to the cycle on every design the Verilator tests build
-(18 designs: TFC and the dialect MLPs, eight CNNs with the residual and concat blocks' forks; ``tests/rtl_helpers.py``).
+(18 designs: TFC and the dialect MLPs, eight CNNs with the residual and concat blocks' forks;
+``tests/rtl_helpers.py``).
 """
 
 from __future__ import annotations

@@ -103,7 +103,8 @@ def search_bits(model_path: Path, frames: np.ndarray, base: Constraints, *, devi
     # the layers' inputs as calibrated, before any plan replaces a range
     stats = dict(calibration(inputs))
     inits = {t.name: numpy_helper.to_array(t) for t in fused.graph.initializer}
-    budget, family = get_device(device).budget(), get_device(device).family
+    target = get_device(device)
+    budget = target.budget()
     priced: dict[tuple[int, ...], Choice] = {}
 
     def layer_noise(index: int, resolved: Plan) -> float:
@@ -131,7 +132,7 @@ def search_bits(model_path: Path, frames: np.ndarray, base: Constraints, *, devi
                 else:
                     resources = accelerator.estimate()[device]
                     lut = resources["lut"]
-                    over = tuple(over_limits(ResourceEstimate(**resources), budget, family))
+                    over = tuple(over_limits(ResourceEstimate(**resources), budget, target.family))
             accuracy = None
             if measure.labels is not None and not over:
                 accuracy = (scales.chosen if scales else measure.score(quantized)).accuracy

@@ -8,7 +8,7 @@ from functools import cache
 import numpy as np
 
 from ..rtl.arithmetic import tree_stages
-from ..rtl.mvau import LOGIC_ROM_BANK_WORDS
+from ..rtl.mvau import splits_multiplies, weight_rom_banks
 from .arithmetic import dsp_count, product_operand_bits, shift_add_bits
 from .constant_products import constant_adder_bits
 from .memories import (LIVE_BITS_LIMIT, Memories, bram_bank_mux, live_bits_of, logic_rom, memory_mapping,
@@ -399,12 +399,12 @@ def _pipeline_registers(spec: MVAUSpec, bram_words: int) -> int:
     """Register bits of the stages ``operand_register``, ``multiply_register`` and ``tree_every`` add: the
     operands, the words of the ROMs in block RAM (``bram_words`` bits; a ROM in logic has its read register moved
     to its address by Yosys, so registering its word adds next to nothing: 56 flip-flops where its words have 183
-    bits on the UP5K), the weight ROM's banks in logic (:func:`weight_rom_banks`), the lanes' split multiplies,
-    each lane's registered tree levels and each PE's threshold count, and the control that moves along (valid,
-    first, last and the neuron fold)."""
+    bits on the UP5K), the weight ROM's banks in logic (:func:`~streamc.rtl.mvau.weight_rom_banks`), the lanes'
+    split multiplies, each lane's registered tree levels and each PE's threshold count, and the control that moves
+    along (valid, first, last and the neuron fold)."""
     control = 3 + range_bits(spec.nf)
     bits = 0
-    banks = weight_rom_banks(spec)
+    banks = weight_rom_banks(spec.nf * spec.sf, spec.operand_register, spec.ram_style)
     if banks > 1:
         # Each bank's word and the bank number are registered; Yosys keeps them (an MVAU of 4 PEs, 8 lanes of
         # 2-bit weights, 4 banks: 359 flip-flops more than without operand_register on the ECP5-85F).
@@ -416,7 +416,7 @@ def _pipeline_registers(spec: MVAUSpec, bram_words: int) -> int:
             bits += control + spec.simd * spec.in_bits + width
     elif spec.operand_register:
         bits += control + spec.simd * spec.in_bits + bram_words
-    if _product_stage(spec):
+    if splits_multiplies(spec.multiply_register, bool(spec.mul_a) and spec.constant_adders < 0, spec.res_type):
         lanes = known(spec.live_lanes, spec.pe * spec.simd)
         bits += control + lanes * _split_multiply_bits(spec.mul_a, spec.mul_b)
     if spec.tree_every:
@@ -425,19 +425,6 @@ def _pipeline_registers(spec: MVAUSpec, bram_words: int) -> int:
         bits += spec.pe * _registered_tree_bits(spec.thresholds, 1, spec.tree_every)
         bits += tree_stages(spec.thresholds, spec.tree_every)
     return bits
-
-
-def weight_rom_banks(spec: MVAUSpec) -> int:
-    """:attr:`~streamc.rtl.mvau.MatrixVectorUnit.weight_rom_banks` of the unit ``spec`` describes."""
-    words = spec.nf * spec.sf
-    if not (spec.operand_register and spec.ram_style == "distributed") or words <= LOGIC_ROM_BANK_WORDS:
-        return 1
-    return -(-words // LOGIC_ROM_BANK_WORDS)
-
-
-def _product_stage(spec: MVAUSpec) -> bool:
-    """:attr:`~streamc.rtl.mvau.MatrixVectorUnit.product_stage` of the unit ``spec`` describes."""
-    return spec.multiply_register and bool(spec.mul_a) and spec.res_type == "lut" and spec.constant_adders < 0
 
 
 def _split_multiply_bits(a_bits: int, b_bits: int) -> int:

@@ -25,6 +25,20 @@ MAX_MEMORY_WIDTH = 65536
 LOGIC_ROM_BANK_WORDS = 32
 
 
+def weight_rom_banks(words: int, operand_register: bool, ram_style: str) -> int:
+    """Banks of :data:`LOGIC_ROM_BANK_WORDS` words a weight ROM of ``words`` words is read from
+    (:attr:`MatrixVectorUnit.weight_rom_banks`): more than one only with ``operand_register`` and the ROM in logic."""
+    if not (operand_register and ram_style == "distributed") or words <= LOGIC_ROM_BANK_WORDS:
+        return 1
+    return -(-words // LOGIC_ROM_BANK_WORDS)
+
+
+def splits_multiplies(multiply_register: bool, multiplies: bool, res_type: str) -> bool:
+    """Whether ``multiply_register`` splits lanes that ``multiplies`` (:attr:`MatrixVectorUnit.product_stage`): only
+    multiplies in LUTs."""
+    return multiply_register and multiplies and res_type == "lut"
+
+
 class MatrixVectorUnit(wiring.Component):
     """Computes ``y = f(W x)`` for each input vector ``x``, folded in time like FINN's MVAU.
 
@@ -249,7 +263,7 @@ class MatrixVectorUnit(wiring.Component):
         """Whether ``multiply_register`` splits the lanes' multiplies: where they multiply in LUTs (``res_type``
         ``"lut"``, no ``BIPOLAR`` operand, more than one word of weights)."""
         multiplies = not (self._in_dtype.bipolar or self._weight_dtype.bipolar or self.constant_weights)
-        return self.multiply_register and multiplies and self.res_type == "lut"
+        return splits_multiplies(self.multiply_register, multiplies, self.res_type)
 
     @property
     def pipeline_stages(self) -> int:
@@ -667,10 +681,7 @@ class MatrixVectorUnit(wiring.Component):
         the ROM in logic (``ram_style="distributed"``), each bank's word is registered and the operand register
         takes the registered bank's, so a deep ROM's decode is two stages, not one path (TFC-w1a1 on the UP5K:
         64 words through four LUT levels, 22.9 ns); else 1."""
-        words = self._nf * self._sf
-        if not (self.operand_register and self.ram_style == "distributed") or words <= LOGIC_ROM_BANK_WORDS:
-            return 1
-        return -(-words // LOGIC_ROM_BANK_WORDS)
+        return weight_rom_banks(self._nf * self._sf, self.operand_register, self.ram_style)
 
     @property
     def operand_stage(self) -> bool:
