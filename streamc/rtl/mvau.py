@@ -543,7 +543,7 @@ class MatrixVectorUnit(wiring.Component):
         that a block RAM's clock-to-output delay is a path of its own."""
         read = rom.read_port(domain="sync")
         m.d.comb += [read.addr.eq(folds[0] if self.operand_register else folds[1]), read.en.eq(advance)]
-        return _stage_register(m, advance)(read.data) if self.operand_register else read.data
+        return _stage_register(m, advance, reset_less=True)(read.data) if self.operand_register else read.data
 
     def _compare_thresholds(self, m, advance, valid3, folds, acc3):
         """Stage 4: threshold compares, then their count (pipelined with ``tree_every``). Returns the
@@ -783,7 +783,7 @@ class MatrixVectorUnit(wiring.Component):
         # Each stage's valid, first and last synapse fold, and neuron fold, from stage 1 on.
         control = [(valid1, first1, last1, nf1)]
         if self.operand_stage:
-            x1, w1 = register(x1), register(w1)
+            x1, w1 = register(x1), _stage_register(m, advance, reset_less=True)(w1)
             control.append(tuple(register(signal) for signal in control[-1]))
         valid1, first1, last1, nf1 = control[-1]
 
@@ -861,10 +861,13 @@ def _skid_output(m, port, skid_valid, valid, payload) -> None:
         m.d.sync += [skid_valid.eq(valid), skid.eq(payload)]
 
 
-def _stage_register(m, advance):
-    """A function giving a register of a value that moves with the pipeline (loads when it advances)."""
+def _stage_register(m, advance, *, reset_less=False):
+    """A function giving a register of a value that moves with the pipeline (loads when it advances).
+    ``reset_less`` for a memory's read data: a register with no reset that takes a block RAM's output alone
+    is one the ECP5 flow moves into the block (:mod:`streamc.block_ram_registers`), whose clock-to-output
+    is then 1 ns instead of 6."""
     def register(value):
-        staged = Signal(value.shape(), name="staged")
+        staged = Signal(value.shape(), name="staged", reset_less=reset_less)
         with m.If(advance):
             m.d.sync += staged.eq(value)
         return staged
