@@ -123,14 +123,12 @@ def rom_levels(words: int) -> int:
 #: A handshake: on the UP5K the digits CNN's FIFO level through a width converter's ready into a convolution's fold
 #: counters, 23.7 ns (six LUT levels and their routes; 2026-11-28); the ECP5's and the GW1NR-9's scaled from it by
 #: their adder levels, not measured.
-#: An ECP5 block RAM's read closes at 130 MHz at best: Yosys maps every DP16KD with REGMODE "NOREG" (its libmap
-#: rules have no output register), and the digits MLP on the ECP5-85F at 150 MHz took 5.83 ns of clock-to-output
-#: and 1.86 ns of route from a threshold ROM's DP16KD into the register after it, 7.7 ns (2026-11-28). The same
-#: synthesized design with REGMODE "OUTREG" on all 31 DP16KDs (timing only) reached 131.8, 148.0 and 148.1 MHz at
-#: seeds 1-3, each limited by the LUT-RAM input buffer's write enable from the neuron fold through the width
-#: converter's valid (6.75 ns at seeds 2-3, 5.4 of it routes); TFC-w1a1 so (38 DP16KDs) closed at 172.8 MHz, where
-#: NOREG gave 119.9. With every ROM in logic the digits MLP reached 141.0 MHz at 18 % more logic cells (a 32-word
-#: weight ROM's read, 7.1 ns).
+#: An ECP5 block RAM's read: Yosys maps every DP16KD with REGMODE "NOREG" (its libmap rules have no output
+#: register), and the digits MLP on the ECP5-85F at 150 MHz took 5.83 ns of clock-to-output and 1.86 ns of route
+#: from a threshold ROM's DP16KD into the register after it, 7.7 ns, closing at 130.1 MHz (2026-11-28). The board
+#: flow now moves that register into the block (REGMODE "OUTREG", :mod:`streamc.block_ram_registers`): the same
+#: design closed at 150.4 MHz and TFC-w1a1 at 167.3 (119.9 before). The model keeps ``memory_ns`` for the
+#: read: it is what asks for the register (``operand_register``) that then moves into the block.
 #: A ROM level in logic: on the UP5K, TFC-w1a1's 64-word ROM read (22.9 ns, four LUT levels after the register's
 #: 3.7, routes of 3.5-4.2 ns on a device 98 % full) gives 4.8 ns; the ECP5's and the GW1NR-9's are not measured,
 #: the ECP5's scaled from its adder level by the iCE40's ratio (1.8), the GW1NR-9's the iCE40's.
