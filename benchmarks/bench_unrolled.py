@@ -1,6 +1,7 @@
 """Fully unrolled layers against da4ml: LUTs and carry cells of ``y = x @ W`` through one Yosys script.
 
-Run: python benchmarks/bench_unrolled.py [--cases a,b,c,d] [--families ice40,ecp5] [--graph] [--workdir DIR]
+Run: python benchmarks/bench_unrolled.py [--cases a,b,c,d] [--families ice40,ecp5] [--adders family|merged|kept]
+[--graph] [--workdir DIR]
 
 The cases of issue 24, ``W`` random with seed 12345:
 
@@ -11,7 +12,9 @@ The cases of issue 24, ``W`` random with seed 12345:
 
 streamc's side is a :class:`~streamc.rtl.mvau.MatrixVectorUnit` folded PE = outputs, SIMD = inputs (its
 weight ROM has one word, so its lanes are :mod:`streamc.rtl.constant_products`' adder graph), with its
-stream handshake, pipeline registers and bare accumulator output. da4ml's side is the Verilog da4ml writes
+stream handshake, pipeline registers and bare accumulator output, its adders kept or merged as streamc builds
+it for each family (``keep_adders``: :func:`~streamc.rtl.constant_products.keeps_adders`; ``--adders merged`` or
+``kept`` builds every family's MVAU so instead, the row naming the style). da4ml's side is the Verilog da4ml writes
 (``comb_logic_gen`` and its ``shift_adder``/``negative`` modules) for its own solution of the same ``W``.
 Both go through ``read_verilog ...; synth_<family> -top T; stat -json`` in this run; the table gives
 iCE40 SB_LUT4 + SB_CARRY, ECP5 LUT4 + CCU2C (and MULT18X18D), and streamc's total over da4ml's, where a
@@ -37,7 +40,7 @@ from amaranth.hdl import Elaboratable, Module, Signal
 
 from streamc.datatypes import BIPOLAR, INT, UINT
 from streamc.rtl.arithmetic import shape_of_range
-from streamc.rtl.constant_products import adder_graph, cmvm_logic, constant_products
+from streamc.rtl.constant_products import adder_graph, cmvm_logic, constant_products, keeps_adders
 from streamc.resources import estimate_kernel, spec_of_unit
 from streamc.rtl.mvau import MatrixVectorUnit
 
@@ -71,16 +74,17 @@ def output_dtype(case: str):
     return INT(shape_of_range(int(lo), int(hi)).width + (0 if lo < 0 else 1))
 
 
-def streamc_unit(case: str) -> MatrixVectorUnit:
+def streamc_unit(case: str, keep_adders: bool) -> MatrixVectorUnit:
     n_in, n_out, w_dt, x_dt = CASES[case]
     return MatrixVectorUnit(weights=case_weights(case).T, in_dtype=x_dt, weight_dtype=w_dt, pe=n_out, simd=n_in,
-                            thresholds=None, out_dtype=output_dtype(case), name=f"case_{case}")
+                            thresholds=None, out_dtype=output_dtype(case), keep_adders=keep_adders,
+                            name=f"case_{case}")
 
 
 def streamc_verilog(unit: MatrixVectorUnit, folder: Path) -> list[Path]:
     from amaranth.back import verilog
 
-    path = folder / "streamc.v"
+    path = folder / f"streamc{'_kept' if unit.keep_adders else ''}.v"
     path.write_text(verilog.convert(unit, name="T", emit_src=False))
     return [path]
 
@@ -159,6 +163,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="a,b,c,d")
     parser.add_argument("--families", default="ice40,ecp5")
+    parser.add_argument("--adders", choices=("family", "merged", "kept"), default="family",
+                        help="the MVAU's adders: as streamc builds it for each family (default), or all merged or kept")
     parser.add_argument("--graph", action="store_true", help="also streamc's adder graph alone, merged and kept")
     parser.add_argument("--workdir", type=Path, default=None)
     args = parser.parse_args()
@@ -173,13 +179,19 @@ def main() -> None:
         folder = workdir / case
         folder.mkdir(parents=True, exist_ok=True)
         t0 = time.process_time()
-        unit = streamc_unit(case)
-        sides = {"MVAU": streamc_verilog(unit, folder), "da4ml": da4ml_verilog(case, folder)}
+        common = {"da4ml": da4ml_verilog(case, folder)}
         if args.graph:
-            sides.update({"graph": graph_verilog(case, False, folder), "graph kept": graph_verilog(case, True, folder)})
+            common.update({"graph": graph_verilog(case, False, folder), "graph kept": graph_verilog(case, True, folder)})
+        families = args.families.split(",")
+        kept = {family: keeps_adders(family) if args.adders == "family" else args.adders == "kept" for family in families}
+        units = {keep: streamc_unit(case, keep) for keep in set(kept.values())}
+        verilogs = {keep: streamc_verilog(unit, folder) for keep, unit in units.items()}
         solve_seconds = time.process_time() - t0
-        for family in args.families.split(","):
+        for family in families:
             lut, carry, dsp = CELLS[family]
+            unit = units[kept[family]]
+            mvau = f"MVAU {'kept' if kept[family] else 'merged'}"
+            sides = {mvau: verilogs[kept[family]], **common}
             counts, totals, luts, seconds = {}, {}, {}, {}
             for side, files in sides.items():
                 cells, seconds[side] = synthesize(files, family, folder, side.replace(" ", "_"))
@@ -190,7 +202,7 @@ def main() -> None:
             for side in (s for s in sides if s != "da4ml"):
                 ratio = totals[side] / max(totals["da4ml"], 1)
                 estimate = (f" {estimate_kernel(spec_of_unit(unit), family).lut:>9,} LUT"
-                            f" ({estimated_share(unit, family, luts[side])})" if side == "MVAU" else "")
+                            f" ({estimated_share(unit, family, luts[side])})" if side == mvau else "")
                 print(f"{case:4} {family:6} {side:12} {counts[side]:>24} {counts['da4ml']:>22} {ratio:6.3f}"
                       f" {seconds[side]:13.0f}/{seconds['da4ml']:<14.0f}{estimate}", flush=True)
         print(f"     (case {case}: da4ml's solver and both Verilog writers {solve_seconds:.0f} CPU s)", flush=True)

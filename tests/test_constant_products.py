@@ -1,5 +1,6 @@
 """Fully unrolled MVAUs: their lanes' constant products as da4ml's shift-and-add graph, bit-exact, no DSPs."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,8 @@ from amaranth.sim import Simulator
 from rtl_helpers import pack, run_stream, unpack
 from streamc.datatypes import BIPOLAR, INT, UINT
 from streamc.pipeline.runner import run_build
-from streamc.rtl.constant_products import adder_graph, constant_products
+from streamc.rtl.constant_products import KEPT_ADDERS, adder_graph, constant_products, keeps_adders
+from streamc.resources import estimate_kernel, spec_of_unit
 from streamc.rtl.mvau import MatrixVectorUnit
 from streamc.synth import synthesize
 
@@ -63,8 +65,10 @@ def random_values(rng, dtype, shape):
     return rng.choice([-1, 1], size=shape) if dtype.bipolar else rng.integers(dtype.min, dtype.max + 1, size=shape)
 
 
+@pytest.mark.parametrize("family", sorted(KEPT_ADDERS))
 @pytest.mark.parametrize("case", sorted(UNITS))
-def test_fully_unrolled_unit_matches_numpy_under_stalls(case):
+def test_fully_unrolled_unit_matches_numpy_under_stalls(case, family):
+    """With the adders kept or merged as the unit is built for each family."""
     in_dt, w_dt, n_thr, out_dt, out_bias = UNITS[case]
     rng = np.random.default_rng(len(case))
     mh, mw = 6, 16
@@ -74,7 +78,8 @@ def test_fully_unrolled_unit_matches_numpy_under_stalls(case):
         reach = int(np.abs(weights).sum(axis=1).max()) * max(abs(in_dt.min), abs(in_dt.max))
         thresholds = np.sort(rng.integers(-reach, reach + 1, size=(mh, n_thr)), axis=1)
     unit = MatrixVectorUnit(weights=weights, in_dtype=in_dt, weight_dtype=w_dt, pe=mh, simd=mw,
-                            thresholds=thresholds, out_dtype=out_dt, out_bias=out_bias, name="fc")
+                            thresholds=thresholds, out_dtype=out_dt, out_bias=out_bias,
+                            keep_adders=keeps_adders(family), name="fc")
     assert unit.constant_weights and unit.adder_graph is not None
     vectors = random_values(rng, in_dt, (12, mw))
     run = run_stream(unit, pack(vectors, in_dt, mw), 12, in_gap=0.3, out_stall=0.4, seed=3)
@@ -92,11 +97,14 @@ def test_kept_adders_are_marked_for_yosys():
     inputs = [Signal(unsigned(4), name=f"x_{k}") for k in range(3)]
     output = Signal(signed(8))
     m.d.comb += output.eq(constant_products(m, inputs, adder_graph(np.array([[3, -5, 7]]), 0, 15), keep=True)[0])
-    text = verilog.convert(m, ports=[*inputs, output], emit_src=False)
+    assert kept_marks(verilog.convert(m, ports=[*inputs, output], emit_src=False)) == {True}
+
+
+def kept_marks(text: str) -> set[bool]:
+    """Whether each adder of a graph in Verilog ``text`` is marked kept (Amaranth writes a wire's attributes on the
+    line before it)."""
     lines = text.splitlines()
-    # Amaranth writes a wire's attributes on the line before it.
-    kept = [lines[n - 1] for n, line in enumerate(lines) if line.strip().startswith("wire") and "cmvm_" in line]
-    assert kept and all("keep" in line for line in kept)
+    return {"keep" in lines[n - 1] for n, line in enumerate(lines) if line.strip().startswith("wire") and "cmvm_" in line}
 
 
 def test_folded_units_keep_their_rom_fed_lanes():
@@ -127,3 +135,45 @@ def test_fully_unrolled_digits_mlp_is_bit_exact_in_verilator(tmp_path):
     report = run_build(tmp_path / "build.yaml").rtlsim
     assert report["frames"] == 40 and report["mismatches"] == 0
     assert "cmvm_" in (tmp_path / "out" / "verilog" / "streamc_top.v").read_text()
+
+
+def unrolled_digits_mlp(tmp_path, device: str, steps: list[str], **last_layer) -> None:
+    """Writes the config of the digits MLP with its last layer folded PE = outputs, SIMD = inputs (the others folded
+    to fit the UP5K), for ``device`` without pipeline registers; ``last_layer`` adds fields to its folding."""
+    folding = {"node_linear": {"pe": 1, "simd": 4}, "node_linear_1": {"pe": 1, "simd": 4},
+               "node_linear_2": {"pe": 10, "simd": 32, **last_layer}}
+    config = {"model": str(DIGITS / "digits_mlp.onnx"), "output_dir": str(tmp_path / "out"), "folding": folding,
+              "devices": [device], "clock_mhz": 30, "pipelining": "none",
+              "steps": ["load", "tidy", "streamline", "to_hw", *steps]}
+    (tmp_path / "build.yaml").write_text(yaml.safe_dump(config))
+
+
+def folding_report(tmp_path) -> dict:
+    return json.loads((tmp_path / "out" / "reports" / "folding.json").read_text())
+
+
+@pytest.mark.parametrize("device,kept", [("ice40-up5k", False), ("ecp5-85f", True)])
+def test_the_device_family_picks_the_adder_style(tmp_path, device, kept):
+    """Without a clock to pipeline for, too: the family comes from the devices. The folding report gives the style
+    of the unrolled layer (only), and its adders in the Verilog are marked kept, or not."""
+    unrolled_digits_mlp(tmp_path, device, ["fold", "rtl"])
+    run_build(tmp_path / "build.yaml")
+    assert {name: entry.get("keep_adders") for name, entry in folding_report(tmp_path).items()} == {
+        "node_linear": None, "node_linear_1": None, "node_linear_2": kept}
+    assert kept_marks((tmp_path / "out" / "verilog" / "streamc_top.v").read_text()) == {kept}
+
+
+def test_an_explicit_folding_sets_the_adder_style(tmp_path):
+    unrolled_digits_mlp(tmp_path, "ecp5-85f", ["fold"], keep_adders=False)
+    run_build(tmp_path / "build.yaml")
+    assert folding_report(tmp_path)["node_linear_2"]["keep_adders"] is False
+
+
+def test_the_estimate_follows_the_adder_style():
+    """On the ECP5 a kept graph is carry cells alone, a merged one full adders in LUT4s beside them (issue 24's case c:
+    4 LUT4 + 2,021 CCU2C kept, 3,248 + 1,207 merged, 4,046 against 5,662 LUTs as streamc.synth counts them)."""
+    weights = np.random.default_rng(12345).integers(-8, 8, size=(10, 64))
+    luts = [estimate_kernel(spec_of_unit(MatrixVectorUnit(
+        weights=weights, in_dtype=UINT(4), weight_dtype=INT(4), pe=10, simd=64, thresholds=None, out_dtype=INT(14),
+        keep_adders=keep)), "ecp5").lut for keep in (False, True)]
+    assert luts[1] < 0.8 * luts[0]

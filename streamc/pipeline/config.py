@@ -58,6 +58,9 @@ class LayerFolding(_Strict):
     """A register between the ROM reads and the multiplies; unset: as the clock needs (``pipelining``)."""
     tree_every: NonNegativeInt | None = None
     """Adder levels between pipeline registers in the lanes' trees (0: none); unset: as the clock needs."""
+    keep_adders: bool | None = None
+    """A fully unrolled layer (pe and simd its outputs and inputs): every adder of its shift-and-add graph its own
+    carry chain; unset: as the device family does best (kept on the ECP5 and Gowin, merged on the iCE40)."""
 
 
 class TableFolding(_Strict):

@@ -105,10 +105,13 @@ def to_hw_step(state: BuildState) -> None:
 def fold_step(state: BuildState) -> None:
     config, dataflow = state.config, state.dataflow
     layers = dataflow.layers
+    # Before planning: each folding is priced as it is built for the device family, and with the registers its
+    # clock needs.
+    family = get_device(config.devices[0] if config.devices else "ice40-up5k").family
+    for stage in dataflow.stages:
+        stage.build_for(family)
     if config.pipelining == "clock":
-        # Before planning: each folding is priced with the registers its clock needs.
-        clock = Clock(mhz=config.clock_mhz, family=get_device(config.devices[0] if config.devices
-                                                              else "ice40-up5k").family)
+        clock = Clock(mhz=config.clock_mhz, family=family)
         for stage in dataflow.stages:
             stage.pipeline_for(clock)
     if config.folding is not None:
@@ -164,7 +167,7 @@ def folding_of(dataflow: Dataflow) -> dict[str, dict]:
     return {
         **{layer.name: {"pe": layer.pe, "simd": layer.simd, "ram_style": layer.ram_style,
                         "ram_style_thresholds": layer.ram_style_thresholds, "res_type": layer.res_type,
-                        **dict(zip(("operand_register", "tree_every"), layer.pipelining()))}
+                        **dict(zip(("operand_register", "tree_every"), layer.pipelining())), **layer.adder_choice()}
            for layer in dataflow.layers},
         **{table.name: {"ram_style": table.ram_style} for table in dataflow.tables},
         **{stage.name: {"threshold_style": stage.folding()["threshold_style"]} for stage in _thresholded(dataflow)}}

@@ -16,9 +16,16 @@ from math import log2
 
 import numpy as np
 
-#: LUTs per estimated adder bit: Yosys 0.70 on case c (iCE40 5,142 SB_LUT4; ECP5 3,248 LUT4 + 2 x 1,207 CCU2C)
-#: over its 10,263 estimated bits. Gowin's LUT4 and ALU carry are priced as the iCE40's (not measured).
-LUTS_PER_ADDER_BIT = {"ice40": 0.501, "ecp5": 0.552, "gowin": 0.501}
+#: LUTs per estimated adder bit, with the graph's adders merged by Yosys and kept (``keep_adders``): Yosys 0.70 on
+#: case c's MVAU over its 10,263 estimated bits (iCE40 5,142 SB_LUT4 merged; ECP5 3,248 LUT4 + 2 x 1,207 CCU2C merged,
+#: 4 LUT4 + 2 x 2,021 CCU2C kept). The iCE40 kept and Gowin: see the figures beside them.
+LUTS_PER_ADDER_BIT = {("ice40", False): 0.501, ("ecp5", False): 0.552, ("gowin", False): 0.501,
+                      ("ice40", True): 0.501, ("ecp5", True): 0.394, ("gowin", True): 0.501}
+
+
+def luts_per_adder_bit(family: str, kept: bool) -> float:
+    """LUTs per estimated adder bit of a graph on ``family``, its adders ``kept`` or merged."""
+    return LUTS_PER_ADDER_BIT[family, kept]
 
 
 def csd_digits(weights: np.ndarray) -> int:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 from functools import cache
 
 from .coefficients import COEFFICIENTS
-from .constant_products import LUTS_PER_ADDER_BIT
+from .constant_products import luts_per_adder_bit
 from .branch import AddSpec, ConcatSpec, ForkSpec, add_parts, concat_parts, fork_parts
 from .lut import LUTSpec, lut_parts
 from .memories import Memories
@@ -138,7 +138,7 @@ def _coefficients(spec: Spec, family: str) -> dict[str, dict[str, float]]:
     if isinstance(spec, MVAUSpec) and spec.constant_adders >= 0:
         # The adder graph's LUTs are counted outside the fit (its own model, resources.constant_products).
         fitted = COEFFICIENTS[family]["mvau"]
-        return {**fitted, "lut": {**fitted["lut"], "constant_adders": LUTS_PER_ADDER_BIT[family]}}
+        return {**fitted, "lut": {**fitted["lut"], "constant_adders": luts_per_adder_bit(family, spec.keep_adders)}}
     return COEFFICIENTS[family][kernel_name(spec)]
 
 

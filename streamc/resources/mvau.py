@@ -42,7 +42,8 @@ class MVAUSpec(KernelSpec):
     unmerged, as they stay with the thresholds in block RAM; ``compare_full_adders``: the full adders
     summing a lane's compares, which take merged ones apart too (-1: not known, every compare counts).
     ``constant_adders``: where the weight ROM has one word, the estimated adder bits of the lanes' shift-and-add
-    graph (:func:`~.constant_products.constant_adder_bits`); -1 where the lanes multiply. ``ready_register``: the
+    graph (:func:`~.constant_products.constant_adder_bits`); -1 where the lanes multiply; ``keep_adders``: its adders
+    each kept as a carry chain (:attr:`~streamc.rtl.mvau.MatrixVectorUnit.keep_adders`). ``ready_register``: the
     output register has a skid register beside it (:attr:`~streamc.rtl.mvau.MatrixVectorUnit.ready_register`).
     ``multiply_register``: the lanes' multiplies in LUTs are split by a register
     (:attr:`~streamc.rtl.mvau.MatrixVectorUnit.multiply_register`).
@@ -91,6 +92,7 @@ class MVAUSpec(KernelSpec):
     operand_register: bool = False
     tree_every: int = 0
     constant_adders: float = -1
+    keep_adders: bool = False
     ready_register: bool = False
     multiply_register: bool = False
 
@@ -179,6 +181,7 @@ class MVAUSpecs:
                             ram_style_thresholds=unit.ram_style_thresholds, res_type=unit.res_type,
                             operand_register=unit.operand_register, tree_every=unit.tree_every,
                             ready_register=unit.ready_register, multiply_register=unit.multiply_register,
+                            keep_adders=unit.keep_adders,
                             **rq, **live)
         self._weights, self._in_bits, self._bits = weights, in_dt.bitwidth, w_dt.bitwidth
         # The weights as the ROM stores them, in the narrowest integers that hold them.

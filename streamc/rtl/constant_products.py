@@ -19,7 +19,16 @@ from amaranth.hdl import Const, Signal
 from ..errors import BuildError
 from .arithmetic import shape_of_range
 
-__all__ = ["AdderGraph", "adder_graph", "cmvm_logic", "constant_products"]
+__all__ = ["AdderGraph", "adder_graph", "cmvm_logic", "constant_products", "keeps_adders"]
+
+#: Whether :func:`constant_products` keeps every adder on a device family (``keep``): where a carry chain's cell
+#: holds the sum bit's LUT (the ECP5's CCU2C, two bits; Gowin's ALU, one), a kept adder is one carry cell a bit,
+#: where Yosys' merged sums are full adders in LUT4s beside a shorter chain. The iCE40's SB_CARRY is counted beside
+#: its LUT4, and there the merged sums are the smaller (issue 24's case c, the graph alone, Yosys 0.70: iCE40
+#: 5,134 SB_LUT4 + 1,773 SB_CARRY merged against 4,457 + 3,206 kept; ECP5 3,247 LUT4 + 1,207 CCU2C against
+#: 2,021 CCU2C; Gowin 3,823 LUT1-4 + 2,224 ALU against 3,745 ALU).
+KEPT_ADDERS = {"ice40": False, "ecp5": True, "gowin": True}
+
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,12 @@ def adder_graph(weights: np.ndarray, x_lo: int, x_hi: int) -> AdderGraph:
     return AdderGraph(tuple(nodes), outputs)
 
 
+def keeps_adders(family: str | None) -> bool:
+    """Whether a fully unrolled layer built for the device ``family`` keeps its adders (:data:`KEPT_ADDERS`;
+    ``None``, no family known: merged, as Yosys leaves them)."""
+    return KEPT_ADDERS.get(family, False)
+
+
 def cmvm_logic(weights: np.ndarray, x_lo: int, x_hi: int):
     """da4ml's solution (a ``da4ml.types.CombLogic``) of ``y = W x`` for ``x`` of integers in ``[x_lo, x_hi]``,
     as da4ml's own flow traces it; cached by the weights' contents (a 784 x 64 matrix takes minutes)."""
@@ -114,10 +129,8 @@ def constant_products(m, inputs: list, graph: AdderGraph, *, keep: bool = False)
 
     Without ``keep`` Yosys' ``alumacc`` merges an adder with a single reader into that reader's sum, a
     ``$macc`` it builds from LUTs and one carry chain: fewer carry cells, more LUTs. ``keep`` marks every
-    adder's signal kept, so each is its own carry chain. Which is smaller depends on the family (issue 24's
-    case c, the graph alone, Yosys 0.70): iCE40 5,134 LUT4 + 1,773 SB_CARRY merged against 4,457 + 3,206
-    kept; ECP5 3,247 LUT4 + 1,207 CCU2C merged against 0 LUT4 + 2,021 CCU2C kept (0.72x da4ml's LUT4 +
-    2 CCU2C)."""
+    adder's signal kept, so each is its own carry chain. Which is smaller depends on the family
+    (:data:`KEPT_ADDERS`)."""
     values = []
     for n, node in enumerate(graph.nodes):
         if node.is_constant:

@@ -113,6 +113,11 @@ class MatrixVectorUnit(wiring.Component):
     multiply_register : bool
         Split the lanes' multiplies in LUTs into two stages, their first partial sums registered (the digits MLP's
         4-bit products on the ECP5-85F: 8.5 ns from the operand register to the product's).
+    keep_adders : bool
+        With :attr:`constant_weights`: keep every adder of the lanes' shift-and-add graph as its own carry chain
+        (:func:`~streamc.rtl.constant_products.constant_products`' ``keep``; the smaller on the ECP5 and Gowin,
+        :data:`~streamc.rtl.constant_products.KEPT_ADDERS`), else Yosys merges an adder with one reader into its
+        reader's sum. Ignored where the lanes read a weight ROM.
     ready_register : bool
         Move the pipeline on a register, not on the consumer's ready: a skid register beside the output
         register takes the beat the pipeline puts out in the cycle the output stalls, and the pipeline moves
@@ -157,7 +162,7 @@ class MatrixVectorUnit(wiring.Component):
                  out_bias: int = 0, requant: Requant | None = None, ram_style: str = "auto",
                  ram_style_thresholds: str = "auto", res_type: str = "auto",
                  operand_register: bool = False, tree_every: int = 0, ready_register: bool = False,
-                 multiply_register: bool = False, name: str = "mvau"):
+                 multiply_register: bool = False, keep_adders: bool = False, name: str = "mvau"):
         weights = np.asarray(weights)
         if weights.ndim != 2 or not np.issubdtype(weights.dtype, np.integer):
             raise ValueError(f"node {name!r}: weights must be a 2-D integer array, "
@@ -179,6 +184,7 @@ class MatrixVectorUnit(wiring.Component):
                              f"a positive number of adder levels, not {tree_every!r}")
         self.operand_register, self.tree_every = bool(operand_register), int(tree_every)
         self.ready_register, self.multiply_register = bool(ready_register), bool(multiply_register)
+        self.keep_adders = bool(keep_adders)
         self._weights = weights.astype(np.int64)
         self._in_dtype = in_dtype
         self._weight_dtype = weight_dtype
@@ -668,7 +674,7 @@ class MatrixVectorUnit(wiring.Component):
         inputs = [field if in_dt.bipolar else self._lane_input(field) for field in fields]
         lo, hi = self.output_sum_range
         rows = []
-        for j, value in enumerate(constant_products(m, inputs, self.adder_graph)):
+        for j, value in enumerate(constant_products(m, inputs, self.adder_graph, keep=self.keep_adders)):
             total = Signal(shape_of_range(lo, hi), name=f"constant_sum_{j}")
             with m.If(advance):
                 m.d.sync += total.eq(value)

@@ -148,6 +148,10 @@ class Stage(ABC):
     def fit_to(self, cycles: int) -> None:
         """Where an explicit folding does not name the stage: its fewest lanes within ``cycles``."""
 
+    def build_for(self, family: str) -> None:
+        """Take the device family (``"ice40"``, ``"ecp5"``, ``"gowin"``) the kernels are built for, with or
+        without a clock to pipeline for; kinds whose kernels have no choice that depends on it ignore it."""
+
     def pipeline_for(self, clock) -> None:
         """Take the clock (a :class:`streamc.timing.Clock`) the kernels' pipeline registers are chosen for;
         kinds whose kernels have no such choice ignore it."""

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..datatypes import DataType
 from ..rtl.arithmetic import shape_of_range, tree_levels
+from ..rtl.constant_products import keeps_adders
 from ..rtl.requant import Requant
 from ..timing import Clock
 from .base import Knob, Stage, activate, divisors, integer_matmul, placement_knobs
@@ -43,6 +44,10 @@ class MVAULayer(Stage):
     clock: Clock | None = None
     operand_register: bool | None = None
     tree_every: int | None = None
+    # The device family the unit is built for, and whether a fully unrolled unit keeps its adder graph's adders as
+    # an explicit folding fixes it (None: as the family gives, streamc.rtl.constant_products.KEPT_ADDERS).
+    family: str | None = None
+    keep_adders: bool | None = None
     sources: list[int] = field(default_factory=lambda: [-1])
 
     kind = "mvau"
@@ -137,8 +142,22 @@ class MVAULayer(Stage):
             knobs = tuple(Knob(k.name, ("lut",), k.side) if k.name == "res_type" else k for k in knobs)
         return (Knob("simd", tuple(divisors(self.mw)), "in"), Knob("pe", tuple(divisors(self.mh)), "out"), *knobs)
 
+    def build_for(self, family: str) -> None:
+        self.family = family
+
     def pipeline_for(self, clock: Clock) -> None:
         self.clock = clock
+
+    @property
+    def unrolled(self) -> bool:
+        """Whether the folding unrolls the layer fully (PE = MH, SIMD = MW): its lanes are an adder graph."""
+        return self.pe == self.mh and self.simd == self.mw
+
+    @property
+    def kept_adders(self) -> bool:
+        """Whether a fully unrolled unit keeps every adder of its graph: as an explicit folding gives it, else as
+        its device family does best (:func:`~streamc.rtl.constant_products.keeps_adders`)."""
+        return keeps_adders(self.family) if self.keep_adders is None else self.keep_adders
 
     def pipelining(self, simd: int | None = None) -> tuple[bool, int]:
         """The unit's ``operand_register`` and ``tree_every`` at this folding (or with ``simd`` lanes per PE): as
@@ -174,20 +193,26 @@ class MVAULayer(Stage):
                                  tree_every=tree_every, ready_register=self.clock is not None
                                  and self.clock.delays.ready_register(self.clock.period_ns),
                                  multiply_register=self.clock is not None
-                                 and self.clock.delays.multiply_register(self.clock.period_ns), name=self.name)]
+                                 and self.clock.delays.multiply_register(self.clock.period_ns),
+                                 keep_adders=self.kept_adders, name=self.name)]
 
     def folding(self) -> dict:
         operand_register, tree_every = self.pipelining()
         return {"pe": self.pe, "simd": self.simd, "ram_style": self.ram_style,
                 **({"ram_style_thresholds": self.ram_style_thresholds} if self.threshold_rom else {}),
-                "res_type": self.res_type, "operand_register": operand_register, "tree_every": tree_every}
+                "res_type": self.res_type, "operand_register": operand_register, "tree_every": tree_every,
+                **self.adder_choice()}
+
+    def adder_choice(self) -> dict:
+        """``{"keep_adders": ...}`` where the layer is fully unrolled, the folding field that applies only there."""
+        return {"keep_adders": self.kept_adders} if self.unrolled else {}
 
     def report(self) -> dict:
         operand_register, tree_every = self.pipelining()
         return {"kind": self.kind, "mh": self.mh, "mw": self.mw, "vectors": self.vectors, "pe": self.pe,
                 "simd": self.simd, "ram_style": self.ram_style, "ram_style_thresholds": self.ram_style_thresholds,
                 "res_type": self.res_type, "operand_register": operand_register, "tree_every": tree_every,
-                "weight_dtype": self.weight_dtype.name,
+                **self.adder_choice(), "weight_dtype": self.weight_dtype.name,
                 "weight_bits": self.mh * self.mw * self.weight_dtype.bitwidth}
 
     def summary(self) -> dict:
