@@ -92,6 +92,9 @@ def build(path: Path, device: str, budget: float) -> tuple[list[dict], StreamAcc
     Returns the estimate rows (each with the instance names of its kernels), the design and the plan.
     """
     flow = to_hw(streamline(tidy(load_onnx(path))))
+    # Built for the device's family, as the fold step builds it (without pipeline registers: pipelining none).
+    for stage in flow.stages:
+        stage.build_for(get_device(device).family)
     while True:
         try:
             plan = plan_for_budget(flow, device=get_device(device), budget=budget, fifo_depth=FIFO_DEPTH)

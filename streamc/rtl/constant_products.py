@@ -23,10 +23,11 @@ __all__ = ["AdderGraph", "adder_graph", "cmvm_logic", "constant_products", "keep
 
 #: Whether :func:`constant_products` keeps every adder on a device family (``keep``): where a carry chain's cell
 #: holds the sum bit's LUT (the ECP5's CCU2C, two bits; Gowin's ALU, one), a kept adder is one carry cell a bit,
-#: where Yosys' merged sums are full adders in LUT4s beside a shorter chain. The iCE40's SB_CARRY is counted beside
-#: its LUT4, and there the merged sums are the smaller (issue 24's case c, the graph alone, Yosys 0.70: iCE40
-#: 5,134 SB_LUT4 + 1,773 SB_CARRY merged against 4,457 + 3,206 kept; ECP5 3,247 LUT4 + 1,207 CCU2C against
-#: 2,021 CCU2C; Gowin 3,823 LUT1-4 + 2,224 ALU against 3,745 ALU).
+#: where Yosys' merged sums are full adders in LUT4s beside a shorter chain. Issue 24's count, LUT4 + SB_CARRY on the
+#: iCE40, takes the merged sums there: kept, the SB_CARRYs outgrow the LUT4s saved (the MVAU, Yosys 0.70, cases c, b,
+#: a: iCE40 4,463 + 3,206, 8,581 + 5,988, 24,507 + 18,539 kept against 5,142 + 1,773, 8,868 + 3,339, 30,267 + 9,869
+#: merged; ECP5 4 LUT4 + 2,021 CCU2C kept against 3,248 + 1,207 merged on case c; Gowin 3,750 LUT1-4 and ALU kept
+#: against 6,050 merged on case c).
 KEPT_ADDERS = {"ice40": False, "ecp5": True, "gowin": True}
 
 
