@@ -128,6 +128,11 @@ def _window_features(spec: WindowSpec) -> tuple[dict[str, float], dict[str, floa
         # one, the rows it frees a cycle later, and the frame's beat count with its last-beat flag.
         beats = spec.out_h * spec.out_w * kh * kw * spec.channels // spec.simd
         registers += 4 + 2 + range_bits(h + sh + 1) + (range_bits(beats) + 1 if beats > 1 else 0)
+        # The ring's read address and padding flag as registers, moved with the counters: each move an adder
+        # of the address's width from it or from a corner's address (Yosys keeps about one register's bits).
+        address = _signed_range_bits(-left * cf, spec.ring_words + (w + extent_w + 1) * cf)
+        registers += address + 1
+        ring_steps += 3 * address
     # Stepping modulo a ring of 2**n words is an n-bit adder; any other ring needs a compare and
     # a subtraction as well.
     ring_wraps = ring_steps if spec.ring_words & (spec.ring_words - 1) else 0

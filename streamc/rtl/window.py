@@ -356,7 +356,41 @@ class SlidingWindow(wiring.Component):
 
         advance = Signal()
         issue = Signal()
-        pad = Signal()
+
+        def outside(row, down: int, col, right: int):
+            """Whether the beat ``down`` rows and ``right`` columns past (``row``, ``col``) is padding, each
+            bound compared with the register itself."""
+            return (row < -down) | (row >= h - down) | (col < -right) | (col >= w - right)
+
+        # The ring address of the beat the reader points at, unwrapped (row_addr + col_beat + cf_n), and whether
+        # it is padding. With needed_register both are registers, set as the counters move, each move's address
+        # the one before plus a constant or a corner's register plus one: no adder lies between the counters and
+        # the ring's read (the digits CNN's pool window on the ECP5-85F took 10.1 ns through two carry chains
+        # into a LUT RAM's read, 2026-11-28).
+        if self.needed_register:
+            first_address = (-top * row_beats) % ring - left * cf
+            span = range(min(first_address, -left * cf), ring + (w + extent_w + 1) * cf)
+            address = Signal(span, init=first_address)
+            row_corner = Signal(span, init=first_address, name="row_corner_address")
+            top_corner = Signal(span, init=first_address, name="top_corner_address")
+            pad = Signal(init=top > 0 or left > 0 or h == 0 or w == 0)
+        else:
+            address, pad = row_addr + col_beat + cf_n, Signal()
+            m.d.comb += pad.eq(outside(r, 0, c, 0))
+
+        def move_address(value, *, row_move=None, top_move=None, pad_value=None) -> list:
+            """The address and padding registers' moves with the counters' (none without needed_register)."""
+            if not self.needed_register:
+                return []
+            moves = [address.eq(value), pad.eq(pad_value)]
+            moves += [] if row_move is None else [row_corner.eq(row_move)]
+            return moves + ([] if top_move is None else [top_corner.eq(top_move)])
+
+        def wrapped(corner, register, step: int):
+            """``corner`` moved as ``ring_add(register, step)`` moves ``register``: ``step`` on, less the ring
+            where ``register`` wraps."""
+            step %= ring
+            return Mux(register >= ring - step, corner + (step - ring), corner + step)
         # With needed_register the reader issues on compares registered a cycle before, one per move the corner can
         # make then (none, along the row, to the next row, to the frame's first patch), so that no carry chain lies
         # between the counts and the reader's counters (22.9 ns on the UP5K). The written count they read is a
@@ -373,46 +407,58 @@ class SlidingWindow(wiring.Component):
         m.d.comb += [
             advance.eq(~self.o.valid | self.o.ready),
             issue.eq(advance & enough),
-            pad.eq((r < 0) | (r >= h) | (c < 0) | (c >= w)),
-            read.addr.eq(Mux(pad, 0, row_addr + col_beat + cf_n)),
+            read.addr.eq(Mux(pad, 0, address)),
             read.en.eq(advance),
         ]
 
         # The reader frees the rows before the next output row's first row as it moves on.
         freed = Signal(range(h + sh + 1))
         frame_done = Signal()
+        left_pad = -left < 0 or -left >= w
         with m.If(issue):
             with m.If(cf_n != cf - 1):
-                m.d.sync += cf_n.eq(cf_n + 1)
+                m.d.sync += [cf_n.eq(cf_n + 1), *move_address(address + 1, pad_value=pad)]
             with m.Elif(kw_n != kw - 1):
                 m.d.sync += [cf_n.eq(0), kw_n.eq(kw_n + 1), c.eq(c + dw),
-                             col_beat.eq(col_beat + dw * cf)]
+                             col_beat.eq(col_beat + dw * cf),
+                             *move_address(address + (dw * cf - cf + 1), pad_value=outside(r, 0, c, dw))]
             with m.Elif(kh_n != kh - 1):
+                below = wrapped(row_corner, row_addr, dh * row_beats) if self.needed_register else None
                 m.d.sync += [cf_n.eq(0), kw_n.eq(0), kh_n.eq(kh_n + 1), r.eq(r + dh),
                              row_addr.eq(ring_add(row_addr, dh * row_beats)),
-                             c.eq(c0), col_beat.eq(c0_beat)]
+                             c.eq(c0), col_beat.eq(c0_beat),
+                             *move_address(below, row_move=below, pad_value=outside(r, dh, c0, 0))]
             with m.Elif(ow_n != self._ow - 1):
+                along = top_corner + sw * cf if self.needed_register else None
                 m.d.sync += [cf_n.eq(0), kw_n.eq(0), kh_n.eq(0), ow_n.eq(ow_n + 1),
                              r.eq(r0), row_addr.eq(top_addr), *set_needed(next_col, 1),
                              c0.eq(c0 + sw), c.eq(c0 + sw),
-                             c0_beat.eq(c0_beat + sw * cf), col_beat.eq(c0_beat + sw * cf)]
+                             c0_beat.eq(c0_beat + sw * cf), col_beat.eq(c0_beat + sw * cf),
+                             *move_address(along, row_move=along, top_move=along, pad_value=outside(r0, 0, c0, sw))]
             with m.Else():
                 m.d.sync += [cf_n.eq(0), kw_n.eq(0), kh_n.eq(0), ow_n.eq(0),
                              c0.eq(-left), c.eq(-left),
                              c0_beat.eq(-left * cf), col_beat.eq(-left * cf)]
                 with m.If(oh_n != self._oh - 1):
                     next_top = ring_add(top_addr, sh * row_beats)
+                    start = wrapped(top_addr - left * cf, top_addr, sh * row_beats) if self.needed_register else None
                     m.d.sync += [oh_n.eq(oh_n + 1), r0.eq(r0 + sh), r.eq(r0 + sh),
                                  r0_pixels.eq(r0_pixels + sh * w),
                                  *set_needed(next_row, 2),
-                                 top_addr.eq(next_top), row_addr.eq(next_top)]
+                                 top_addr.eq(next_top), row_addr.eq(next_top),
+                                 *move_address(start, row_move=start, top_move=start,
+                                               pad_value=(r0 < -sh) | (r0 >= h - sh) | left_pad)]
                     m.d.comb += freed.eq(Mux(r0 + sh <= 0, 0, Mux(r0 < 0, r0 + sh, sh)))
                 with m.Else():
-                    next_top = ring_add(base_addr, h * row_beats - top * row_beats)
+                    frame_step = h * row_beats - top * row_beats
+                    next_top = ring_add(base_addr, frame_step)
+                    start = wrapped(base_addr - left * cf, base_addr, frame_step) if self.needed_register else None
                     m.d.sync += [oh_n.eq(0), r0.eq(-top), r.eq(-top), r0_pixels.eq(-top * w),
                                  *set_needed(needed_first, 3),
                                  base_addr.eq(ring_add(base_addr, h * row_beats)),
-                                 top_addr.eq(next_top), row_addr.eq(next_top)]
+                                 top_addr.eq(next_top), row_addr.eq(next_top),
+                                 *move_address(start, row_move=start, top_move=start,
+                                               pad_value=top > 0 or h == 0 or left_pad)]
                     m.d.comb += [freed.eq(h - self._last_row_first), frame_done.eq(1)]
 
         if self.needed_register:
