@@ -407,7 +407,9 @@ class SlidingWindow(wiring.Component):
         m.d.comb += [
             advance.eq(~self.o.valid | self.o.ready),
             issue.eq(advance & enough),
-            read.addr.eq(Mux(pad, 0, address)),
+            # A padding beat's word is replaced below, so with the address a register the ring reads it as it
+            # stands, out of the ring or not, without a LUT level between the register and the read.
+            read.addr.eq(address if self.needed_register else Mux(pad, 0, address)),
             read.en.eq(advance),
         ]
 
