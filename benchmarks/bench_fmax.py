@@ -1,7 +1,8 @@
 """fmax after place and route, with and without the clock's pipeline registers, per design and board.
 
 Run: python benchmarks/bench_fmax.py [--boards icebreaker ulx3s-85f tangnano9k] [--designs digits tfc-w1a1 digits-cnn]
-                                    [--pipelining clock none] [--out DIR] [--seeds N] [--budget F] [--clock-mhz F]
+                                    [--pipelining clock none] [--out DIR] [--seeds N] [--budget F]
+                                    [--clock-mhz F|auto]
 
 Each design is planned at the fastest folding within the board's budget (``budget``: 90 % of the UP5K's logic cells,
 which its flip-flops take too, and 60 % of the Tang Nano 9K's GW1NR-9 with the board shell kept free, half of the
@@ -13,7 +14,9 @@ by :func:`streamc.pnr.build_board`, as ``streamc build`` does. Each row is run t
 clock`` (the registers the delay model asks for at that clock). The table gives cycles/frame, nextpnr's fmax,
 frames/s at the clock the design closes at (the lower of fmax and the clock asked), the cells placed (logic,
 flip-flops, block RAM, DSP), frames/s per logic cell, the predicted latency of a frame through the empty
-accelerator at that clock, the critical path's ends; with ``--seeds N``, the best of up to N placement seeds.
+accelerator at that clock, the critical path's ends; with ``--seeds N``, the best of up to N placement seeds. With
+``--clock-mhz auto`` the planner chooses the clock with the folding (``clock_mhz: auto``; ``--pipelining clock`` only),
+and the design is placed at the clock it chose.
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ def placed(utilization: dict, cells: dict[str, int]) -> int | str:
 
 
 def accelerator_verilog(design: str, board: str, pipelining: str, out: Path, budget: float,
-                        clock_mhz: float) -> tuple[Path, BuildState]:
+                        clock_mhz: float | str) -> tuple[Path, BuildState]:
     """Compile ``design`` for ``board``'s device within its budget at its clock; the Verilog's path and the build
     state."""
     folder = out / f"{design}_{board}_{pipelining}"
@@ -93,7 +96,8 @@ def main() -> None:
                         help="work folder (YoWASP tools cannot see /tmp paths given absolutely; any folder works)")
     parser.add_argument("--seeds", type=int, default=1, help="placement seeds to try while timing is short")
     parser.add_argument("--budget", type=float, help="share of the device for every board (default: BUDGET's)")
-    parser.add_argument("--clock-mhz", type=float, help="the clock for every board (default: TARGET_MHZ's)")
+    parser.add_argument("--clock-mhz", type=lambda text: text if text == "auto" else float(text),
+                        help="the clock for every board, or auto: chosen by the planner (default: TARGET_MHZ's)")
     args = parser.parse_args()
 
     table = Table(title="fmax after place and route (nextpnr)", title_justify="left")
@@ -108,7 +112,9 @@ def main() -> None:
                 budget, mhz = args.budget or BUDGET[board], args.clock_mhz or TARGET_MHZ[board]
                 verilog, state = accelerator_verilog(design, board, pipelining, args.out, budget, mhz)
                 cycles = state.dataflow.cycles_per_frame()
-                lead = (design, board, f"{budget:g}", pipelining, str(cycles), f"{mhz:g}")
+                lead = (design, board, f"{budget:g}", pipelining, str(cycles),
+                        f"{state.clock_mhz:g}" + (" (auto)" if mhz == "auto" else ""))
+                mhz = state.clock_mhz
                 started = time.perf_counter()
                 try:
                     result = build_board(accelerator_verilog=verilog,

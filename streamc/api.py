@@ -121,8 +121,13 @@ class Accelerator:
         return self.dataflow.cycles_per_frame()
 
     @property
+    def clock_mhz(self) -> float:
+        """The clock the design is pipelined and planned for: the config's, or the planner's choice (``"auto"``)."""
+        return self._state.clock_mhz
+
+    @property
     def frames_per_second(self) -> float:
-        return self.config.clock_mhz * 1e6 / self.cycles_per_frame
+        return self.clock_mhz * 1e6 / self.cycles_per_frame
 
     @property
     def output_dir(self) -> Path:

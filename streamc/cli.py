@@ -161,7 +161,8 @@ def _estimate(args, console: Console, errors: Console) -> int:
         errors.print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_ERROR
     console.print(f"predicted {report['predicted_cycles_per_frame']} cycles per frame, "
-                  f"{report['predicted_fps']:,.0f} frames/s at {report['clock_mhz']:g} MHz")
+                  f"{report['predicted_fps']:,.0f} frames/s at {report['clock_mhz']:g} MHz"
+                  + (" (clock_mhz auto: chosen)" if report["clock_chosen"] else ""))
     for name, device in report["devices"].items():
         total, budget = device["total"], device["budget"]
         used = ", ".join(f"{key.upper()} {total[key]}/{budget[key]}" for key in ("lut", "ff", "bram", "dsp"))

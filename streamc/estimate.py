@@ -37,9 +37,9 @@ def run_estimate(config_path: Path, *, device_names: list[str] | None = None) ->
     cycles = dataflow.cycles_per_frame()
     budget = cycle_budget(target_fps=config.target_fps, clock_mhz=config.clock_mhz) if config.target_fps else None
     report = {
-        "config": str(config_path), "clock_mhz": config.clock_mhz, "target_fps": config.target_fps,
-        "cycle_budget": budget, "predicted_cycles_per_frame": cycles,
-        "predicted_fps": config.clock_mhz * 1e6 / cycles,
+        "config": str(config_path), "clock_mhz": acc.clock_mhz, "clock_chosen": config.clock_mhz == "auto",
+        "target_fps": config.target_fps, "cycle_budget": budget, "predicted_cycles_per_frame": cycles,
+        "predicted_fps": acc.clock_mhz * 1e6 / cycles,
         "kernels": [{"name": r.name, "kind": r.kind, "cycles": r.cycles, "folding": r.folding,
                      "resources": {d: e.to_dict() for d, e in r.resources.items()}} for r in rows],
         "devices": {},
@@ -66,8 +66,9 @@ def _markdown(report: dict, charts: list[str]) -> str:
     lines = [f"# Estimate for {report['config']}", ""]
     target = (f"target {report['target_fps']:g} frames/s = {report['cycle_budget']} cycles per frame at "
               f"{report['clock_mhz']:g} MHz" if report["target_fps"] else "explicit folding")
+    chosen = f" at {report['clock_mhz']:g} MHz (clock_mhz auto: chosen)" if report["clock_chosen"] else ""
     lines += [f"{target}; predicted {report['predicted_cycles_per_frame']} cycles per frame, "
-              f"{report['predicted_fps']:,.0f} frames/s.", ""]
+              f"{report['predicted_fps']:,.0f} frames/s{chosen}.", ""]
     for name, device in report["devices"].items():
         verdict = "fits" if device["fits"] else f"does NOT fit (over: {', '.join(device['over_budget'])})"
         lines += [f"## {name} ({device['part']}): {verdict}", "",

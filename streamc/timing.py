@@ -29,6 +29,9 @@ class DelayModel:
         A flip-flop's clock-to-output and setup, with the routes out of it and into the next.
     adder_ns : float
         One level of an adder tree: a LUT and the route to the next level.
+    adder_growth_ns : float
+        What each level adds to the one before it: a tree's later levels sum wider numbers, which Yosys maps to
+        more LUT levels.
     carry_ns : float
         One bit of a carry chain.
     memory_ns : float
@@ -44,6 +47,9 @@ class DelayModel:
     rom_level_ns : float
         One LUT level of a ROM kept in logic, with its route: its address bits fan out to every bit of every
         word, so its routes are longer than an adder tree's.
+    control_ns : float
+        The longest control path no pipeline register splits, register to register: a unit's fold counter through
+        its compares into its input buffer's write, a FIFO's level into a sliding window's issue.
     """
 
     register_ns: float
@@ -54,17 +60,30 @@ class DelayModel:
     hard_multiply_ns: float
     rom_level_ns: float
     handshake_ns: float
+    control_ns: float
+    adder_growth_ns: float = 0.0
 
     def tree_every(self, period_ns: float, levels: int, width: int) -> int:
         """Adder levels between registers so that ``levels`` levels of ``width``-bit sums and the
         accumulator after them close at ``period_ns``: 0 when all of them fit in one stage, else the levels
         of each of the fewest stages in which they fit (at least 1), spread evenly: five levels of which four
         fit are registered after three (and the last), not after four and a lone fifth, in as many stages."""
-        if self.register_ns + (levels + 1) * self.adder_ns + width * self.carry_ns <= period_ns:
+        if self._stage_ns(0, levels + 1, width) <= period_ns:
             return 0
-        fit = max(1, min(levels, math.floor((period_ns - self.register_ns - width * self.carry_ns) / self.adder_ns)))
+        fit = next((every for every in range(levels, 0, -1) if self._fits(period_ns, levels, width, every)), 1)
         stages = max(1, -(-levels // fit))
-        return max(1, -(-levels // stages))
+        even = max(1, -(-levels // stages))
+        return even if self._fits(period_ns, levels, width, even) else fit
+
+    def _stage_ns(self, first: int, count: int, width: int) -> float:
+        """A tree stage of ``count`` levels from level ``first`` (0 the first) with the accumulator's carry."""
+        return (self.register_ns + count * self.adder_ns + self.adder_growth_ns * (count * first + count * (count - 1) / 2)
+                + width * self.carry_ns)
+
+    def _fits(self, period_ns: float, levels: int, width: int, every: int) -> bool:
+        """Whether ``levels`` registered after every ``every`` close, the accumulator (a level) after the last."""
+        return all(self._stage_ns(first, min(every, levels + 1 - first), width) <= period_ns
+                   for first in range(0, levels + 1, every))
 
     def operand_register(self, period_ns: float, multiplies: bool, rom_words: int = 0) -> bool:
         """Whether a memory read and the lane's operation after it (a multiply, or a LUT level) need a
@@ -84,6 +103,13 @@ class DelayModel:
         """Whether a hard multiplier between two registers closes at ``period_ns`` (else the planner keeps the
         multiplies in LUTs)."""
         return self.register_ns + self.hard_multiply_ns <= period_ns
+
+    def closes(self, period_ns: float, width: int) -> bool:
+        """Whether the paths no pipeline register splits close at ``period_ns``: a block RAM's read into the register
+        after it, one adder level with the ``width``-bit accumulator after it (a tree's shortest stage), and the
+        control paths (:attr:`control_ns`)."""
+        return max(self.register_ns + max(self.memory_ns, self.adder_ns + width * self.carry_ns),
+                   self.control_ns) <= period_ns
 
     def ready_register(self, period_ns: float) -> bool:
         """Whether a stage's pipeline should move on a register of its own rather than on its consumer's ready
@@ -114,6 +140,13 @@ def rom_levels(words: int) -> int:
 #: 2.7 ns a level had put all five in one stage. Registered after four levels, TFC's 64 x 64 layer and the digits CNN's
 #: first convolution took 22.0 and 22.2 ns from their product registers through those four (``calibrate_delays.py``'s
 #: adder level as placed: 4.54 and 4.47 ns a level, median of five such stages 4.54): an adder level is 4.5 ns.
+#: An iCE40 tree's later levels take longer (``adder_growth_ns``): TFC-w1a1 at 128 cycles/frame planned for 40 MHz
+#: (its first layer SIMD 196, eight popcount levels registered after every four) closed at 31.0 MHz on levels five to
+#: eight and the accumulator, 32.24 ns ten LUTs deep, its routes the usual 1.76 ns (2026-11-28). Not the device's
+#: fill: that placement took 4,920 of the 5,280 cells, and TFC at 196 cycles/frame for 50 MHz 3,259, with the same
+#: 1.76 ns routes between LUTs; its layer 2 tree's levels one to three took 18.66 ns. Level ``l`` (from 0) taken as
+#: ``adder_ns + l * adder_growth_ns``, the two paths solved for both: 3.8 ns and 0.48 ns a level (the four first levels
+#: of the calibration above, 22.0-22.2 ns, are then predicted at 24.2: on the safe side).
 #: The iCE40's multiply: the digits CNN's second convolution on the UP5K (UINT4 x INT4 in LUTs), its input buffer's
 #: block RAM (4.7 ns to its first LUT) and the buffer's select (4.6 ns) then 15.2 ns of multiply into the product
 #: register, setup included (2026-11-28, after the window's counts were summed ahead); 6.0 ns before, an estimate.
@@ -132,13 +165,31 @@ def rom_levels(words: int) -> int:
 #: A ROM level in logic: on the UP5K, TFC-w1a1's 64-word ROM read (22.9 ns, four LUT levels after the register's
 #: 3.7, routes of 3.5-4.2 ns on a device 98 % full) gives 4.8 ns; the ECP5's and the GW1NR-9's are not measured,
 #: the ECP5's scaled from its adder level by the iCE40's ratio (1.8), the GW1NR-9's the iCE40's.
+#: Control paths, which the clock's registers do not split (what bounds ``clock_mhz: auto``): on the UP5K, TFC-w1a1
+#: planned for 60 MHz closed at 52.5 MHz on its MVAU's fold counter into its input buffer (19.1 ns), and the digits
+#: CNN at 50 MHz at 51.6 MHz on a FIFO's level into its sliding window's issue (19.36 ns), and at 51 MHz (chosen by
+#: ``clock_mhz: auto`` with 19.4 ns here) at 48.6 MHz on the same path, 20.6 ns (2026-11-28): the largest, 20.6. On the
+#: ECP5-85F the digits MLP with its block RAMs' output registers (a timing-only trial) stopped at an input buffer's
+#: write enable from the neuron fold through the width converter's valid, 6.75 ns: 6.8. The GW1NR-9's is not measured
+#: apart: 10.8 ns is the period of its fastest placement (the digits CNN, 93.2 MHz), a bound.
 DELAYS = {
-    "ice40": DelayModel(register_ns=3.7, adder_ns=4.5, carry_ns=0.3, memory_ns=4.5, multiply_ns=14.4,
-                        hard_multiply_ns=14.4, rom_level_ns=4.8, handshake_ns=20.0),
+    "ice40": DelayModel(register_ns=3.7, adder_ns=3.8, carry_ns=0.3, memory_ns=4.5, multiply_ns=14.4,
+                        hard_multiply_ns=14.4, rom_level_ns=4.8, handshake_ns=20.0, control_ns=20.6,
+                        adder_growth_ns=0.48),
     "ecp5": DelayModel(register_ns=2.2, adder_ns=1.4, carry_ns=0.06, memory_ns=7.1, multiply_ns=5.5,
-                       hard_multiply_ns=12.4, rom_level_ns=2.5, handshake_ns=10.4),
+                       hard_multiply_ns=12.4, rom_level_ns=2.5, handshake_ns=10.4, control_ns=6.8),
     "gowin": DelayModel(register_ns=2.5, adder_ns=3.9, carry_ns=0.06, memory_ns=5.5, multiply_ns=5.5,
-                        hard_multiply_ns=5.5, rom_level_ns=4.8, handshake_ns=22.2),
+                        hard_multiply_ns=5.5, rom_level_ns=4.8, handshake_ns=22.2, control_ns=10.8),
+}
+
+
+#: The clocks ``clock_mhz: auto`` plans at, per family: ones the boards' PLLs make exactly from their oscillators (the
+#: iCEBreaker's 12 MHz: multiples of 1.5 MHz; the ULX3S' 25 MHz: of 5; the Tang boards' 27 MHz: of 6.75), from 24,
+#: 50 and 27 MHz up to past what the family's control paths allow (:attr:`DelayModel.control_ns`).
+CLOCK_CANDIDATES_MHZ = {
+    "ice40": tuple(1.5 * n for n in range(16, 61)),
+    "ecp5": tuple(5.0 * n for n in range(10, 41)),
+    "gowin": tuple(6.75 * n for n in range(4, 17)),
 }
 
 

@@ -73,9 +73,10 @@ def test_unknown_keys_are_named(text, message, tmp_path):
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("target_fps: 1\nclock_mhz: -5\n", "clock_mhz: Input should be greater than 0, not -5"),
-    ("target_fps: 1\nclock_mhz: 0\n", "clock_mhz: Input should be greater than 0, not 0"),
-    ("target_fps: 1\nclock_mhz: '100'\n", "clock_mhz: Input should be a valid number, not '100'"),
+    ("target_fps: 1\nclock_mhz: -5\n", "clock_mhz must be a positive number of MHz or auto (with budget), not -5"),
+    ("target_fps: 1\nclock_mhz: 0\n", "clock_mhz must be a positive number of MHz or auto (with budget), not 0"),
+    ("target_fps: 1\nclock_mhz: '100'\n", "clock_mhz must be a positive number of MHz or auto (with budget), "
+                                         "not '100'"),
     ("target_fps: .inf\n", "target_fps: Input should be a finite number, not inf"),
     ("target_fps: fast\n", "target_fps: Input should be a valid number, not 'fast'"),
     ("folding: {fc1: {pe: true, simd: 1}}\n", "folding.fc1.pe: Input should be a valid integer, not True"),

@@ -27,11 +27,12 @@ def fastest_that_fits(dataflow: Dataflow, config: BuildConfig) -> str:
         plan = plan_folding(copy.deepcopy(dataflow), config.model_copy(update={"target_fps": None, "budget": 1.0}))
     except FoldingError:
         return f". No folding fits the {device}, however slow"
-    fps = config.clock_mhz * 1e6 / plan.cycles
+    mhz = plan.clock_mhz or config.clock_mhz
+    fps = mhz * 1e6 / plan.cycles
     ask = (f"ask target_fps: {_floor(fps)}, or budget: 1.0 for the fastest folding within the device"
            if config.target_fps is not None else "ask budget: 1.0")
     return (f". The fastest that fits the {device} takes {plan.cycles} cycles per frame: {_floor(fps):,} frames/s at "
-            f"clock_mhz {config.clock_mhz:g} ({ask})")
+            f"clock_mhz {mhz:g} ({ask})")
 
 
 def timing_advice(fmax_mhz: float, cycles: int, config: BuildConfig) -> str:

@@ -9,12 +9,13 @@ never executed.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator, model_validator
 
 from ..boards import get_board
 from ..errors import ConfigError
@@ -133,7 +134,9 @@ class BuildConfig(_Strict):
     model: ConfigPath
     output_dir: ConfigPath
     devices: list[Literal[SYNTH_DEVICES]] = list(DEVICES)
-    clock_mhz: PositiveFinite = 100.0
+    clock_mhz: PositiveFinite | Literal["auto"] = 100.0
+    """The design clock in MHz; with budget, auto: the clock of the most frames/s among the first device family's
+    candidates (streamc.timing.CLOCK_CANDIDATES_MHZ), each planned with the pipelining it needs."""
     target_fps: PositiveFinite | None = None
     budget: DeviceFraction | None = None
     folding: dict[str, FoldingEntry] | None = None
@@ -151,6 +154,15 @@ class BuildConfig(_Strict):
     """clock: the kernels get the pipeline registers clock_mhz needs on the first device's family, by its
     delay model (streamc.timing); none: no registers beyond the kernels' fixed stages."""
 
+    @field_validator("clock_mhz", mode="before")
+    @classmethod
+    def _clock(cls, value):
+        # One line for every wrong value, not the union's line per member.
+        if value != "auto" and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                or not math.isfinite(value) or value <= 0):
+            raise ValueError(f"clock_mhz must be a positive number of MHz or auto (with budget), not {value!r}")
+        return value
+
     @model_validator(mode="before")
     @classmethod
     def _board_steps(cls, data):
@@ -167,6 +179,9 @@ class BuildConfig(_Strict):
             raise ValueError(f"give one of target_fps (the cheapest folding that reaches it), budget (the fastest "
                              f"folding within that fraction of the first device) or folding (pe and simd per "
                              f"layer); {given}")
+        if self.clock_mhz == "auto" and (self.budget is None or self.pipelining != "clock"):
+            raise ValueError("clock_mhz: auto chooses the clock with the folding: it needs budget (not target_fps or "
+                             "folding) and pipelining: clock")
         if self.budget is not None and not self.devices:
             raise ValueError("budget is a fraction of the first device in devices, but devices is empty; "
                              f"give at least one of {', '.join(DEVICES)}")

@@ -56,6 +56,8 @@ class BuildState:
     frames: np.ndarray | None = None
     expected: np.ndarray | None = None
     labels: np.ndarray | None = None
+    #: The clock the fold step pipelined and planned for: the config's clock_mhz, or the one it chose (auto).
+    clock_mhz: float | None = None
     #: Where the sim step's shards run: a Dask scheduler's address, or None for local processes. Not in the
     #: config: where a build runs changes nothing it makes.
     scheduler: str | None = None
@@ -106,12 +108,13 @@ def fold_step(state: BuildState) -> None:
     config, dataflow = state.config, state.dataflow
     layers = dataflow.layers
     # Before planning: each folding is priced as it is built for the device family, and with the registers its
-    # clock needs.
+    # clock needs (an auto clock: each candidate's, as the planner tries it).
     family = get_device(config.devices[0] if config.devices else "ice40-up5k").family
     for stage in dataflow.stages:
         stage.build_for(family)
-    if config.pipelining == "clock":
-        clock = Clock(mhz=config.clock_mhz, family=family)
+    state.clock_mhz = None if config.clock_mhz == "auto" else config.clock_mhz
+    if config.pipelining == "clock" and state.clock_mhz is not None:
+        clock = Clock(mhz=state.clock_mhz, family=family)
         for stage in dataflow.stages:
             stage.pipeline_for(clock)
     if config.folding is not None:
@@ -120,7 +123,8 @@ def fold_step(state: BuildState) -> None:
         fold_vector_units(dataflow.stages, max(layer.cycles() for layer in layers) if layers else 0)
     else:
         try:
-            plan_folding(dataflow, config)
+            plan = plan_folding(dataflow, config)
+            state.clock_mhz = plan.clock_mhz or state.clock_mhz
         except FoldingError as exc:
             raise FoldingError(f"{exc}{fastest_that_fits(dataflow, config)}") from None
     fold_streaming_stages(dataflow)
@@ -132,9 +136,10 @@ def fold_step(state: BuildState) -> None:
         _check_explicit_folding_fits(state.resources)
     latencies = stage_latencies(dataflow, fifo_depths(dataflow, config.fifo_depth))
     state.folder.write_report("estimates", {
-        "clock_mhz": config.clock_mhz,
+        "clock_mhz": state.clock_mhz,
+        "clock_chosen": config.clock_mhz == "auto",
         "predicted_cycles_per_frame": cycles,
-        "predicted_fps": config.clock_mhz * 1e6 / cycles,
+        "predicted_fps": state.clock_mhz * 1e6 / cycles,
         "predicted_latency_cycles": latencies[-1].first,
         "target_fps": config.target_fps,
         "stages": [{**_stage_estimate(stage), "latency": asdict(latency)}
@@ -387,7 +392,7 @@ def pnr_step(state: BuildState) -> None:
     config, folder = state.config, state.folder
     result = build_board(accelerator_verilog=folder.path("verilog", f"{TOP}.v"),
                          frame_format=FrameFormat.from_dataflow(state.dataflow), board=config.board,
-                         clock_mhz=config.clock_mhz, seed=config.pnr_seed, seeds=config.pnr_seeds,
+                         clock_mhz=state.clock_mhz, seed=config.pnr_seed, seeds=config.pnr_seeds,
                          workdir=folder.path("pnr", config.board, "x").parent)
     state.pnr = asdict(result)
     if result.timing_met:

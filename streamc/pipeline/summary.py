@@ -60,8 +60,9 @@ def print_design(state: BuildState, console: Console) -> None:
     console.print(f"Host head: {' -> '.join(n.op_type for n in df.head.nodes) or '(none)'}   "
                   f"Host float tail: {' -> '.join(n.op_type for n in df.tail.nodes) or '(none)'}")
     predicted = df.cycles_per_frame()
-    console.print(f"Predicted: {predicted} cycles/frame = {state.config.clock_mhz * 1e6 / predicted:,.0f} frames/s "
-                  f"at {state.config.clock_mhz:g} MHz")
+    chosen = " (clock_mhz auto: chosen by the planner)" if state.config.clock_mhz == "auto" else ""
+    console.print(f"Predicted: {predicted} cycles/frame = {state.clock_mhz * 1e6 / predicted:,.0f} frames/s "
+                  f"at {state.clock_mhz:g} MHz{chosen}")
 
 
 def print_estimates(state: BuildState, console: Console) -> None:

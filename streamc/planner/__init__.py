@@ -5,7 +5,9 @@ Two questions, both answered on the resource models of :mod:`streamc.resources` 
 - :func:`plan_for_cycles`: the folding with the fewest LUTs whose every stage takes at most a
   given number of cycles per frame (``target_fps`` at ``clock_mhz``);
 - :func:`plan_for_budget`: the fewest cycles per frame whose cheapest folding fits a fraction of
-  the device's LUTs, with its block RAM, SPRAM, DSPs and flip-flops.
+  the device's LUTs, with its block RAM, SPRAM, DSPs and flip-flops;
+- :func:`plan_clock_for_budget`: that at each candidate clock, pipelined for it, keeping the most frames per
+  second (``clock_mhz: auto``).
 
 The design is a chain of foldable stages (those with knobs, :meth:`~streamc.stages.base.Stage.knobs`) with stages
 between them whose lanes follow their neighbours (a lookup table keeps its producer's pace, a
@@ -45,8 +47,8 @@ from .cost import (
                         Plan,
                         device_limits,
 )
-from .search import Planner, plan_folding, plan_for_budget, plan_for_cycles
+from .search import Planner, plan_clock_for_budget, plan_folding, plan_for_budget, plan_for_cycles
 
 __all__ = ["EXHAUSTIVE_LIMIT", "EXHAUSTIVE_LIMIT_BRANCHING", "LIMITED", "Chain", "Plan",
            "Planner", "device_limits", "exhaustive_for_budget", "exhaustive_for_cycles", "exhaustive_size",
-           "greedy_for_budget", "greedy_for_cycles", "plan_folding", "plan_for_budget", "plan_for_cycles"]
+           "greedy_for_budget", "greedy_for_cycles", "plan_clock_for_budget", "plan_folding", "plan_for_budget", "plan_for_cycles"]

@@ -20,6 +20,7 @@ from ..folding import fold_streaming_stages
 from ..hw import Dataflow
 from ..resources import ResourceEstimate, estimate_kernel, family_of, with_placement
 from ..stages import Knob, Stage
+from ..timing import Clock
 
 LIMITED = ("lut", "ff", "bram", "dsp", "spram")
 #: The flip-flop count only breaks ties between foldings with equal LUTs.
@@ -45,6 +46,8 @@ class Plan:
     fits : bool
         Whether ``resources`` fit the limits the plan was asked to respect (the whole device when
         none were given).
+    clock_mhz : float or None
+        The clock the planner chose with the folding (``clock_mhz: auto``); None where the configuration gave it.
     """
 
     folding: dict[str, dict[str, int]]
@@ -52,6 +55,7 @@ class Plan:
     resources: ResourceEstimate
     device: str
     fits: bool
+    clock_mhz: float | None = None
 
     def fps(self, clock_mhz: float) -> float:
         return clock_mhz * 1e6 / self.cycles
@@ -104,19 +108,25 @@ def over_limits(resources: ResourceEstimate, limits: dict[str, int], family: str
     return over
 
 
-#: Specs, cycles and costs already computed, per dataflow and FIFO depth: the searches of one design
-#: (the planner, its baselines, each budget and device tried) share them. Specs and cycles do not
-#: depend on the device; costs are kept per device family. The dataflow is kept to tell a reused id.
-_CACHES: dict[tuple[int, int], tuple[Dataflow, tuple[dict, ...]]] = {}
-_CACHES_KEPT = 8
+#: Specs, cycles and costs already computed, per dataflow, FIFO depth and clock: the searches of one design
+#: (the planner, its baselines, each budget, device and clock tried) share them. Specs and cycles do not
+#: depend on the device; costs are kept per device family. Cycles do not depend on the clock either (its
+#: registers move with the stall), so every clock shares them. The dataflow is kept to tell a reused id.
+_CACHES: dict[tuple, tuple[Dataflow, tuple[dict, ...]]] = {}
+_CACHES_KEPT = 16
 
 
-def _caches_of(dataflow: Dataflow, fifo_depth: int) -> tuple[dict, ...]:
-    key = (id(dataflow), fifo_depth)
+def _caches_of(dataflow: Dataflow, fifo_depth: int, clock: Clock | None) -> tuple[dict, ...]:
+    """The cycle caches (node, edge), then the clock's spec and cost caches."""
+    return _cached(dataflow, fifo_depth, "cycles", 2) + _cached(dataflow, fifo_depth, clock, 7)
+
+
+def _cached(dataflow: Dataflow, fifo_depth: int, clock, count: int) -> tuple[dict, ...]:
+    key = (id(dataflow), fifo_depth, clock)
     if key not in _CACHES or _CACHES[key][0] is not dataflow:
         while len(_CACHES) >= _CACHES_KEPT:
             del _CACHES[next(iter(_CACHES))]
-        _CACHES[key] = (dataflow, tuple({} for _ in range(9)))
+        _CACHES[key] = (dataflow, tuple({} for _ in range(count)))
     return _CACHES[key][1]
 
 
@@ -136,7 +146,13 @@ class Chain:
     knobs, link and fork (:meth:`_group_terms`), searched exactly by :meth:`_eliminate`.
     """
 
-    def __init__(self, dataflow: Dataflow, device: Device, fifo_depth: int, placement: bool = True):
+    def __init__(self, dataflow: Dataflow, device: Device, fifo_depth: int, placement: bool = True,
+                 clock: Clock | None = None):
+        # With a clock, every stage is pipelined for it here, before anything is priced; without, as it is.
+        if clock is not None:
+            for stage in dataflow.stages:
+                stage.pipeline_for(clock)
+        self.clock = clock
         # Looked up on the module here, not imported by name: a test prices with a cost model of its own.
         self._stage_spec, self._fold_followers = kernels.stage_spec, fold_streaming_stages
         self._stage_specs, self._link_specs, self._fork_spec = kernels.stage_specs, kernels.link_specs, kernels.fork_spec
@@ -155,9 +171,9 @@ class Chain:
                                             for knobs in self.knobs]
         bounds = [-1, *self.foldable, len(self.stages)]
         self.segments = [list(range(bounds[k] + 1, bounds[k + 1])) for k in range(len(bounds) - 1)]
-        (self._node_specs, self._node_cycles, self._edge_cycles, self._node_cache, self._edge_cache,
+        (self._node_cycles, self._edge_cycles, self._node_specs, self._node_cache, self._edge_cache,
          self._term_tables, self._follower_specs, self._priced_kernels, self._builds) = _caches_of(dataflow,
-                                                                                                  fifo_depth)
+                                                                                                  fifo_depth, clock)
         self._priced_as = (self._family, self._dsp)
         self._node_vectors: dict[tuple[int, int], list[tuple[Choice, Choice, tuple[int, ...]]]] = {}
         self._choice_tables: dict[tuple[int, int], tuple] = {}

@@ -4,7 +4,9 @@ fewest cycles within a budget."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+
 import numpy as np
 
 from ..devices import Device, get_device
@@ -13,6 +15,9 @@ from ..folding import target_cycles
 from ..hw import Dataflow
 from ..progress import report
 from ..resources import ResourceEstimate
+from ..rtl.arithmetic import shape_of_range
+from ..stages.mvau import MVAULayer
+from ..timing import CLOCK_CANDIDATES_MHZ, Clock, delay_model
 from .cost import (
     LIMITED,
     RESOURCE_FIELDS,
@@ -514,10 +519,10 @@ def search_budget(chain: Planner, limits: dict[str, int], fold) -> tuple[list[Ch
 
 
 def plan_for_budget(dataflow: Dataflow, *, device: Device, budget: float, fifo_depth: int = 2,
-                    placement: bool = True, reserved: ResourceEstimate | None = None) -> Plan:
+                    placement: bool = True, reserved: ResourceEstimate | None = None, clock: Clock | None = None) -> Plan:
     """The fewest cycles per frame whose cheapest folding fits ``budget`` of ``device``'s LUTs
     (and its block RAM, SPRAM, DSPs and flip-flops, less ``reserved``); ``placement`` as for
-    :func:`plan_for_cycles`.
+    :func:`plan_for_cycles`; with ``clock``, every stage pipelined for it first.
 
     Raises
     ------
@@ -525,7 +530,7 @@ def plan_for_budget(dataflow: Dataflow, *, device: Device, budget: float, fifo_d
         If even the slowest, cheapest folding does not fit: the message says which resource, by how
         much, and which layer takes most of it.
     """
-    chain = Planner(dataflow, device, fifo_depth, placement)
+    chain = Planner(dataflow, device, fifo_depth, placement, clock)
     limits = device_limits(device, budget=budget, reserved=reserved)
     found = search_budget(chain, limits, lambda cycles: chain.cheapest_within(cycles, limits))
     if found is None:
@@ -537,7 +542,75 @@ def plan_for_budget(dataflow: Dataflow, *, device: Device, budget: float, fifo_d
     return chain.plan(found[0], limits)
 
 
+def closing_clocks(dataflow: Dataflow, family: str) -> list[float]:
+    """The candidate clocks of ``family`` (:data:`~streamc.timing.CLOCK_CANDIDATES_MHZ`) at which the delay model
+    says the paths no register splits close: a block RAM's read, and one adder level with the design's widest
+    accumulator after it."""
+    width = max((shape_of_range(int(stage.acc_lo.min()), int(stage.acc_hi.max())).width
+                 for stage in dataflow.stages if isinstance(stage, MVAULayer)), default=0)
+    delays = delay_model(family)
+    return [mhz for mhz in CLOCK_CANDIDATES_MHZ[family] if delays.closes(1000.0 / mhz, width)]
 
+
+def plan_clock_for_budget(dataflow: Dataflow, *, device: Device, budget: float, fifo_depth: int = 2,
+                          placement: bool = True, reserved: ResourceEstimate | None = None,
+                          clocks: list[float] | None = None) -> Plan:
+    """The clock and folding of the most frames per second within ``budget`` (as :func:`plan_for_budget`): at each
+    of ``clocks`` (default: :func:`closing_clocks`) the fastest folding within the budget, pipelined for that clock;
+    the plan of the most ``clock / cycles`` is kept, the slower clock among equals (fewer registers), and the
+    dataflow is left folded and pipelined as it says (``Plan.clock_mhz``).
+
+    A faster clock never takes fewer cycles (its registers only add to each folding's cost), so the cycles are a
+    step function of the clock, and the most frames per second lie at the top of a step. The search plans the
+    slowest and fastest clocks and bisects between two planned clocks while their cycles differ and the clocks
+    between could beat the best found (the fastest of them over the slower end's cycles). Cycle counts are shared
+    between the clocks' plans; specs and costs are priced per clock (:class:`~streamc.planner.cost.Chain`).
+
+    Raises
+    ------
+    FoldingError
+        If the slowest clock has no folding within the budget (its reason), or no clock closes.
+    """
+    clocks = sorted(clocks if clocks is not None else closing_clocks(dataflow, device.family))
+    if not clocks:
+        raise FoldingError(f"clock_mhz: auto: none of the {device.family} clocks streamc plans at "
+                           f"({CLOCK_CANDIDATES_MHZ[device.family][0]:g} to {CLOCK_CANDIDATES_MHZ[device.family][-1]:g} "
+                           f"MHz) closes this design by the delay model; give clock_mhz")
+
+    def planned(mhz: float) -> Plan:
+        report(f"clock_mhz auto: planning at {mhz:g} MHz")
+        return plan_for_budget(dataflow, device=device, budget=budget, fifo_depth=fifo_depth, placement=placement,
+                               reserved=reserved, clock=Clock(mhz=mhz, family=device.family))
+
+    plans = {0: planned(clocks[0])}
+
+    def cycles(at: int) -> float:
+        if at not in plans:
+            try:
+                plans[at] = planned(clocks[at])
+            except FoldingError:
+                plans[at] = None    # its registers leave no folding within the budget, nor any faster clock's
+        return plans[at].cycles if plans[at] else math.inf
+
+    def best() -> float:
+        return max(clocks[at] / plan.cycles for at, plan in plans.items() if plan)
+
+    pending = [(0, len(clocks) - 1)]
+    cycles(len(clocks) - 1)
+    while pending:
+        low, high = pending.pop()
+        if high - low <= 1 or cycles(low) == cycles(high) or clocks[high - 1] / cycles(low) <= best():
+            continue
+        middle = (low + high) // 2
+        cycles(middle)
+        # The faster half first: its plans raise the bar the slower half must beat.
+        pending += [(low, middle), (middle, high)]
+    # The most frames/s; among equals the slower clock.
+    at = max((at for at, plan in plans.items() if plan), key=lambda at: (clocks[at] / plans[at].cycles, -at))
+    report(f"clock_mhz auto: {clocks[at]:g} MHz, {plans[at].cycles:,} cycles/frame ({len(plans)} of {len(clocks)} "
+           f"clocks planned)")
+    # Planned again, from the caches, so that the dataflow is left folded and pipelined as the chosen plan says.
+    return dataclasses.replace(planned(clocks[at]), clock_mhz=clocks[at])
 
 
 # --- The build's entry point ------------------------------------------------------------------------
@@ -561,6 +634,9 @@ def plan_folding(dataflow: Dataflow, config) -> Plan:
     device = get_device(config.devices[0] if config.devices else "ice40-up5k")
 
     def plan(reserved: ResourceEstimate | None) -> Plan:
+        if config.clock_mhz == "auto":
+            return plan_clock_for_budget(dataflow, device=device, budget=config.budget, fifo_depth=config.fifo_depth,
+                                         reserved=reserved)
         if config.budget is not None:
             return plan_for_budget(dataflow, device=device, budget=config.budget, fifo_depth=config.fifo_depth,
                                    reserved=reserved)

@@ -53,12 +53,14 @@ def measurements(config_path: Path) -> dict:
     config = load_config(config_path)
     reports = config.output_dir / "reports"
     device = config.devices[0] if config.devices else None
-    row = {"clock_mhz": config.clock_mhz, "cycles_per_frame": None, "frames_per_second": None, "device": device, "resources_from": None,
+    row = {"clock_mhz": None if config.clock_mhz == "auto" else config.clock_mhz, "cycles_per_frame": None, "frames_per_second": None, "device": device, "resources_from": None,
            "lut": None, "ff": None, "bram": None, "dsp": None, "fmax_mhz": None, "seed": None}
     estimates = _report(reports / "estimates.json")
     if estimates is not None:
         cycles = estimates["predicted_cycles_per_frame"]
-        row.update(cycles_per_frame=cycles, frames_per_second=round(config.clock_mhz * 1e6 / cycles, 1))
+        # The clock the fold step planned for: the config's, or the one it chose (auto).
+        row.update(clock_mhz=estimates["clock_mhz"], cycles_per_frame=cycles,
+                   frames_per_second=round(estimates["clock_mhz"] * 1e6 / cycles, 1))
         if device in estimates["resources"]:
             row.update(resources_from="estimate", **_resources(estimates["resources"][device]))
     synth = _report(reports / f"synth_{device}.json") if "synth" in config.steps else None
