@@ -361,14 +361,15 @@ def test_an_mvau_counts_the_registers_of_its_weight_rom_banks():
 
 def test_a_sliding_window_counts_the_registers_of_needed_register():
     # Yosys 0.70 on this window (12 x 12 x 8 UINT4, 3 x 3, padded, 4 lanes) inside a one-stage accelerator,
-    # ECP5-85F: 113 flip-flops, 173 with needed_register (the count and its next moves, the registered compares
-    # and the move that picks one, the freed rows a cycle later, the frame's beat count and last-beat flag, the
-    # ring's read address and padding flag; 163 before the address was a register, 2026-11-28).
+    # ECP5-85F: 113 flip-flops, 163 with needed_register (the count and its next moves, the registered compares
+    # and the move that picks one, the freed rows a cycle later, the frame's beat count and last-beat flag), 173
+    # with address_register too (the ring's read address and padding flag, 2026-11-28).
     from streamc.rtl.window import SlidingWindow
 
-    def flip_flops(registered: bool) -> int:
+    def flip_flops(registered: bool, address: bool = False) -> int:
         unit = SlidingWindow(in_shape=(12, 12, 8), kernel=(3, 3), padding=(1, 1, 1, 1), dtype=from_name("UINT4"),
-                             simd=4, needed_register=registered, name="w")
+                             simd=4, needed_register=registered, address_register=address, name="w")
         return resources.estimate_kernel(resources.spec_of_unit(unit), "ecp5").ff
 
-    assert 50 <= flip_flops(True) - flip_flops(False) <= 70
+    assert 40 <= flip_flops(True) - flip_flops(False) <= 60
+    assert 5 <= flip_flops(True, address=True) - flip_flops(True) <= 15

@@ -38,11 +38,11 @@ WINDOWS = {
 }
 
 
-def build_window(case: str, needed_register: bool = False) -> SlidingWindow:
+def build_window(case: str, needed_register: bool = False, address_register: bool = False) -> SlidingWindow:
     in_shape, kernel, stride, padding, dilation, dtype, pad_value, simd = WINDOWS[case]
     return SlidingWindow(in_shape=in_shape, kernel=kernel, stride=stride, padding=padding,
                          dilation=dilation, dtype=dtype, pad_value=pad_value, simd=simd,
-                         needed_register=needed_register, name=case)
+                         needed_register=needed_register, address_register=address_register, name=case)
 
 
 def expected_patches(case: str, frames: np.ndarray) -> np.ndarray:
@@ -52,8 +52,9 @@ def expected_patches(case: str, frames: np.ndarray) -> np.ndarray:
                      for f in frames])
 
 
-def run_window(case: str, *, frames: int, in_gap: float, out_stall: float, seed: int, needed_register=False):
-    dut = build_window(case, needed_register)
+def run_window(case: str, *, frames: int, in_gap: float, out_stall: float, seed: int, needed_register=False,
+               address_register=False):
+    dut = build_window(case, needed_register, address_register)
     in_shape, dtype, simd = WINDOWS[case][0], WINDOWS[case][5], WINDOWS[case][7]
     rng = np.random.default_rng(seed)
     images = random_values(rng, dtype, (frames, *in_shape))
@@ -69,16 +70,24 @@ def test_window_matches_reference_under_stalls(case):
     run_window(case, frames=3, in_gap=0.3, out_stall=0.4, seed=len(case))
 
 
+@pytest.mark.parametrize("address_register", [False, True])
 @pytest.mark.parametrize("case", sorted(WINDOWS))
-def test_window_with_its_needed_count_in_a_register_matches_reference_under_stalls(case):
-    run_window(case, frames=3, in_gap=0.3, out_stall=0.4, seed=len(case), needed_register=True)
+def test_window_with_its_needed_count_in_a_register_matches_reference_under_stalls(case, address_register):
+    run_window(case, frames=3, in_gap=0.3, out_stall=0.4, seed=len(case), needed_register=True,
+               address_register=address_register)
+
+
+@pytest.mark.parametrize("case", sorted(WINDOWS))
+def test_window_reading_at_a_registered_address_matches_reference_under_stalls(case):
+    run_window(case, frames=3, in_gap=0.3, out_stall=0.4, seed=len(case) + 1, address_register=True)
 
 
 @pytest.mark.parametrize("needed_register", [False, True])
 @pytest.mark.parametrize("case", sorted(WINDOWS))
 def test_window_frames_flow_back_to_back_at_the_cycle_model(case, needed_register):
     frames = 4
-    dut, run = run_window(case, frames=frames, in_gap=0.0, out_stall=0.0, seed=1, needed_register=needed_register)
+    dut, run = run_window(case, frames=frames, in_gap=0.0, out_stall=0.0, seed=1, needed_register=needed_register,
+                          address_register=needed_register)
     beats = dut.out_count // dut.out_elems
     last_beat_of_frame = run.cycles[beats - 1::beats]
     assert np.diff(last_beat_of_frame).tolist() == [dut.cycles_per_frame] * (frames - 1)

@@ -123,6 +123,17 @@ def test_the_window_keeps_the_pixels_a_patch_needs_in_a_register_at_a_fast_clock
     assert window.needed_register and window.components()[0].needed_register
 
 
+def test_the_window_reads_its_ring_at_a_registered_address_where_its_lut_ram_read_is_too_long():
+    # The ECP5's ring is a LUT RAM read after the address's two adders; the iCE40's a block RAM, its address the
+    # read's register: at the issue's clocks only the ECP5 registers the address.
+    window = sliding_window("w", "maxpool", (12, 12, 8), (6, 6), (2, 2), (2, 2), (0, 0), (0, 0), (1, 1), UINT(4), 0)
+    window.elems = 8
+    window.pipeline_for(Clock(150.0, "ecp5"))
+    assert window.address_register and window.components()[0].address_register
+    window.pipeline_for(Clock(50.0, "ice40"))
+    assert not window.address_register and not window.components()[0].address_register
+
+
 def test_a_weight_rom_in_logic_too_deep_for_the_clock_asks_for_the_operand_register():
     # TFC-w1a1's 64 x 64 layers at pe=2, simd=32 on the UP5K: 64 words in logic, four LUT levels at 50 MHz (binary
     # inputs: no multiply that would ask for the register anyway).

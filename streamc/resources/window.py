@@ -29,6 +29,7 @@ class WindowSpec(KernelSpec):
     dilation_h: int = 1
     dilation_w: int = 1
     needed_register: bool = False
+    address_register: bool = False
 
     @property
     def ring_words(self) -> int:
@@ -40,7 +41,8 @@ class WindowSpec(KernelSpec):
         (sh, sw), (dh, dw), (top, left) = unit.stride, unit.dilation, unit.padding_before
         return cls(height=h, width=w, channels=c, kernel_h=kh, kernel_w=kw, out_h=oh, out_w=ow, bits=unit.in_width,
                    simd=unit.in_elems, buffer_rows=unit.buffer_rows, pad_top=top, pad_left=left, stride_h=sh,
-                   stride_w=sw, dilation_h=dh, dilation_w=dw, needed_register=unit.needed_register)
+                   stride_w=sw, dilation_h=dh, dilation_w=dw, needed_register=unit.needed_register,
+                   address_register=unit.address_register)
 
     @classmethod
     def of_stage(cls, stage) -> "WindowSpec":
@@ -50,7 +52,8 @@ class WindowSpec(KernelSpec):
         return cls.of_unit(SlidingWindow(in_shape=stage.in_shape, kernel=stage.kernel, stride=stage.strides,
                                          padding=stage.padding, dilation=stage.dilations, dtype=stage.dtype,
                                          pad_value=stage.pad_value, simd=stage.elems,
-                                         needed_register=stage.needed_register, name=stage.name))
+                                         needed_register=stage.needed_register,
+                                         address_register=stage.address_register, name=stage.name))
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,7 @@ def _window_features(spec: WindowSpec) -> tuple[dict[str, float], dict[str, floa
         # one, the rows it frees a cycle later, and the frame's beat count with its last-beat flag.
         beats = spec.out_h * spec.out_w * kh * kw * spec.channels // spec.simd
         registers += 4 + 2 + range_bits(h + sh + 1) + (range_bits(beats) + 1 if beats > 1 else 0)
+    if spec.address_register:
         # The ring's read address and padding flag as registers, moved with the counters: each move an adder
         # of the address's width from it or from a corner's address (Yosys keeps about one register's bits).
         address = _signed_range_bits(-left * cf, spec.ring_words + (w + extent_w + 1) * cf)

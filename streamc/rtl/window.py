@@ -127,6 +127,11 @@ class SlidingWindow(wiring.Component):
         credit a cycle later, from a register, and a register knows the frame's last beat: the digits CNN's second
         window on the UP5K had 21-23 ns from the count through the compare and the issue, and from the issue
         through the reader's counters, into the credit and the written count.
+    address_register : bool
+        Read the ring at an address held in a register, moved with the reader's counters (each move from the
+        address before or a corner's, plus a constant), with its padding flag, instead of summed from the
+        counters on the way into the read: where the ring is a LUT RAM read without a register before it, two
+        carry chains and the read are one path (the digits CNN's pool window on the ECP5-85F, 10.1 ns).
     name : str
         Node name, used in error messages.
 
@@ -165,8 +170,8 @@ class SlidingWindow(wiring.Component):
                  stride: tuple[int, int] = (1, 1),
                  padding: tuple[int, int, int, int] = (0, 0, 0, 0),
                  dilation: tuple[int, int] = (1, 1), dtype: DataType, pad_value: int = 0,
-                 simd: int, needed_register: bool = False, name: str = "swg"):
-        self.needed_register = bool(needed_register)
+                 simd: int, needed_register: bool = False, address_register: bool = False, name: str = "swg"):
+        self.needed_register, self.address_register = bool(needed_register), bool(address_register)
         self.name = name
         h, w, c = _positive_ints(name, "in_shape", in_shape, 3)
         kh, kw = _positive_ints(name, "kernel", kernel, 2)
@@ -363,11 +368,11 @@ class SlidingWindow(wiring.Component):
             return (row < -down) | (row >= h - down) | (col < -right) | (col >= w - right)
 
         # The ring address of the beat the reader points at, unwrapped (row_addr + col_beat + cf_n), and whether
-        # it is padding. With needed_register both are registers, set as the counters move, each move's address
+        # it is padding. With address_register both are registers, set as the counters move, each move's address
         # the one before plus a constant or a corner's register plus one: no adder lies between the counters and
         # the ring's read (the digits CNN's pool window on the ECP5-85F took 10.1 ns through two carry chains
         # into a LUT RAM's read, 2026-11-28).
-        if self.needed_register:
+        if self.address_register:
             first_address = (-top * row_beats) % ring - left * cf
             span = range(min(first_address, -left * cf), ring + (w + extent_w + 1) * cf)
             address = Signal(span, init=first_address)
@@ -379,8 +384,8 @@ class SlidingWindow(wiring.Component):
             m.d.comb += pad.eq(outside(r, 0, c, 0))
 
         def move_address(value, *, row_move=None, top_move=None, pad_value=None) -> list:
-            """The address and padding registers' moves with the counters' (none without needed_register)."""
-            if not self.needed_register:
+            """The address and padding registers' moves with the counters' (none without address_register)."""
+            if not self.address_register:
                 return []
             moves = [address.eq(value), pad.eq(pad_value)]
             moves += [] if row_move is None else [row_corner.eq(row_move)]
@@ -409,7 +414,7 @@ class SlidingWindow(wiring.Component):
             issue.eq(advance & enough),
             # A padding beat's word is replaced below, so with the address a register the ring reads it as it
             # stands, out of the ring or not, without a LUT level between the register and the read.
-            read.addr.eq(address if self.needed_register else Mux(pad, 0, address)),
+            read.addr.eq(address if self.address_register else Mux(pad, 0, address)),
             read.en.eq(advance),
         ]
 
@@ -425,13 +430,13 @@ class SlidingWindow(wiring.Component):
                              col_beat.eq(col_beat + dw * cf),
                              *move_address(address + (dw * cf - cf + 1), pad_value=outside(r, 0, c, dw))]
             with m.Elif(kh_n != kh - 1):
-                below = wrapped(row_corner, row_addr, dh * row_beats) if self.needed_register else None
+                below = wrapped(row_corner, row_addr, dh * row_beats) if self.address_register else None
                 m.d.sync += [cf_n.eq(0), kw_n.eq(0), kh_n.eq(kh_n + 1), r.eq(r + dh),
                              row_addr.eq(ring_add(row_addr, dh * row_beats)),
                              c.eq(c0), col_beat.eq(c0_beat),
                              *move_address(below, row_move=below, pad_value=outside(r, dh, c0, 0))]
             with m.Elif(ow_n != self._ow - 1):
-                along = top_corner + sw * cf if self.needed_register else None
+                along = top_corner + sw * cf if self.address_register else None
                 m.d.sync += [cf_n.eq(0), kw_n.eq(0), kh_n.eq(0), ow_n.eq(ow_n + 1),
                              r.eq(r0), row_addr.eq(top_addr), *set_needed(next_col, 1),
                              c0.eq(c0 + sw), c.eq(c0 + sw),
@@ -443,7 +448,7 @@ class SlidingWindow(wiring.Component):
                              c0_beat.eq(-left * cf), col_beat.eq(-left * cf)]
                 with m.If(oh_n != self._oh - 1):
                     next_top = ring_add(top_addr, sh * row_beats)
-                    start = wrapped(top_addr - left * cf, top_addr, sh * row_beats) if self.needed_register else None
+                    start = wrapped(top_addr - left * cf, top_addr, sh * row_beats) if self.address_register else None
                     m.d.sync += [oh_n.eq(oh_n + 1), r0.eq(r0 + sh), r.eq(r0 + sh),
                                  r0_pixels.eq(r0_pixels + sh * w),
                                  *set_needed(next_row, 2),
@@ -454,7 +459,7 @@ class SlidingWindow(wiring.Component):
                 with m.Else():
                     frame_step = h * row_beats - top * row_beats
                     next_top = ring_add(base_addr, frame_step)
-                    start = wrapped(base_addr - left * cf, base_addr, frame_step) if self.needed_register else None
+                    start = wrapped(base_addr - left * cf, base_addr, frame_step) if self.address_register else None
                     m.d.sync += [oh_n.eq(0), r0.eq(-top), r.eq(-top), r0_pixels.eq(-top * w),
                                  *set_needed(needed_first, 3),
                                  base_addr.eq(ring_add(base_addr, h * row_beats)),

@@ -106,12 +106,29 @@ class WindowStage(Stage):
         delays = self.clock.delays
         return delays.register_ns + 8 * delays.adder_ns + bits * delays.carry_ns > self.clock.period_ns
 
+    @property
+    def address_register(self) -> bool:
+        """Whether the ring's read address is a register: where the read summed from the counters (two adders of
+        the address's width) and, on a family whose small rings are LUT RAM read without a register before them
+        (the ECP5's, the GW1NR-9's), a LUT level of the read after them are longer than the clock's period. An
+        iCE40 ring is a block RAM, whose address is its read's register."""
+        if self.clock is None:
+            return False
+        from ..resources.memories import LUTRAM
+
+        height, width, channels = self.in_shape
+        bits = (height * width * channels // max(self.elems, 1)).bit_length() + 1
+        delays = self.clock.delays
+        read = delays.rom_level_ns if self.clock.family in LUTRAM else 0.0
+        return delays.register_ns + 2 * (delays.adder_ns + bits * delays.carry_ns) + read > self.clock.period_ns
+
     def components(self) -> list:
         from ..rtl.window import SlidingWindow
 
         return [SlidingWindow(in_shape=self.in_shape, kernel=self.kernel, stride=self.strides,
                               padding=self.padding, dilation=self.dilations, dtype=self.dtype,
                               pad_value=self.pad_value, simd=self.elems, needed_register=self.needed_register,
+                              address_register=self.address_register,
                               name=self.name)]
 
 
