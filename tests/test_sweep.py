@@ -182,7 +182,8 @@ FOLDING = {"node_linear": {"pe": 1, "simd": 8}, "node_linear_1": {"pe": 1, "simd
     ({"grid": {"clock_mhz": 30}}, {}, "grid.clock_mhz: must be a list, not 30"),
     ({"grid": {"clock_mhz": []}}, {}, "grid.clock_mhz: give at least one value"),
     ({"grid": {"clock_mhz": [30, 30]}}, {}, "grid: clock_mhz lists 30 twice"),
-    ({"grid": {"clock_mhz": [30, -5]}}, {}, "point clock_mhz=-5: clock_mhz: Input should be greater than 0, not -5"),
+    ({"grid": {"clock_mhz": [30, -5]}}, {}, "point clock_mhz=-5: clock_mhz must be a positive number of MHz or auto "
+                                            "(with budget), not -5"),
     ({"grid": {"output_dir": ["a", "b"]}}, {}, "grid: 'output_dir' is set by the sweep for each point"),
     ({"grid": {"seed": [1, 2]}}, {}, "point seed=1: seed is a nextpnr placement seed; it takes until: pnr, not "
                                      "estimate"),
