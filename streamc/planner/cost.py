@@ -148,11 +148,8 @@ class Chain:
 
     def __init__(self, dataflow: Dataflow, device: Device, fifo_depth: int, placement: bool = True,
                  clock: Clock | None = None):
-        # With a clock, every stage is pipelined for it here, before anything is priced; without, as it is.
-        if clock is not None:
-            for stage in dataflow.stages:
-                stage.pipeline_for(clock)
-        self.clock = clock
+        self.dataflow, self.clock = dataflow, clock
+        self.pipeline()
         # Looked up on the module here, not imported by name: a test prices with a cost model of its own.
         self._stage_spec, self._fold_followers = kernels.stage_spec, fold_streaming_stages
         self._stage_specs, self._link_specs, self._fork_spec = kernels.stage_specs, kernels.link_specs, kernels.fork_spec
@@ -193,6 +190,13 @@ class Chain:
         self._held = branch_holds(self.stages)
         if not self.chain:
             self._groups = self._group_terms()
+
+    def pipeline(self) -> None:
+        """Pipeline every stage for this chain's clock (before anything is priced, and before building a plan of this
+        chain after another chain's clock was tried); without a clock, the stages stay as they are."""
+        if self.clock is not None:
+            for stage in self.dataflow.stages:
+                stage.pipeline_for(self.clock)
 
     def folded(self, k: int, choice: Choice) -> Choice:
         """The lanes of ``choice``, without where its ROMs go."""

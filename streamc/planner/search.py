@@ -532,6 +532,17 @@ def plan_for_budget(dataflow: Dataflow, *, device: Device, budget: float, fifo_d
     """
     chain = Planner(dataflow, device, fifo_depth, placement, clock)
     limits = device_limits(device, budget=budget, reserved=reserved)
+    return chain.plan(fastest_within(chain, limits, budget), limits)
+
+
+def fastest_within(chain: Planner, limits: dict[str, int], budget: float) -> list[Choice]:
+    """The folding of :func:`plan_for_budget` on ``chain``, within ``limits`` (``budget`` of the device, for messages).
+
+    Raises
+    ------
+    FoldingError
+        As :func:`plan_for_budget`.
+    """
     found = search_budget(chain, limits, lambda cycles: chain.cheapest_within(cycles, limits))
     if found is None:
         slowest = chain.candidate_cycles()[-1]
@@ -539,7 +550,7 @@ def plan_for_budget(dataflow: Dataflow, *, device: Device, budget: float, fifo_d
         raise not_fitting(chain, assignment, limits, f"within budget={budget:g}, even folded as cheaply as "
                                                       f"possible (which takes {chain.evaluate(assignment)[1]} cycles "
                                                       f"per frame)")
-    return chain.plan(found[0], limits)
+    return found[0]
 
 
 def closing_clocks(dataflow: Dataflow, family: str) -> list[float]:
@@ -577,10 +588,12 @@ def plan_clock_for_budget(dataflow: Dataflow, *, device: Device, budget: float, 
                            f"({CLOCK_CANDIDATES_MHZ[device.family][0]:g} to {CLOCK_CANDIDATES_MHZ[device.family][-1]:g} "
                            f"MHz) closes this design by the delay model; give clock_mhz")
 
-    def planned(mhz: float) -> Plan:
+    limits = device_limits(device, budget=budget, reserved=reserved)
+
+    def planned(mhz: float) -> tuple[Planner, list[Choice]]:
         report(f"clock_mhz auto: planning at {mhz:g} MHz")
-        return plan_for_budget(dataflow, device=device, budget=budget, fifo_depth=fifo_depth, placement=placement,
-                               reserved=reserved, clock=Clock(mhz=mhz, family=device.family))
+        chain = Planner(dataflow, device, fifo_depth, placement, Clock(mhz=mhz, family=device.family))
+        return chain, fastest_within(chain, limits, budget)
 
     plans = {0: planned(clocks[0])}
 
@@ -589,11 +602,11 @@ def plan_clock_for_budget(dataflow: Dataflow, *, device: Device, budget: float, 
             try:
                 plans[at] = planned(clocks[at])
             except FoldingError:
-                plans[at] = None    # its registers leave no folding within the budget, nor any faster clock's
-        return plans[at].cycles if plans[at] else math.inf
+                plans[at] = None    # its registers leave no folding within the budget
+        return plans[at][0].evaluate(plans[at][1])[1] if plans[at] else math.inf
 
     def best() -> float:
-        return max(clocks[at] / plan.cycles for at, plan in plans.items() if plan)
+        return max(clocks[at] / cycles(at) for at, plan in plans.items() if plan)
 
     pending = [(0, len(clocks) - 1)]
     cycles(len(clocks) - 1)
@@ -606,11 +619,13 @@ def plan_clock_for_budget(dataflow: Dataflow, *, device: Device, budget: float, 
         # The faster half first: its plans raise the bar the slower half must beat.
         pending += [(low, middle), (middle, high)]
     # The most frames/s; among equals the slower clock.
-    at = max((at for at, plan in plans.items() if plan), key=lambda at: (clocks[at] / plans[at].cycles, -at))
-    report(f"clock_mhz auto: {clocks[at]:g} MHz, {plans[at].cycles:,} cycles/frame ({len(plans)} of {len(clocks)} "
+    at = max((at for at, plan in plans.items() if plan), key=lambda at: (clocks[at] / cycles(at), -at))
+    report(f"clock_mhz auto: {clocks[at]:g} MHz, {cycles(at):,} cycles/frame ({len(plans)} of {len(clocks)} "
            f"clocks planned)")
-    # Planned again, from the caches, so that the dataflow is left folded and pipelined as the chosen plan says.
-    return dataclasses.replace(planned(clocks[at]), clock_mhz=clocks[at])
+    # The dataflow left folded and pipelined as the chosen plan says (the last clock tried may be another).
+    chain, assignment = plans[at]
+    chain.pipeline()
+    return dataclasses.replace(chain.plan(assignment, limits), clock_mhz=clocks[at])
 
 
 # --- The build's entry point ------------------------------------------------------------------------
