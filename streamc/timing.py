@@ -50,6 +50,9 @@ class DelayModel:
     control_ns : float
         The longest control path no pipeline register splits, register to register: a unit's fold counter through
         its compares into its input buffer's write, a FIFO's level into a sliding window's issue.
+    memory_output_register : bool
+        Whether the register after a block RAM read moves into the block (the ECP5's DP16KD:
+        :mod:`streamc.block_ram_registers`), so that the read's clock-to-output no longer bounds the clock.
     """
 
     register_ns: float
@@ -62,6 +65,7 @@ class DelayModel:
     handshake_ns: float
     control_ns: float
     adder_growth_ns: float = 0.0
+    memory_output_register: bool = False
 
     def tree_every(self, period_ns: float, levels: int, width: int) -> int:
         """Adder levels between registers so that ``levels`` levels of ``width``-bit sums and the
@@ -106,9 +110,10 @@ class DelayModel:
 
     def closes(self, period_ns: float, width: int) -> bool:
         """Whether the paths no pipeline register splits close at ``period_ns``: a block RAM's read into the register
-        after it, one adder level with the ``width``-bit accumulator after it (a tree's shortest stage), and the
+        after it (unless that register moves into the block), one adder level with the ``width``-bit accumulator after it (a tree's shortest stage), and the
         control paths (:attr:`control_ns`)."""
-        return max(self.register_ns + max(self.memory_ns, self.adder_ns + width * self.carry_ns),
+        read = 0.0 if self.memory_output_register else self.memory_ns
+        return max(self.register_ns + max(read, self.adder_ns + width * self.carry_ns),
                    self.control_ns) <= period_ns
 
     def ready_register(self, period_ns: float) -> bool:
@@ -177,7 +182,8 @@ DELAYS = {
                         hard_multiply_ns=14.4, rom_level_ns=4.8, handshake_ns=20.0, control_ns=20.6,
                         adder_growth_ns=0.48),
     "ecp5": DelayModel(register_ns=2.2, adder_ns=1.4, carry_ns=0.06, memory_ns=7.1, multiply_ns=5.5,
-                       hard_multiply_ns=12.4, rom_level_ns=2.5, handshake_ns=10.4, control_ns=6.8),
+                       hard_multiply_ns=12.4, rom_level_ns=2.5, handshake_ns=10.4, control_ns=6.8,
+                       memory_output_register=True),
     "gowin": DelayModel(register_ns=2.5, adder_ns=3.9, carry_ns=0.06, memory_ns=5.5, multiply_ns=5.5,
                         hard_multiply_ns=5.5, rom_level_ns=4.8, handshake_ns=22.2, control_ns=10.8),
 }
