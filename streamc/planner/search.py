@@ -595,15 +595,22 @@ def plan_clock_for_budget(dataflow: Dataflow, *, device: Device, budget: float, 
         chain = Planner(dataflow, device, fifo_depth, placement, Clock(mhz=mhz, family=device.family))
         return chain, fastest_within(chain, limits, budget)
 
-    plans = {0: planned(clocks[0])}
+    # Each clock planned: its chain, folding and cycles per frame, or None.
+    plans: dict[int, tuple[Planner, list[Choice], int] | None] = {}
+
+    def plan_at(at: int) -> None:
+        chain, assignment = planned(clocks[at])
+        plans[at] = chain, assignment, chain.evaluate(assignment)[1]
+
+    plan_at(0)    # the slowest clock's FoldingError is the design's
 
     def cycles(at: int) -> float:
         if at not in plans:
             try:
-                plans[at] = planned(clocks[at])
+                plan_at(at)
             except FoldingError:
                 plans[at] = None    # its registers leave no folding within the budget
-        return plans[at][0].evaluate(plans[at][1])[1] if plans[at] else math.inf
+        return plans[at][2] if plans[at] else math.inf
 
     def best() -> float:
         return max(clocks[at] / cycles(at) for at, plan in plans.items() if plan)
@@ -623,7 +630,7 @@ def plan_clock_for_budget(dataflow: Dataflow, *, device: Device, budget: float, 
     report(f"clock_mhz auto: {clocks[at]:g} MHz, {cycles(at):,} cycles/frame ({len(plans)} of {len(clocks)} "
            f"clocks planned)")
     # The dataflow left folded and pipelined as the chosen plan says (the last clock tried may be another).
-    chain, assignment = plans[at]
+    chain, assignment, _ = plans[at]
     chain.pipeline()
     return dataclasses.replace(chain.plan(assignment, limits), clock_mhz=clocks[at])
 

@@ -372,13 +372,15 @@ class SlidingWindow(wiring.Component):
         # the one before plus a constant or a corner's register plus one: no adder lies between the counters and
         # the ring's read (the digits CNN's pool window on the ECP5-85F took 10.1 ns through two carry chains
         # into a LUT RAM's read, 2026-11-28).
+        # The frame's first beat is padding where the image is padded above or to the left.
+        first_pad = top > 0 or left > 0
         if self.address_register:
             first_address = (-top * row_beats) % ring - left * cf
             span = range(min(first_address, -left * cf), ring + (w + extent_w + 1) * cf)
             address = Signal(span, init=first_address)
             row_corner = Signal(span, init=first_address, name="row_corner_address")
             top_corner = Signal(span, init=first_address, name="top_corner_address")
-            pad = Signal(init=top > 0 or left > 0 or h == 0 or w == 0)
+            pad = Signal(init=first_pad)
         else:
             address, pad = row_addr + col_beat + cf_n, Signal()
             m.d.comb += pad.eq(outside(r, 0, c, 0))
@@ -421,7 +423,6 @@ class SlidingWindow(wiring.Component):
         # The reader frees the rows before the next output row's first row as it moves on.
         freed = Signal(range(h + sh + 1))
         frame_done = Signal()
-        left_pad = -left < 0 or -left >= w
         with m.If(issue):
             with m.If(cf_n != cf - 1):
                 m.d.sync += [cf_n.eq(cf_n + 1), *move_address(address + 1, pad_value=pad)]
@@ -454,7 +455,7 @@ class SlidingWindow(wiring.Component):
                                  *set_needed(next_row, 2),
                                  top_addr.eq(next_top), row_addr.eq(next_top),
                                  *move_address(start, row_move=start, top_move=start,
-                                               pad_value=(r0 < -sh) | (r0 >= h - sh) | left_pad)]
+                                               pad_value=(r0 < -sh) | (r0 >= h - sh) | (left > 0))]
                     m.d.comb += freed.eq(Mux(r0 + sh <= 0, 0, Mux(r0 < 0, r0 + sh, sh)))
                 with m.Else():
                     frame_step = h * row_beats - top * row_beats
@@ -465,7 +466,7 @@ class SlidingWindow(wiring.Component):
                                  base_addr.eq(ring_add(base_addr, h * row_beats)),
                                  top_addr.eq(next_top), row_addr.eq(next_top),
                                  *move_address(start, row_move=start, top_move=start,
-                                               pad_value=top > 0 or h == 0 or left_pad)]
+                                               pad_value=first_pad)]
                     m.d.comb += [freed.eq(h - self._last_row_first), frame_done.eq(1)]
 
         if self.needed_register:
