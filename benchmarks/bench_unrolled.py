@@ -15,7 +15,9 @@ weight ROM has one word, so its lanes are :mod:`streamc.rtl.constant_products`' 
 stream handshake, pipeline registers and bare accumulator output, its adders kept or merged as streamc builds
 it for each family (``keep_adders``: :func:`~streamc.rtl.constant_products.keeps_adders`; ``--adders merged`` or
 ``kept`` builds every family's MVAU so instead, the row naming the style). da4ml's side is the Verilog da4ml writes
-(``comb_logic_gen`` and its ``shift_adder``/``negative`` modules) for its own solution of the same ``W``.
+(``comb_logic_gen`` and its ``shift_adder``/``negative`` modules) for its own solution of the same ``W``, with
+its default solver options (streamc solves with both of da4ml's subexpression choices and keeps the graph of
+fewer adder bits).
 Both go through ``read_verilog ...; synth_<family> -top T; stat -json`` in this run; the table gives
 iCE40 SB_LUT4 + SB_CARRY, ECP5 LUT4 + CCU2C (and MULT18X18D), and streamc's total over da4ml's, where a
 total counts ECP5 CCU2C twice (a CCU2C holds two LUT4s) and 0 DSPs are expected.

@@ -3,7 +3,8 @@
 Where a lane's weights never change (a fully unrolled layer: its weight ROM has one word), ``W x`` needs
 no multiplier: each output is a sum of shifted inputs, and outputs share their common partial sums.
 da4ml's constant-matrix-vector solver (``da4ml.cmvm``, canonical signed digits with common-subexpression
-elimination) finds that graph; this module turns it into Amaranth arithmetic of the narrowest widths, a
+elimination) finds that graph, solved with each of its two ways of choosing subexpressions and the graph of fewer
+adder bits kept (:data:`METHODS`); this module turns it into Amaranth arithmetic of the narrowest widths, a
 signal per adder: shifts and adds, which Yosys never maps to a hard multiplier.
 """
 
@@ -29,6 +30,11 @@ __all__ = ["AdderGraph", "adder_graph", "cmvm_logic", "constant_products", "keep
 #: merged; ECP5 4 LUT4 + 2,021 CCU2C kept against 3,248 + 1,207 merged on case c; Gowin 3,750 LUT1-4 and ALU kept
 #: against 6,050 merged on case c).
 KEPT_ADDERS = {"ice40": False, "ecp5": True, "gowin": True}
+
+#: da4ml's ways of choosing the common subexpression to take next (its solver's ``method0``), its default first.
+#: Neither is smaller on every matrix (da4ml 0.6.0's adder bits, wmc against mc: issue 24's cases a 23,277 against
+#: 23,192, b 7,814 against 7,727, c 4,069 both, d, the +-1 weights, 37,304 against 34,552), so both are solved.
+METHODS = ("wmc", "mc")
 
 
 
@@ -79,8 +85,14 @@ class AdderGraph:
 
 
 def adder_graph(weights: np.ndarray, x_lo: int, x_hi: int) -> AdderGraph:
-    """The shift-and-add graph of ``y = W x`` for the ``(MH, MW)`` integer ``weights``."""
-    logic = cmvm_logic(weights, x_lo, x_hi)
+    """The shift-and-add graph of ``y = W x`` for the ``(MH, MW)`` integer ``weights``: of da4ml's solutions by
+    each of :data:`METHODS`, the one of fewest adder bits (the first of those tied)."""
+    graphs = [_graph_of(cmvm_logic(weights, x_lo, x_hi, method)) for method in METHODS]
+    return min(graphs, key=lambda graph: graph.adder_bits)
+
+
+def _graph_of(logic) -> AdderGraph:
+    """The graph of da4ml's solution ``logic`` (a ``da4ml.types.CombLogic``)."""
     nodes = []
     for op in logic.ops:
         exponent = int(log2(op.qint.step))
@@ -106,21 +118,23 @@ def keeps_adders(family: str | None) -> bool:
     return KEPT_ADDERS.get(family, False)
 
 
-def cmvm_logic(weights: np.ndarray, x_lo: int, x_hi: int):
+def cmvm_logic(weights: np.ndarray, x_lo: int, x_hi: int, method: str = METHODS[0]):
     """da4ml's solution (a ``da4ml.types.CombLogic``) of ``y = W x`` for ``x`` of integers in ``[x_lo, x_hi]``,
-    as da4ml's own flow traces it; cached by the weights' contents (a 784 x 64 matrix takes minutes)."""
+    as da4ml's own flow traces it, its common subexpressions chosen by ``method`` (da4ml's ``method0``; the
+    default, da4ml's); cached by the weights' contents (a 784 x 64 matrix takes minutes)."""
     weights = np.ascontiguousarray(weights, dtype=np.int64)
-    return _solved(weights.shape, weights.tobytes(), int(x_lo), int(x_hi))
+    return _solved(weights.shape, weights.tobytes(), int(x_lo), int(x_hi), method)
 
 
 @lru_cache(maxsize=64)
-def _solved(shape: tuple[int, int], raw: bytes, x_lo: int, x_hi: int):
+def _solved(shape: tuple[int, int], raw: bytes, x_lo: int, x_hi: int, method: str):
     # da4ml is imported here, so that nothing else pays for loading its solver.
     from da4ml.trace import FixedVariableArray, comb_trace
 
     mw = shape[1]
     weights = np.frombuffer(raw, dtype=np.int64).reshape(shape)
-    x = FixedVariableArray.from_lhs(np.full(mw, x_lo, float), np.full(mw, x_hi, float), np.ones(mw))
+    x = FixedVariableArray.from_lhs(np.full(mw, x_lo, float), np.full(mw, x_hi, float), np.ones(mw),
+                                    solver_options={"method0": method})
     return comb_trace(x, x @ weights.T.astype(np.float64))
 
 
