@@ -1,5 +1,6 @@
 """The ECP5 flow's copies of flip-flops and LUTs that drive too many inputs (streamc.fanout_copies)."""
 
+import copy
 import json
 
 import numpy as np
@@ -81,6 +82,16 @@ def test_an_inverter_is_copied_with_the_register_before_it(tmp_path):
     inverters = [cell for cell in cells.values() if cell["parameters"].get("INIT") == "0101010101010101"]
     assert len(inverters) == 7 and len([cell for cell in cells.values() if cell["type"] == "TRELLIS_FF"]) == 3
     assert made == 6 + 2
+
+
+def test_a_reset_is_not_copied(tmp_path):
+    netlist = _netlist(0)
+    cells = netlist["modules"]["top"]["cells"]
+    for n in range(10):
+        cells[f"ff{n}"] = {**copy.deepcopy(cells["reg"]), "connections": {"CLK": [CLOCK], "CE": ["1"],
+                                                                          "LSR": [REGISTERED], "DI": [5], "Q": [100 + n]}}
+    made, top = _copied(copy.deepcopy(netlist), tmp_path, max_readers=4)
+    assert made == 0 and top == netlist["modules"]["top"]
 
 
 def test_a_lut_beside_a_mux_is_not_copied_and_few_readers_change_nothing(tmp_path):
