@@ -31,7 +31,7 @@ _PACKED_WITH_LUTS = ("PFUMX", "L6MUX21")
 
 # Nor is a net a flip-flop's set/reset (LSR) reads: the two flip-flops of a slice share one, and a reset's copies
 # split the pairs the packer would make (TFC-w1a1 at a tenth of the ECP5-85F, nextpnr seeds 1 and 2: 149.6 and
-# 157.4 MHz with the reset copied, 165.5 at seed 1 without, 167.3 and 167.1 with no copies at all).
+# 157.4 MHz with the reset copied, 165.5 and 177.6 without, 167.3 and 167.1 with no copies at all).
 
 
 def copy_high_fanout_drivers(netlist_path: Path, max_readers: int = MAX_READERS) -> int:
