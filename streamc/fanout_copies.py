@@ -1,15 +1,15 @@
 """Copies of an ECP5 flip-flop or LUT that drives too many inputs, each copy driving a share of them.
 
 nextpnr neither copies nor buffers a net, so a net read across the device takes as long as its farthest reader:
-the MVAU's pipeline enable, read by every register of its datapath and both clock enables of every block RAM,
-took 9.3 ns from its register to a block RAM on half an ECP5-85F (TFC-w1a1 at 14 cycles per frame). Vendor tools
-copy such a driver (Vivado's ``MAX_FANOUT``); Yosys merges equal cells, so this pass does it on Yosys' JSON
-netlist, before nextpnr. A TRELLIS_FF or LUT4 whose output has more than :data:`MAX_READERS` cell inputs, none of
-them a set/reset, gets copies with its inputs and parameters, its readers split among them in the order of their names (a kernel's
-cells share a name prefix, so a share sits together and the placer puts its copy beside it). A copy has the
-original's value at every cycle (the same inputs, the same initial value), so the design's behaviour at its
-ports is unchanged. A copied LUT's inputs gain readers, so the pass repeats until no net is over the bound:
-the enable's register is copied with the inverter after it.
+the MVAU's pipeline enable, read by every register of its datapath and both clock enables of every block RAM, took
+9.3 ns from its register to a block RAM on half an ECP5-85F (TFC-w1a1 at 14 cycles per frame). Vendor tools copy
+such a driver (Vivado's ``MAX_FANOUT``); Yosys merges equal cells, so this pass does it on Yosys' JSON netlist,
+before nextpnr. A TRELLIS_FF or LUT4 whose output has more than :data:`MAX_READERS` cell inputs, none of them a
+set/reset, gets copies with its inputs and parameters, its readers split among them in the order of their names (a
+kernel's cells share a name prefix, so a share sits together and the placer puts its copy beside it). A copy has
+the original's value at every cycle (the same inputs, the same initial value), so the design's behaviour at its
+ports is unchanged. A copied LUT's inputs gain readers, so the pass repeats until no net is over the bound: the
+enable's register is copied with the inverter after it.
 """
 
 from __future__ import annotations

@@ -23,8 +23,10 @@ class TopNetlist:
         self._top = next(module for module in self._netlist["modules"].values()
                          if int(str(module.get("attributes", {}).get("top", "0")), 2))
         self.cells: dict[str, dict] = self._top["cells"]
-        self._next_bit = 1 + max((bit for cell in self.cells.values() for bits in cell["connections"].values()
-                                  for bit in bits if isinstance(bit, int)), default=1)
+        # Past every bit a cell or a port of the module uses (a port may pass a net no cell touches).
+        used = [bits for cell in self.cells.values() for bits in cell["connections"].values()]
+        used += [port["bits"] for port in self._top.get("ports", {}).values()]
+        self._next_bit = 1 + max((bit for bits in used for bit in bits if isinstance(bit, int)), default=1)
 
     def readers(self) -> dict[int, list[tuple[str, str]]]:
         """Each bit's readers as it stands now: ``(cell name, input port)`` pairs, :data:`TOP_PORT` for an output

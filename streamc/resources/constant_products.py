@@ -1,22 +1,22 @@
 """The resource model of constant products (:mod:`streamc.rtl.constant_products`): a fully unrolled MVAU's
 lanes as a shift-and-add graph.
 
-The planner prices every folding it tries, and da4ml's solver takes seconds to minutes on a layer (a
-784 x 64 matrix: 13 CPU minutes), so the graph is not solved here: its adder bits are estimated from the
-matrix's canonical signed digits (each nonzero digit past a row's first is an adder before sharing), each
-adder as wide as an input times a weight plus half the growth of a row's sum, and common subexpressions
-taking out a fixed share; weights of one magnitude (+-1, ternary), whose outputs share far more, by a count
-of adders with outputs sharing sums (:func:`shared_adders`). One LUT coefficient per family and adder style
-(merged by Yosys, or kept: the unit's ``keep_adders``) turns those bits into LUT4s (ECP5: LUT4 + 2 CCU2C, as :mod:`streamc.synth` counts them), from
+The planner prices every folding it tries, and da4ml's solver takes seconds to minutes on a layer (a 784 x 64
+matrix: 13 CPU minutes), so the graph is not solved here: its adder bits are estimated from the matrix's canonical
+signed digits (each nonzero digit past a row's first is an adder before sharing), each adder as wide as an input
+times a weight plus half the growth of a row's sum, and common subexpressions taking out a fixed share; weights of
+one magnitude (+-1, ternary), whose outputs share far more, by a count of adders with outputs sharing sums
+(:func:`shared_adders`). One LUT coefficient per family and adder style (merged by Yosys, or kept: the unit's
+``keep_adders``) turns those bits into LUT4s (ECP5: LUT4 + 2 CCU2C, as :mod:`streamc.synth` counts them), from
 Yosys 0.70 on issue 24's case c (64 -> 10, 4-bit weights and inputs; ``benchmarks/bench_unrolled.py`` prints the
 estimate beside Yosys for every case, a and b held out). The fixed share is that of multi-bit weights (2.5 to 3.1
-estimated bits per bit of da4ml's graph on cases a-c and the digits MLP's layers; held out, 3-bit weights
-16 x 48: 1.02 of Yosys on the iCE40, 0.95 on the ECP5); +-1 weights by the digits erred 2 to 3 times high (a
-64 -> 32 layer of a QONNX test model: 16,384 estimated bits for 2,914, its kept graph estimated at 1.97x Yosys'
-LUTs on the ECP5; case d 2.89x); the count of shared adders, at :data:`ONE_MAGNITUDE_SCALE` 1.5, gives on
-the three layers below 0.98, 0.88 and 1.12 of Yosys on the ECP5 (kept), 1.02 and 1.03 on the iCE40 (merged)
-but 1.60 for the one with 1-bit inputs (Yosys maps their two-bit sums into few LUTs), and case d 40,623 LUTs on
-the ECP5 against 46,544 for the graph da4ml's default solution gives.
+estimated bits per bit of da4ml's graph on cases a-c and the digits MLP's layers; held out, 3-bit weights 16 x 48:
+1.02 of Yosys on the iCE40, 0.95 on the ECP5); +-1 weights by the digits erred 2 to 3 times high (a 64 -> 32 layer
+of a QONNX test model: 16,384 estimated bits for 2,914, its kept graph estimated at 1.97x Yosys' LUTs on the ECP5;
+case d 2.89x); the count of shared adders, at :data:`ONE_MAGNITUDE_SCALE` 1.5, gives on the three layers below
+0.98, 0.88 and 1.12 of Yosys on the ECP5 (kept), 1.02 and 1.03 on the iCE40 (merged) but 1.60 for the one with
+1-bit inputs (Yosys maps their two-bit sums into few LUTs), and case d 40,623 LUTs on the ECP5 against Yosys'
+43,795 (``bench_unrolled.py --cases d --families ecp5``).
 """
 
 from __future__ import annotations
