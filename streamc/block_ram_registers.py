@@ -87,7 +87,7 @@ def _registers_after(block: dict, side: str, outputs: list[str], modes: tuple[st
         if ff is None or ff["type"] != "TRELLIS_FF" or port != "DI":
             return None
         parameters, ff_connections = ff["parameters"], ff["connections"]
-        if (ff_connections["CLK"] != [clock] or parameters.get("CLKMUX", "CLK") != "CLK"
+        if (ff_connections["CLK"] != [clock] or parameters.get("CLKMUX", "CLK").strip() != "CLK"
                 or parameters.get("GSR", "ENABLED") != "DISABLED" or parameters.get("REGSET", "RESET") != "RESET"
                 or not _never_set(parameters, ff_connections.get("LSR", ["0"])[0])):
             return None
@@ -97,7 +97,7 @@ def _registers_after(block: dict, side: str, outputs: list[str], modes: tuple[st
 
 def _never_set(parameters: dict, lsr) -> bool:
     """Whether a TRELLIS_FF's set/reset input never acts."""
-    mux = parameters.get("LSRMUX", "LSR")
+    mux = parameters.get("LSRMUX", "LSR").strip()
     return mux == "0" or (mux == "LSR" and lsr == "0") or (mux == "INV" and lsr == "1")
 
 
@@ -106,7 +106,8 @@ def _common_enable(flip_flops: list[dict]):
     ``("not", bit)`` for a net they invert. None where they differ or never load."""
     enables = set()
     for ff in flip_flops:
-        mux, ce = ff["parameters"].get("CEMUX", "CE"), ff["connections"].get("CE", ["1"])[0]
+        # Yosys pads a string parameter with spaces to a whole byte ("1 ": the enable tied high).
+        mux, ce = ff["parameters"].get("CEMUX", "CE").strip(), ff["connections"].get("CE", ["1"])[0]
         if mux == "1" or (mux == "CE" and ce == "1") or (mux == "INV" and ce == "0"):
             enables.add("1")
         elif mux == "CE" and isinstance(ce, int):

@@ -47,6 +47,9 @@ class DelayModel:
     rom_level_ns : float
         One LUT level of a ROM kept in logic, with its route: its address bits fan out to every bit of every
         word, so its routes are longer than an adder tree's.
+    enable_ns : float
+        A pipeline-wide enable from its register to every stage's registers and memories, across the stage's
+        placement (fanout copies included).
     control_ns : float
         The longest control path no pipeline register splits, register to register: a unit's fold counter through
         its compares into its input buffer's write, a FIFO's level into a sliding window's issue.
@@ -63,6 +66,7 @@ class DelayModel:
     hard_multiply_ns: float
     rom_level_ns: float
     handshake_ns: float
+    enable_ns: float
     control_ns: float
     adder_growth_ns: float = 0.0
     memory_output_register: bool = False
@@ -116,10 +120,13 @@ class DelayModel:
         return max(self.register_ns + max(read, self.adder_ns + width * self.carry_ns),
                    self.control_ns) <= period_ns
 
-    def ready_register(self, period_ns: float) -> bool:
-        """Whether a stage's pipeline should move on a register of its own rather than on its consumer's ready
-        (:attr:`~streamc.rtl.mvau.MatrixVectorUnit.ready_register`)."""
-        return self.register_ns + self.handshake_ns > period_ns
+    def flow_control(self, period_ns: float) -> str:
+        """What should move a stage's pipeline (:data:`~streamc.rtl.mvau.FLOW_CONTROLS`): its consumer's ready where
+        the handshake closes; else a skid register of its own, where that register's enable closes across the
+        stage; else credits, which need no enable."""
+        if self.register_ns + self.handshake_ns <= period_ns:
+            return "stall"
+        return "skid" if self.register_ns + self.enable_ns <= period_ns else "credit"
 
 
 def rom_levels(words: int) -> int:
@@ -177,15 +184,23 @@ def rom_levels(words: int) -> int:
 #: ECP5-85F the digits MLP with its block RAMs' output registers (a timing-only trial) stopped at an input buffer's
 #: write enable from the neuron fold through the width converter's valid, 6.75 ns: 6.8. The GW1NR-9's is not measured
 #: apart: 10.8 ns is the period of its fastest placement (the digits CNN, 93.2 MHz), a bound.
+#: A pipeline-wide enable: on the ECP5-85F, TFC-w1a1 at 14 cycles/frame on half the device with its first layer's
+#: skid register (and that register's fanout copies) driving 135 block RAMs' enables: 8.7 ns, 114.8 MHz against
+#: 150 (2026-11-28), so 6.5 past the register. The iCE40's and the GW1NR-9's are bounds, not measured apart: with
+#: the skid register TFC-w1a1 closed 53.4 MHz on the UP5K (18.7 ns) and the digits CNN 93.2 MHz on the GW1NR-9
+#: (10.8 ns) on other paths.
 DELAYS = {
     "ice40": DelayModel(register_ns=3.7, adder_ns=3.8, carry_ns=0.3, memory_ns=4.5, multiply_ns=14.4,
-                        hard_multiply_ns=14.4, rom_level_ns=4.8, handshake_ns=20.0, control_ns=20.6,
+                        hard_multiply_ns=14.4, rom_level_ns=4.8, handshake_ns=20.0, enable_ns=15.0,
+                        control_ns=20.6,
                         adder_growth_ns=0.48),
     "ecp5": DelayModel(register_ns=2.2, adder_ns=1.4, carry_ns=0.06, memory_ns=7.1, multiply_ns=5.5,
-                       hard_multiply_ns=12.4, rom_level_ns=2.5, handshake_ns=10.4, control_ns=6.8,
+                       hard_multiply_ns=12.4, rom_level_ns=2.5, handshake_ns=10.4, enable_ns=6.5,
+                       control_ns=6.8,
                        memory_output_register=True),
     "gowin": DelayModel(register_ns=2.5, adder_ns=3.9, carry_ns=0.06, memory_ns=5.5, multiply_ns=5.5,
-                        hard_multiply_ns=5.5, rom_level_ns=4.8, handshake_ns=22.2, control_ns=10.8),
+                        hard_multiply_ns=5.5, rom_level_ns=4.8, handshake_ns=22.2, enable_ns=8.3,
+                        control_ns=10.8),
 }
 
 

@@ -110,24 +110,24 @@ def _abstract_dp16kd(parameters: set[str]) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.parametrize("ready_register", [False, True], ids=["enable", "inverted enable"])
-def test_the_moved_registers_keep_an_mvau_cycle_for_cycle(tmp_path, ready_register):
+@pytest.mark.parametrize("flow_control", ["stall", "skid", "credit"], ids=["enable", "inverted enable", "no enable"])
+def test_the_moved_registers_keep_an_mvau_cycle_for_cycle(tmp_path, flow_control):
     """An MVAU with its weight and threshold ROMs in block RAM, read through registers: Yosys' ECP5 netlist and the
     one with those registers moved into the blocks are equal at every output for 12 cycles from power-up, for
     any inputs and stalls (a bounded proof by Yosys' SAT solver over a miter of the two), the blocks modelled
     abstractly. 12 cycles take an output beat, a stall and the beats after it; the check fails with the
-    output registers loading every cycle, or with the inverted enable not inverted. With ``ready_register`` the
-    registers load on a net Yosys inverts into their enable."""
+    output registers loading every cycle, or with the inverted enable not inverted. Moved by a skid register the
+    registers load on a net Yosys inverts into their enable; moved by credits they load every cycle."""
     rng = np.random.default_rng(7)
     weights = rng.integers(-2, 2, size=(4, 2))
     dut = MatrixVectorUnit(weights=weights, in_dtype=UINT(2), weight_dtype=INT(2), pe=1, simd=2,
                            thresholds=np.sort(rng.integers(-6, 6, size=(4, 1)), axis=1), out_dtype=UINT(1),
                            ram_style="block", ram_style_thresholds="block", res_type="lut", operand_register=True,
-                           ready_register=ready_register, name="fc")
+                           flow_control=flow_control, name="fc")
     netlist, gate = ecp5_netlists(dut, tmp_path)
     blocks = [cell for cell in netlist["modules"]["mvau"]["cells"].values() if cell["type"] == "DP16KD"]
     assert len(blocks) == 2 and absorb_output_registers(gate) == 2   # the weight ROM and the threshold ROM
     inverters = [name for name in json.loads(gate.read_text())["modules"]["mvau"]["cells"] if "oce_not" in name]
-    assert len(inverters) == ready_register
+    assert len(inverters) == (flow_control == "skid")
     (tmp_path / "dp16kd.v").write_text(_abstract_dp16kd({name for cell in blocks for name in cell["parameters"]}))
     assert_equal_outputs(tmp_path, 12, models=("dp16kd.v",))

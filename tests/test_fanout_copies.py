@@ -101,17 +101,17 @@ def test_a_lut_beside_a_mux_is_not_copied_and_few_readers_change_nothing(tmp_pat
     assert made == 0 and top == _netlist(4)["modules"]["top"]
 
 
-@pytest.mark.parametrize("ready_register", [False, True], ids=["enable", "registered enable"])
-def test_copies_keep_an_mvau_cycle_for_cycle(tmp_path, ready_register):
+@pytest.mark.parametrize("flow_control", ["stall", "skid", "credit"])
+def test_copies_keep_an_mvau_cycle_for_cycle(tmp_path, flow_control):
     """An MVAU of 4 lanes: Yosys' ECP5 netlist and the one with every driver of more than 3 inputs copied are
     equal at every output for 10 cycles from power-up, for any inputs and stalls (a bounded proof by Yosys' SAT
-    solver over a miter of the two). With ``ready_register`` the pipeline moves on a register's inverse, which the
-    copies of its inverter and of the register carry."""
+    solver over a miter of the two). Moved by a skid register the pipeline moves on a register's inverse, which the
+    copies of its inverter and of the register carry; moved by credits, on no enable at all."""
     rng = np.random.default_rng(3)
     weights = rng.integers(-2, 2, size=(4, 4))
     dut = MatrixVectorUnit(weights=weights, in_dtype=UINT(2), weight_dtype=INT(2), pe=4, simd=2,
                            thresholds=np.sort(rng.integers(-6, 6, size=(4, 1)), axis=1), out_dtype=UINT(1),
-                           res_type="lut", operand_register=True, ready_register=ready_register, name="fc")
+                           res_type="lut", operand_register=True, flow_control=flow_control, name="fc")
     _, gate = ecp5_netlists(dut, tmp_path)
     assert copy_high_fanout_drivers(gate, max_readers=3) > 4
     assert_equal_outputs(tmp_path, 10)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from streamc.datatypes import UINT
@@ -32,6 +33,7 @@ CONVERTER_BMC_DEPTH = 10
 MVAU_BMC_DEPTH = 12
 FORK_BMC_DEPTH = 10
 BUG_BMC_DEPTH = 10
+CREDIT_BUG_BMC_DEPTH = 20
 INDUCTION_DEPTH = 4
 
 CONVERSIONS = [(1, 2), (2, 1), (2, 3), (3, 2)]
@@ -125,8 +127,27 @@ def test_mvau_with_its_multiplies_split_emits_the_same_beats_and_sums_bmc_12_cyc
 
 
 def test_mvau_moving_on_its_skid_register_emits_the_same_beats_and_sums_bmc_12_cycles():
-    harnesses = _mvau_harnesses([(1, 2), (2, 2)], tree_every=1, ready_register=True)
+    harnesses = _mvau_harnesses([(1, 2), (2, 2)], tree_every=1, flow_control="skid")
     _assert_passed(check(harnesses, mode="bmc", depth=MVAU_BMC_DEPTH, timeout_s=TIMEOUT_S))
+
+
+def test_mvau_moving_on_credits_emits_the_same_beats_and_sums_bmc_12_cycles():
+    harnesses = _mvau_harnesses([(1, 2), (2, 2), (2, 1)], tree_every=1, flow_control="credit")
+    _assert_passed(check(harnesses, mode="bmc", depth=MVAU_BMC_DEPTH, timeout_s=TIMEOUT_S))
+
+
+def test_mvau_whose_credits_count_a_beat_more_than_its_queue_holds_fails_bmc(monkeypatch):
+    import streamc.rtl.mvau as mvau
+
+    # The injected bug: the output queue holds one beat fewer than the credits let the unit issue. The queue
+    # fills in 9 cycles (the pipeline's 4 and 5 beats), and the lost beat shows once the others have left.
+    monkeypatch.setattr(mvau, "SyncFIFO", lambda width, depth: SyncFIFO(width=width, depth=depth - 1))
+    depth = CREDIT_BUG_BMC_DEPTH
+    result = check([MatrixVectorHandshakeHarness(name="mvau on credits", dut=_mvau(2, 2, flow_control="credit"),
+                                                 row_sums=MVAU_WEIGHTS.sum(axis=1), sf=1, nf=1, pe=2, simd=2,
+                                                 in_width=2, out_width=4, depth=depth, max_wait=4)],
+                   mode="bmc", depth=depth, timeout_s=TIMEOUT_S)
+    assert result.status == "FAIL"
 
 
 def test_mvau_whose_skid_register_never_fills_fails_bmc(monkeypatch):
@@ -138,7 +159,7 @@ def test_mvau_whose_skid_register_never_fills_fails_bmc(monkeypatch):
             m.d.sync += [port.valid.eq(valid), port.payload.eq(payload)]
 
     monkeypatch.setattr(mvau, "_skid_output", skid_that_drops)
-    result = check(_mvau_harnesses([(1, 2)], ready_register=True), mode="bmc", depth=MVAU_BMC_DEPTH,
+    result = check(_mvau_harnesses([(1, 2)], flow_control="skid"), mode="bmc", depth=MVAU_BMC_DEPTH,
                    timeout_s=TIMEOUT_S)
     assert result.status == "FAIL"
 
@@ -182,7 +203,7 @@ def test_converters_forks_and_mvau_hold_valid_and_payload_until_taken_proven_by_
                                           outputs=[mvau.o]))
     mvau = _mvau(2, 2, operand_register=True, tree_every=1)
     harnesses.append(HandshakeHarness(name="pipelined mvau", dut=mvau, outputs=[mvau.o]))
-    mvau = _mvau(2, 2, tree_every=1, ready_register=True)
+    mvau = _mvau(2, 2, tree_every=1, flow_control="skid")
     harnesses.append(HandshakeHarness(name="mvau on its skid register", dut=mvau, outputs=[mvau.o]))
     _assert_passed(check(harnesses, mode="prove", depth=INDUCTION_DEPTH, timeout_s=TIMEOUT_S))
 

@@ -8,6 +8,7 @@ designs are held to +-15 % one by one (``KNOWN_OFF`` lists those that miss); the
 out-of-sample figure, by the share within +-15 % (``HELD_OUT_BARS``).
 """
 
+import itertools
 import hashlib
 import importlib.util
 import json
@@ -325,14 +326,37 @@ def _mvau_flip_flops(weights, thresholds, in_type: str, weight_type: str, family
     return unit, resources.estimate_kernel(resources.spec_of_unit(unit), family).ff
 
 
-def test_an_mvau_counts_the_skid_register_of_its_ready_register():
+def test_an_mvau_counts_the_skid_register_of_its_flow_control():
     # Yosys 0.70 on this MVAU (4 PEs, 2-bit outputs) inside a one-stage accelerator: 376 and 385 flip-flops on the
-    # UP5K, 312 and 321 on the ECP5-85F, without and with ready_register: the skid register and its valid bit.
+    # UP5K, 312 and 321 on the ECP5-85F, moved by its consumer's ready and by a skid register: that register and
+    # its valid bit.
     weights, thresholds = _weights_and_thresholds(1, -2, 2, (16, 32))
     for family in ("ice40", "ecp5"):
-        (_, with_skid), (_, without) = (_mvau_flip_flops(weights, thresholds, "UINT2", "INT2", family, ready_register=ready)
-                                        for ready in (True, False))
+        (_, with_skid), (_, without) = (_mvau_flip_flops(weights, thresholds, "UINT2", "INT2", family, flow_control=flow)
+                                        for flow in ("skid", "stall"))
         assert 8 <= with_skid - without <= 10
+
+
+def test_an_mvau_moved_by_credits_counts_its_output_queue():
+    # Yosys 0.70 on this MVAU alone (4 PEs, 2-bit outputs, a register after every adder level), moved by its
+    # consumer's ready and by credits (a queue of 4 beats): 444 and 467 LUTs, 505 and 507 flip-flops on the
+    # ECP5-85F (the queue in two LUT RAMs); 629 and 681 LUTs, 569 and 603 flip-flops on the UP5K (in flip-flops).
+    weights, thresholds = _weights_and_thresholds(1, -2, 2, (16, 32))
+    from streamc.rtl.mvau import MatrixVectorUnit
+
+    def estimate(flow: str, family: str):
+        unit = MatrixVectorUnit(weights=weights, in_dtype=from_name("UINT2"), weight_dtype=from_name("INT2"), pe=4,
+                                simd=8, thresholds=thresholds, out_dtype=from_name("UINT2"), tree_every=1,
+                                flow_control=flow)
+        return unit, resources.estimate_kernel(resources.spec_of_unit(unit), family)
+
+    (unit, ecp5), (_, ecp5_stall) = estimate("credit", "ecp5"), estimate("stall", "ecp5")
+    assert unit.queue_depth == 4
+    assert ecp5.lutram - ecp5_stall.lutram == 2
+    assert 10 <= ecp5.lut - ecp5_stall.lut <= 35
+    (_, ice40), (_, ice40_stall) = estimate("credit", "ice40"), estimate("stall", "ice40")
+    assert 25 <= ice40.ff - ice40_stall.ff <= 45
+    assert 35 <= ice40.lut - ice40_stall.lut <= 70
 
 
 def test_an_mvau_counts_the_registers_of_its_split_multiplies():
@@ -373,3 +397,25 @@ def test_a_sliding_window_counts_the_registers_of_needed_register():
 
     assert 40 <= flip_flops(True) - flip_flops(False) <= 60
     assert 5 <= flip_flops(True, address=True) - flip_flops(True) <= 15
+
+
+@pytest.mark.parametrize("in_type,weight_type", [("UINT2", "INT2"), ("BIPOLAR", "BIPOLAR"), ("BIPOLAR", "INT3"),
+                                                 ("INT4", "BIPOLAR"), ("UINT4", "INT4")])
+def test_an_mvau_spec_knows_its_units_latency_and_output_queue(in_type, weight_type):
+    # The planner prices a queue per SIMD from the spec alone: its latency must be the unit's, at every pipelining.
+    from streamc.rtl.mvau import MatrixVectorUnit
+
+    rng = np.random.default_rng(0)
+    in_dt, w_dt = from_name(in_type), from_name(weight_type)
+    for (pe, simd), tree_every, operand, split, res_type, levels, style in itertools.product(
+            [(2, 4), (16, 16), (1, 1)], [0, 1, 2], [False, True], [False, True], ["auto", "lut"], [0, 3],
+            ["auto", "distributed"]):
+        weights = rng.integers(w_dt.min, w_dt.max + 1, (16, 16))
+        weights = np.where(weights >= 0, 1, -1) if w_dt.bipolar else weights
+        thresholds = np.sort(rng.integers(-10, 10, (16, levels)), axis=1) if levels else None
+        unit = MatrixVectorUnit(weights=weights, in_dtype=in_dt, weight_dtype=w_dt, pe=pe, simd=simd,
+                                thresholds=thresholds, out_dtype=from_name("UINT2" if levels else "INT16"),
+                                tree_every=tree_every, operand_register=operand, multiply_register=split,
+                                res_type=res_type, ram_style=style, flow_control="credit")
+        spec = resources.spec_of_unit(unit)
+        assert (spec.latency, spec.queue_depth) == (unit.latency, unit.queue_depth) > (0, 1)

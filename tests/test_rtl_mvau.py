@@ -123,7 +123,8 @@ def test_a_signed_input_is_multiplied_as_offset_binary_so_a_zero_point_needs_no_
 
 
 PIPELININGS = [dict(operand_register=True), dict(tree_every=1), dict(tree_every=2, operand_register=True),
-               dict(tree_every=3), dict(tree_every=2, ready_register=True),
+               dict(tree_every=3), dict(tree_every=2, flow_control="skid"),
+               dict(tree_every=1, operand_register=True, flow_control="credit"),
                dict(multiply_register=True, res_type="lut"),
                dict(multiply_register=True, res_type="lut", tree_every=1, operand_register=True)]
 
@@ -141,7 +142,9 @@ def test_pipelined_units_match_reference_under_stalls(case, pipelining):
 @pytest.mark.parametrize("case, pipelining", [("bipolar_x_bipolar_thr", {}), ("int4_x_bipolar_acc", {}),
                                               ("uint2_x_int2_int4_out", dict(tree_every=1)),
                                               ("int2_x_int3_acc", dict(tree_every=2, operand_register=True)),
-                                              ("uint2_x_int2_int4_out", dict(ready_register=True))])
+                                              ("uint2_x_int2_int4_out", dict(flow_control="skid")),
+                                              ("int2_x_int3_thr", dict(tree_every=1, flow_control="credit")),
+                                              ("bipolar_x_bipolar_thr", dict(flow_control="credit"))])
 def test_frames_flow_back_to_back_without_bubbles(case, pipelining, pe, simd):
     frames = 4
     dut, weights, thresholds, rng = build(case, pe, simd, **pipelining)
@@ -229,8 +232,22 @@ def test_pipelining_adds_the_registers_it_says():
         build("int2_x_int3_acc", 2, 3, tree_every=-1)
 
 
-def test_the_ready_register_keeps_the_latency():
-    assert build("uint2_x_int2_int4_out", 2, 3, ready_register=True)[0].latency == build("uint2_x_int2_int4_out", 2, 3)[0].latency
+@pytest.mark.parametrize("pe,simd", [(1, 1), (8, 1), (2, 3), (8, 12)])
+def test_credits_lose_no_beat_when_the_output_stalls_for_long(pe, simd):
+    # The consumer takes a beat in one cycle of seven: the queue fills, every beat on the way must still fit.
+    check_against_reference("int2_x_int3_thr", pe, simd, frames=4, in_gap=0.1, out_stall=0.85, seed=3,
+                            tree_every=1, operand_register=True, flow_control="credit")
+
+
+@pytest.mark.parametrize("flow_control", ["skid", "credit"])
+def test_the_flow_control_keeps_the_latency(flow_control):
+    assert build("uint2_x_int2_int4_out", 2, 3, flow_control=flow_control)[0].latency == \
+        build("uint2_x_int2_int4_out", 2, 3)[0].latency
+
+
+def test_an_unknown_flow_control_is_refused_with_the_choices():
+    with pytest.raises(ValueError, match="flow_control must be one of stall, skid, credit, not 'fast'"):
+        build("uint2_x_int2_int4_out", 2, 3, flow_control="fast")
 
 
 def test_accumulator_is_sized_from_the_weights():

@@ -159,12 +159,12 @@ def test_a_clock_no_hard_multiplier_closes_at_keeps_the_multiplies_in_luts():
     assert {knob.name: knob.values for knob in stage.knobs()}["res_type"] == res_type
 
 
-def test_a_fast_clock_moves_the_layer_on_a_register_not_on_its_consumers_ready():
+def test_a_fast_clock_moves_the_layer_on_a_register_then_on_credits_not_on_its_consumers_ready():
     stage = layer()
-    stage.pipeline_for(Clock(mhz=30, family="ice40"))
-    assert not stage.components()[0].ready_register
-    stage.pipeline_for(Clock(mhz=50, family="ice40"))
-    assert stage.components()[0].ready_register
+    for mhz, family, flow in ((30, "ice40", "stall"), (50, "ice40", "skid"), (75, "ecp5", "stall"),
+                              (100, "ecp5", "skid"), (150, "ecp5", "credit")):
+        stage.pipeline_for(Clock(mhz=mhz, family=family))
+        assert stage.components()[0].flow_control == flow, (mhz, family)
 
 
 def test_an_ecp5_block_ram_read_does_not_bound_the_clock_its_register_moving_into_the_block():

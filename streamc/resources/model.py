@@ -156,4 +156,6 @@ def estimate_kernel(spec: Spec, family: str, *, dsp: bool = True) -> ResourceEst
     coefficients = _coefficients(spec, family)
     lut = sum(coefficients["lut"].get(name, 0.0) * value for name, value in lut_features.items())
     ff = sum(coefficients["ff"].get(name, 0.0) * value for name, value in ff_features.items())
-    return ResourceEstimate(lut=round(lut), ff=round(ff), bram=memories.bram, dsp=dsps, lutram=memories.lutram)
+    own = ResourceEstimate(lut=round(lut), ff=round(ff), bram=memories.bram, dsp=dsps, lutram=memories.lutram)
+    queue = spec.output_queue if isinstance(spec, MVAUSpec) else None
+    return own if queue is None else own + estimate_kernel(queue, family, dsp=dsp)

@@ -8,12 +8,13 @@ from functools import cache
 import numpy as np
 
 from ..rtl.arithmetic import tree_stages
-from ..rtl.mvau import splits_multiplies, weight_rom_banks
+from ..rtl.mvau import credit_queue_depth, splits_multiplies, unit_latency, weight_rom_banks
 from .arithmetic import dsp_count, product_operand_bits, shift_add_bits
 from .constant_products import constant_adder_bits
 from .memories import (LIVE_BITS_LIMIT, Memories, bram_bank_mux, live_bits_of, logic_rom, memory_mapping,
                        rom_varying_bits, varying_bits)
 from .shared import KernelSpec, known, range_bits
+from .stream import FIFOSpec
 from .threshold import compressor_full_adders, threshold_structure
 from .weight_rom import WeightRomColumns
 
@@ -43,8 +44,9 @@ class MVAUSpec(KernelSpec):
     summing a lane's compares, which take merged ones apart too (-1: not known, every compare counts).
     ``constant_adders``: where the weight ROM has one word, the estimated adder bits of the lanes' shift-and-add
     graph (:func:`~.constant_products.constant_adder_bits`); -1 where the lanes multiply; ``keep_adders``: its adders
-    each kept as a carry chain (:attr:`~streamc.rtl.mvau.MatrixVectorUnit.keep_adders`). ``ready_register``: the
-    output register has a skid register beside it (:attr:`~streamc.rtl.mvau.MatrixVectorUnit.ready_register`).
+    each kept as a carry chain (:attr:`~streamc.rtl.mvau.MatrixVectorUnit.keep_adders`). ``flow_control``: what moves
+    the pipeline (:data:`~streamc.rtl.mvau.FLOW_CONTROLS`); ``"credit"``'s output queue holds :attr:`queue_depth` beats
+    (:attr:`output_queue`).
     ``multiply_register``: the lanes' multiplies in LUTs are split by a register
     (:attr:`~streamc.rtl.mvau.MatrixVectorUnit.multiply_register`).
     """
@@ -93,7 +95,7 @@ class MVAUSpec(KernelSpec):
     tree_every: int = 0
     constant_adders: float = -1
     keep_adders: bool = False
-    ready_register: bool = False
+    flow_control: str = "stall"
     multiply_register: bool = False
 
     @property
@@ -103,6 +105,27 @@ class MVAUSpec(KernelSpec):
     @property
     def sf(self) -> int:
         return self.mw // self.simd
+
+    @property
+    def latency(self) -> int:
+        """The unit's :attr:`~streamc.rtl.mvau.MatrixVectorUnit.latency` at this folding."""
+        constant = self.constant_adders >= 0
+        banks = weight_rom_banks(self.nf * self.sf, self.operand_register, self.ram_style)
+        operand_stage = self.operand_register and (banks == 1 or bool(self.mul_a))
+        product_stage = splits_multiplies(self.multiply_register, bool(self.mul_a) and not constant, self.res_type)
+        return unit_latency(self.output_stage, operand_stage, product_stage, 1 if constant else self.simd,
+                            self.thresholds, self.tree_every)
+
+    @property
+    def queue_depth(self) -> int:
+        """Beats of the output queue of ``flow_control="credit"`` (:func:`~streamc.rtl.mvau.credit_queue_depth`);
+        0 otherwise."""
+        return credit_queue_depth(self.latency, self.sf) if self.flow_control == "credit" else 0
+
+    @property
+    def output_queue(self) -> FIFOSpec | None:
+        """The output queue of ``flow_control="credit"``, a FIFO priced by its own model; ``None`` otherwise."""
+        return FIFOSpec(width=self.pe * self.out_bits, depth=self.queue_depth) if self.queue_depth else None
 
     @property
     def output_stage(self) -> str:
@@ -180,7 +203,8 @@ class MVAUSpecs:
                             starts_from_offsets=unit.starts_from_offsets, ram_style=unit.ram_style,
                             ram_style_thresholds=unit.ram_style_thresholds, res_type=unit.res_type,
                             operand_register=unit.operand_register, tree_every=unit.tree_every,
-                            ready_register=unit.ready_register, multiply_register=unit.multiply_register,
+                            flow_control=unit.flow_control,
+                            multiply_register=unit.multiply_register,
                             keep_adders=unit.keep_adders,
                             **rq, **live)
         self._weights, self._in_bits, self._bits = weights, in_dt.bitwidth, w_dt.bitwidth
@@ -471,9 +495,11 @@ def _mvau_registers(spec: MVAUSpec, lane_dsps: int, rq_dsps: int, weights_in_log
         product_bits = pe * spec.acc_bits
     products = 3 + range_bits(nf) + (0 if lane_dsps else product_bits)
     accumulators = 1 + pe * spec.acc_bits
-    # With ready_register a skid register as wide, valid bit included, beside the output register (Yosys: an MVAU of
-    # 4 PEs with 2-bit outputs, 9 flip-flops more on the UP5K and the ECP5-85F alike).
-    output = (1 + pe * spec.out_bits) * (2 if spec.ready_register else 1)
+    # The output register, and with "skid" a skid register as wide, valid bit included, beside it (Yosys: an MVAU of
+    # 4 PEs with 2-bit outputs, 9 flip-flops more on the UP5K and the ECP5-85F alike). With "credit" the output
+    # queue (its own model, MVAUSpec.output_queue) stands in their place; the beats owed are counted here.
+    output = {"stall": 1 + pe * spec.out_bits, "skid": 2 * (1 + pe * spec.out_bits),
+              "credit": range_bits(spec.queue_depth + 1) + 1}[spec.flow_control]
     if spec.rq_multiplier_bits:
         stage4 = (2 + range_bits(nf) + (0 if rq_dsps else pe * spec.rq_product_bits)
                   + pe * known(spec.rq_sum_live, spec.rq_sum_bits)

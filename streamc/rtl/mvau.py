@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from amaranth.hdl import Array, Cat, Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import stream, wiring
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -23,6 +24,8 @@ MAX_MEMORY_WIDTH = 65536
 #: Words of a bank of a weight ROM in logic read in two stages (:attr:`MatrixVectorUnit.weight_rom_banks`): two LUT4s'
 #: and a select (banks of one LUT4's 16 words took TFC-w1a1 to 5,312 logic cells, over the UP5K's 5,280).
 LOGIC_ROM_BANK_WORDS = 32
+#: What moves an MVAU's pipeline (:class:`MatrixVectorUnit`'s ``flow_control``).
+FLOW_CONTROLS = ("stall", "skid", "credit")
 
 
 def weight_rom_banks(words: int, operand_register: bool, ram_style: str) -> int:
@@ -31,6 +34,28 @@ def weight_rom_banks(words: int, operand_register: bool, ram_style: str) -> int:
     if not (operand_register and ram_style == "distributed") or words <= LOGIC_ROM_BANK_WORDS:
         return 1
     return -(-words // LOGIC_ROM_BANK_WORDS)
+
+
+#: Cycles from a neuron fold's last issue to its output beat, by output stage, with no pipelining registers
+#: (:attr:`MatrixVectorUnit.latency`).
+OUTPUT_STAGE_LATENCY = {"accumulator": 4, "thresholds": 5, "requant": 6}
+
+
+def unit_latency(output_stage: str, operand_stage: bool, product_stage: bool, lanes_summed: int, thresholds: int,
+                 tree_every: int) -> int:
+    """:attr:`MatrixVectorUnit.latency` from its output stage (a key of :data:`OUTPUT_STAGE_LATENCY`), its
+    :attr:`~MatrixVectorUnit.operand_stage` and :attr:`~MatrixVectorUnit.product_stage`, and the registers
+    ``tree_every`` puts in each PE's tree of ``lanes_summed`` values and in its count of ``thresholds`` compares."""
+    return (OUTPUT_STAGE_LATENCY[output_stage] + operand_stage + product_stage
+            + tree_stages(lanes_summed, tree_every) + tree_stages(thresholds, tree_every))
+
+
+def credit_queue_depth(latency: int, sf: int) -> int:
+    """Beats the output queue of an MVAU moved by credits holds (``flow_control="credit"``): a beat's credit is
+    taken in the cycle after its last synapse fold issues and returned in the cycle after the beat is handed out,
+    ``latency`` cycles on; at full rate, with the output taken as soon as it is offered, ``ceil(latency / sf)``
+    beats are on the way in that time, and one more keeps the next issue from waiting."""
+    return -(-latency // sf) + 1
 
 
 def splits_multiplies(multiply_register: bool, multiplies: bool, res_type: str) -> bool:
@@ -71,7 +96,8 @@ class MatrixVectorUnit(wiring.Component):
       complement ``~x`` (``-x - 1`` signed, ``2**bits - 1 - x`` unsigned), no wider than the
       input and with no carry chain; the offset takes the constants back out.
 
-    The datapath is a pipeline that stalls as a whole while the output beat is not taken:
+    The datapath is a pipeline that stalls as a whole while the output beat is not taken (unless
+    ``flow_control`` is ``"credit"``: then it never stalls, and the unit issues only what its output queue holds):
     issue (weight ROM and input buffer read) -> operands -> products -> adder tree and
     accumulator -> threshold compare, or requantization product -> sum -> output register.
     The output register of a requantization also shifts, rounds and clamps. For a faster clock,
@@ -118,12 +144,15 @@ class MatrixVectorUnit(wiring.Component):
         (:func:`~streamc.rtl.constant_products.constant_products`' ``keep``; the smaller on the ECP5 and Gowin,
         :data:`~streamc.rtl.constant_products.KEPT_ADDERS`), else Yosys merges an adder with one reader into its
         reader's sum. Ignored where the lanes read a weight ROM.
-    ready_register : bool
-        Move the pipeline on a register, not on the consumer's ready: a skid register beside the output
-        register takes the beat the pipeline puts out in the cycle the output stalls, and the pipeline moves
-        while it is empty. The consumer's ready then reaches only the two output registers, not every stage's
-        enable (the digits CNN on the UP5K: a FIFO's level through a width converter's ready into a
-        convolution's fold counters, 23.7 ns). Latency and cycles are the same.
+    flow_control : str
+        What moves the pipeline (:data:`FLOW_CONTROLS`). ``"stall"``: the consumer's ready, through every stage's
+        enable. ``"skid"``: a register: a skid register beside the output register takes the beat the pipeline puts
+        out in the cycle the output stalls, and the pipeline moves while it is empty; the consumer's ready then
+        reaches only the two output registers (the digits CNN on the UP5K: a FIFO's level through a width
+        converter's ready into a convolution's fold counters, 23.7 ns). ``"credit"``: nothing; the pipeline moves
+        every cycle into a queue of :attr:`queue_depth` beats, and the unit issues only while the beats it has
+        issued and not handed out fit in the queue. No enable then spans the unit (TFC-w1a1's first layer on half
+        an ECP5-85F: the skid register's enable into 135 block RAMs, 8.7 ns). Latency and cycles are the same.
     name : str
         Node name, used in error messages.
 
@@ -161,7 +190,7 @@ class MatrixVectorUnit(wiring.Component):
                  pe: int, simd: int, thresholds: np.ndarray | None, out_dtype: DataType,
                  out_bias: int = 0, requant: Requant | None = None, ram_style: str = "auto",
                  ram_style_thresholds: str = "auto", res_type: str = "auto",
-                 operand_register: bool = False, tree_every: int = 0, ready_register: bool = False,
+                 operand_register: bool = False, tree_every: int = 0, flow_control: str = "stall",
                  multiply_register: bool = False, keep_adders: bool = False, name: str = "mvau"):
         weights = np.asarray(weights)
         if weights.ndim != 2 or not np.issubdtype(weights.dtype, np.integer):
@@ -183,7 +212,10 @@ class MatrixVectorUnit(wiring.Component):
             raise ValueError(f"node {name!r}: tree_every must be 0 (no registers in the adder trees) or "
                              f"a positive number of adder levels, not {tree_every!r}")
         self.operand_register, self.tree_every = bool(operand_register), int(tree_every)
-        self.ready_register, self.multiply_register = bool(ready_register), bool(multiply_register)
+        if flow_control not in FLOW_CONTROLS:
+            raise ValueError(f"node {name!r}: flow_control must be one of {', '.join(FLOW_CONTROLS)}, "
+                             f"not {flow_control!r}")
+        self.flow_control, self.multiply_register = flow_control, bool(multiply_register)
         self.keep_adders = bool(keep_adders)
         self._weights = weights.astype(np.int64)
         self._in_dtype = in_dtype
@@ -257,8 +289,10 @@ class MatrixVectorUnit(wiring.Component):
         #: The bare output's accumulator starts from a per-channel offset and sums scaled terms.
         self.starts_from_offsets = (self._requant is None and self._thresholds is None
                                     and (self._scale != 1 or bool(self._offsets.any())))
-        self.latency = (6 if self._requant is not None else 5 if self._thresholds is not None else 4) \
-            + self.operand_stage + self.product_stage + self.pipeline_stages
+        self.latency = unit_latency("requant" if self._requant is not None else "accumulator" if self._thresholds is None
+                                    else "thresholds", self.operand_stage, self.product_stage, self._lanes_summed,
+                                    0 if self._thresholds is None else self._thresholds.shape[1], self.tree_every)
+        self.queue_depth = credit_queue_depth(self.latency, self._sf) if flow_control == "credit" else 0
         super().__init__({
             "i": In(stream.Signature(unsigned(simd * self.in_width))),
             "o": Out(stream.Signature(unsigned(pe * self.out_width))),
@@ -270,12 +304,6 @@ class MatrixVectorUnit(wiring.Component):
         ``"lut"``, no ``BIPOLAR`` operand, more than one word of weights)."""
         multiplies = not (self._in_dtype.bipolar or self._weight_dtype.bipolar or self.constant_weights)
         return splits_multiplies(self.multiply_register, multiplies, self.res_type)
-
-    @property
-    def pipeline_stages(self) -> int:
-        """Registers ``tree_every`` adds: in each lane's adder tree, and in the threshold count."""
-        count = 0 if self._thresholds is None else self._thresholds.shape[1]
-        return tree_stages(self._lanes_summed, self.tree_every) + tree_stages(count, self.tree_every)
 
     @property
     def _lanes_summed(self) -> int:
@@ -732,11 +760,14 @@ class MatrixVectorUnit(wiring.Component):
         pe, simd, nf_count, sf_count = self._pe, self._simd, self._nf, self._sf
         iw, wb, ow = self.in_width, self._weight_dtype.bitwidth, self.out_width
 
-        # The whole pipeline moves when the output register is empty or being emptied; with ready_register,
-        # when the skid register beside it is empty.
+        # The whole pipeline moves when the output register is empty or being emptied; with a skid register, when
+        # that is empty; with credits, always.
         advance = Signal()
         skid_valid = Signal()
-        m.d.comb += advance.eq(~skid_valid if self.ready_register else ~self.o.valid | self.o.ready)
+        m.d.comb += advance.eq({"stall": ~self.o.valid | self.o.ready, "skid": ~skid_valid,
+                                "credit": 1}[self.flow_control])
+        # Whether the unit may issue: with credits, whether the output queue has room for one more beat.
+        room = Signal(init=1)
 
         # Issue: pick the next (neuron fold, synapse fold) step.
         nf = Signal(range(nf_count))
@@ -745,8 +776,8 @@ class MatrixVectorUnit(wiring.Component):
         first_fold = nf == 0
         issue = Signal()
         m.d.comb += [
-            self.i.ready.eq(advance & first_fold),
-            issue.eq(advance & (~first_fold | self.i.valid)),
+            self.i.ready.eq(advance & room & first_fold),
+            issue.eq(advance & room & (~first_fold | self.i.valid)),
         ]
         with m.If(issue):
             m.d.sync += [
@@ -847,12 +878,24 @@ class MatrixVectorUnit(wiring.Component):
         # its to_hw bit pattern.
         out_bits = [Signal(ow, name=f"out_{j}") for j in range(pe)]
         m.d.comb += [bits.eq(value) for bits, value in zip(out_bits, out_values)]
-        if not self.ready_register:
+        if self.flow_control == "stall":
             with m.If(advance):
                 m.d.sync += [self.o.valid.eq(out_valid), self.o.payload.eq(Cat(*out_bits))]
-            return m
-        _skid_output(m, self.o, skid_valid, out_valid, Cat(*out_bits))
+        elif self.flow_control == "skid":
+            _skid_output(m, self.o, skid_valid, out_valid, Cat(*out_bits))
+        else:
+            self._credit_output(m, room, issue & (sf == sf_count - 1), out_valid, Cat(*out_bits))
         return m
+
+    def _credit_output(self, m, room, issued, valid, payload) -> None:
+        """The output queue of ``flow_control="credit"``: it takes every beat (``valid``, ``payload``) the pipeline
+        puts out; ``room`` says that one more beat ``issued`` fits, counting those on the way and those queued."""
+        m.submodules.output_queue = queue = SyncFIFO(width=len(payload), depth=self.queue_depth)
+        m.d.comb += [queue.w_data.eq(payload), queue.w_en.eq(valid), self.o.payload.eq(queue.r_data),
+                     self.o.valid.eq(queue.r_rdy), queue.r_en.eq(self.o.ready)]
+        owed = Signal(range(self.queue_depth + 1))
+        owed_next = owed + issued - (self.o.valid & self.o.ready)
+        m.d.sync += [owed.eq(owed_next), room.eq(owed_next < self.queue_depth)]
 
 
 def _skid_output(m, port, skid_valid, valid, payload) -> None:

@@ -190,8 +190,8 @@ class MVAULayer(Stage):
                                  out_bias=0 if self.requant is not None else self.out_bias,
                                  ram_style=self.ram_style, ram_style_thresholds=self.ram_style_thresholds,
                                  res_type=self.res_type, operand_register=operand_register,
-                                 tree_every=tree_every, ready_register=self.clock is not None
-                                 and self.clock.delays.ready_register(self.clock.period_ns),
+                                 tree_every=tree_every, flow_control="stall" if self.clock is None
+                                 else self.clock.delays.flow_control(self.clock.period_ns),
                                  multiply_register=self.clock is not None
                                  and self.clock.delays.multiply_register(self.clock.period_ns),
                                  keep_adders=self.kept_adders, name=self.name)]
