@@ -497,9 +497,9 @@ def _mvau_registers(spec: MVAUSpec, lane_dsps: int, rq_dsps: int, weights_in_log
     accumulators = 1 + pe * spec.acc_bits
     # The output register, and with "skid" a skid register as wide, valid bit included, beside it (Yosys: an MVAU of
     # 4 PEs with 2-bit outputs, 9 flip-flops more on the UP5K and the ECP5-85F alike). With "credit" the output
-    # queue (its own model, MVAUSpec.output_queue) stands in their place; the beats owed are counted here.
+    # queue (its own model, MVAUSpec.output_queue) stands in their place; its credits, a bit per beat, count here.
     output = {"stall": 1 + pe * spec.out_bits, "skid": 2 * (1 + pe * spec.out_bits),
-              "credit": range_bits(spec.queue_depth + 1) + 1}[spec.flow_control]
+              "credit": spec.queue_depth}[spec.flow_control]
     if spec.rq_multiplier_bits:
         stage4 = (2 + range_bits(nf) + (0 if rq_dsps else pe * spec.rq_product_bits)
                   + pe * known(spec.rq_sum_live, spec.rq_sum_bits)
