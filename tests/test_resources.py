@@ -8,9 +8,9 @@ designs are held to +-15 % one by one (``KNOWN_OFF`` lists those that miss); the
 out-of-sample figure, by the share within +-15 % (``HELD_OUT_BARS``).
 """
 
-import itertools
 import hashlib
 import importlib.util
+import itertools
 import json
 from pathlib import Path
 
