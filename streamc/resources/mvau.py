@@ -8,7 +8,7 @@ from functools import cache
 import numpy as np
 
 from ..rtl.arithmetic import tree_stages
-from ..rtl.mvau import credit_queue_depth, splits_multiplies, unit_latency, weight_rom_banks
+from ..rtl.mvau import credit_queue_depth, has_operand_stage, splits_multiplies, unit_latency, weight_rom_banks
 from .arithmetic import dsp_count, product_operand_bits, shift_add_bits
 from .constant_products import constant_adder_bits
 from .memories import (LIVE_BITS_LIMIT, Memories, bram_bank_mux, live_bits_of, logic_rom, memory_mapping,
@@ -111,7 +111,7 @@ class MVAUSpec(KernelSpec):
         """The unit's :attr:`~streamc.rtl.mvau.MatrixVectorUnit.latency` at this folding."""
         constant = self.constant_adders >= 0
         banks = weight_rom_banks(self.nf * self.sf, self.operand_register, self.ram_style)
-        operand_stage = self.operand_register and (banks == 1 or bool(self.mul_a))
+        operand_stage = has_operand_stage(self.operand_register, banks, bool(self.mul_a))
         product_stage = splits_multiplies(self.multiply_register, bool(self.mul_a) and not constant, self.res_type)
         return unit_latency(self.output_stage, operand_stage, product_stage, 1 if constant else self.simd,
                             self.thresholds, self.tree_every)

@@ -58,6 +58,12 @@ def credit_queue_depth(latency: int, sf: int) -> int:
     return -(-latency // sf) + 1
 
 
+def has_operand_stage(operand_register: bool, banks: int, multiplies: bool) -> bool:
+    """Whether ``operand_register`` is a stage of its own (:attr:`MatrixVectorUnit.operand_stage`): not where the
+    weight ROM is read from registered ``banks`` and the lanes do not multiply."""
+    return operand_register and (banks == 1 or multiplies)
+
+
 def splits_multiplies(multiply_register: bool, multiplies: bool, res_type: str) -> bool:
     """Whether ``multiply_register`` splits lanes that ``multiplies`` (:attr:`MatrixVectorUnit.product_stage`): only
     multiplies in LUTs."""
@@ -289,8 +295,8 @@ class MatrixVectorUnit(wiring.Component):
         #: The bare output's accumulator starts from a per-channel offset and sums scaled terms.
         self.starts_from_offsets = (self._requant is None and self._thresholds is None
                                     and (self._scale != 1 or bool(self._offsets.any())))
-        self.latency = unit_latency("requant" if self._requant is not None else "accumulator" if self._thresholds is None
-                                    else "thresholds", self.operand_stage, self.product_stage, self._lanes_summed,
+        stage = "requant" if self._requant is not None else "accumulator" if self._thresholds is None else "thresholds"
+        self.latency = unit_latency(stage, self.operand_stage, self.product_stage, self._lanes_summed,
                                     0 if self._thresholds is None else self._thresholds.shape[1], self.tree_every)
         self.queue_depth = credit_queue_depth(self.latency, self._sf) if flow_control == "credit" else 0
         super().__init__({
@@ -724,7 +730,7 @@ class MatrixVectorUnit(wiring.Component):
         bank select's last LUT takes it in), so the bank registers stand in its place (TFC-w1a1 on a full UP5K
         had no room for both: 5,300 logic cells of 5,280)."""
         multiplies = not (self._in_dtype.bipolar or self._weight_dtype.bipolar)
-        return self.operand_register and (self.weight_rom_banks == 1 or multiplies)
+        return has_operand_stage(self.operand_register, self.weight_rom_banks, multiplies)
 
     def _weight_read(self, m, advance, waddr):
         """The weight ROM's word at ``waddr``, a cycle after the issue (stage 1): one synchronous read, or with
