@@ -50,9 +50,9 @@ def target_cycles(*, target_fps: float, clock_mhz: float) -> int:
 def apply_folding(layers: list[MVAULayer], folding: dict[str, dict], *, source: str,
                   tables: list[LUTStage] = (), thresholded: list[Stage] = ()) -> None:
     """Take an explicit per-layer folding (``{layer: {pe: .., simd: .., ram_style: ..,
-    ram_style_thresholds: .., res_type: .., operand_register: .., tree_every: .., keep_adders: ..}}``, the
-    placements, pipeline registers and a fully unrolled layer's ``keep_adders`` optional); every layer must be
-    named.
+    ram_style_thresholds: .., res_type: .., operand_register: .., route_register: .., tree_every: ..,
+    keep_adders: ..}}``, the placements, pipeline registers and a fully unrolled layer's ``keep_adders``
+    optional); every layer must be named.
     A lookup table of ``tables`` may be named with its ``ram_style`` alone (its lanes follow the
     layer before it); one not named stays ``"auto"``. So may a stage of ``thresholded`` (a vector unit or a
     residual add, whose lanes the folding does not give) with its ``threshold_style`` alone
@@ -108,10 +108,14 @@ def apply_folding(layers: list[MVAULayer], folding: dict[str, dict], *, source: 
         if every is not None and (isinstance(every, bool) or not isinstance(every, numbers.Integral) or every < 0):
             raise FoldingError(f"{layer.describe()}: tree_every={every!r} is not 0 (no registers in the adder "
                                f"trees) or a number of adder levels (set folding.{layer.name}.tree_every in {source})")
-        for key in ("operand_register", "keep_adders"):
+        for key in ("operand_register", "route_register", "keep_adders"):
             if entry.get(key) not in (None, True, False):
                 raise FoldingError(f"{layer.describe()}: {key}={entry[key]!r} is not true or false "
                                    f"(set folding.{layer.name}.{key} in {source})")
+        if entry.get("route_register") and entry.get("operand_register") is not True:
+            raise FoldingError(f"{layer.describe()}: route_register=True is a second register after a ROM's read "
+                               f"and needs operand_register=True (set folding.{layer.name}.operand_register in "
+                               f"{source})")
     # Only once every entry is valid: a refused folding leaves the layers as they were.
     for layer in layers:
         entry = folding[layer.name]
@@ -120,6 +124,7 @@ def apply_folding(layers: list[MVAULayer], folding: dict[str, dict], *, source: 
         layer.ram_style_thresholds = entry.get("ram_style_thresholds", "auto")
         layer.res_type = entry.get("res_type", "auto")
         layer.operand_register, layer.tree_every = entry.get("operand_register"), entry.get("tree_every")
+        layer.route_register = entry.get("route_register")
         layer.keep_adders = entry.get("keep_adders")
     for table in tables:
         table.ram_style = folding.get(table.name, {}).get("ram_style", "auto")

@@ -56,6 +56,9 @@ class DelayModel:
     memory_output_register : bool
         Whether the register after a block RAM read moves into the block (the ECP5's DP16KD:
         :mod:`streamc.block_ram_registers`), so that the read's clock-to-output no longer bounds the clock.
+    memory_route_ns : float
+        What the route from such a block's output register to the logic that reads its word adds over a route
+        between neighbours: a design of many block RAMs places some far from that logic.
     """
 
     register_ns: float
@@ -70,6 +73,7 @@ class DelayModel:
     control_ns: float
     adder_growth_ns: float = 0.0
     memory_output_register: bool = False
+    memory_route_ns: float = 0.0
 
     def tree_every(self, period_ns: float, levels: int, width: int) -> int:
         """Adder levels between registers so that ``levels`` levels of ``width``-bit sums and the
@@ -101,6 +105,14 @@ class DelayModel:
         operation = self.multiply_ns if multiplies else self.adder_ns
         return (self.register_ns + self.memory_ns + operation > period_ns
                 or bool(rom_words) and self.register_ns + rom_levels(rom_words) * self.rom_level_ns > period_ns)
+
+    def route_register(self, period_ns: float, width: int) -> bool:
+        """Whether a word read from a block RAM into an adder or compare of ``width`` bits needs a second register,
+        in the fabric beside that logic, after the first one moved into the block (:attr:`memory_output_register`):
+        the route from a block placed far away (:attr:`memory_route_ns`) then has a cycle of its own
+        (:attr:`~streamc.rtl.mvau.MatrixVectorUnit.route_register`)."""
+        return self.memory_output_register and (self.register_ns + self.memory_route_ns + self.adder_ns
+                                                + width * self.carry_ns > period_ns)
 
     def multiply_register(self, period_ns: float) -> bool:
         """Whether a lane's multiply in LUTs, between its operand and product registers, needs a register inside
@@ -174,6 +186,10 @@ def rom_levels(words: int) -> int:
 #: flow now moves that register into the block (REGMODE "OUTREG", :mod:`streamc.block_ram_registers`): the same
 #: design closed at 150.4 MHz and TFC-w1a1 at 167.3 (119.9 before). The model keeps ``memory_ns`` for the
 #: read: it is what asks for the register (``operand_register``) that then moves into the block.
+#: The route out of a block RAM's output register: TFC-w1a1 at 14 cycles/frame on half the ECP5-85F (135 DP16KD, its
+#: MVAUs moved by credits) closed at 125.4 MHz against 150 on a threshold ROM's DP16KD, output register in the block,
+#: into its layer's 7-bit compare: 8.0 ns, of which 5.4 were the route out of the block (2026-11-29); 2.2 + 1.4 + 7 x
+#: 0.06 of it are a register, an adder level and the carry as between neighbours, so the route adds 4.0.
 #: A ROM level in logic: on the UP5K, TFC-w1a1's 64-word ROM read (22.9 ns, four LUT levels after the register's
 #: 3.7, routes of 3.5-4.2 ns on a device 98 % full) gives 4.8 ns; the ECP5's and the GW1NR-9's are not measured,
 #: the ECP5's scaled from its adder level by the iCE40's ratio (1.8), the GW1NR-9's the iCE40's.
@@ -197,7 +213,7 @@ DELAYS = {
     "ecp5": DelayModel(register_ns=2.2, adder_ns=1.4, carry_ns=0.06, memory_ns=7.1, multiply_ns=5.5,
                        hard_multiply_ns=12.4, rom_level_ns=2.5, handshake_ns=10.4, enable_ns=6.5,
                        control_ns=6.8,
-                       memory_output_register=True),
+                       memory_output_register=True, memory_route_ns=4.0),
     "gowin": DelayModel(register_ns=2.5, adder_ns=3.9, carry_ns=0.06, memory_ns=5.5, multiply_ns=5.5,
                         hard_multiply_ns=5.5, rom_level_ns=4.8, handshake_ns=22.2, enable_ns=8.3,
                         control_ns=10.8),

@@ -53,7 +53,7 @@ def test_explicit_folding_build_exits_0(tmp_path, capsys):
     assert (code, err) == (0, "")
     # The report gives every field, so that it can be pasted back as a config's folding.
     written = json.loads((tmp_path / "out" / "reports" / "folding.json").read_text())
-    registers = ("operand_register", "tree_every")
+    registers = ("operand_register", "route_register", "tree_every")
     assert {name: {key: value for key, value in entry.items() if key not in registers}
             for name, entry in written.items()} == {
         name: {"ram_style": "auto", "ram_style_thresholds": "auto", "res_type": "auto", **entry}

@@ -236,7 +236,8 @@ def test_a_folding_entry_of_ram_style_alone_is_a_lookup_table_s(tmp_path):
     assert config.folding["act"].model_dump() == {"ram_style": "block"}
     assert config.folding["fc1"].model_dump() == {"pe": 2, "simd": 4, "ram_style": "auto",
                                                   "ram_style_thresholds": "auto", "res_type": "auto",
-                                                  "operand_register": None, "tree_every": None, "keep_adders": None}
+                                                  "operand_register": None, "route_register": None,
+                                                  "tree_every": None, "keep_adders": None}
 
 
 def test_a_misspelled_key_gets_a_guess(tmp_path):

@@ -108,7 +108,10 @@ def steering_vectors(weights, targets) -> np.ndarray:
 
 
 @pytest.mark.parametrize("pe,simd,pipelining", [(1, 4, {}), (2, 1, {}), (4, 2, {}),
-                                                (4, 2, dict(operand_register=True, tree_every=1))])
+                                                (4, 2, dict(operand_register=True, tree_every=1)),
+                                                (1, 8, dict(operand_register=True, route_register=True)),
+                                                (4, 2, dict(operand_register=True, route_register=True,
+                                                            tree_every=1))])
 def test_mvau_with_corrections_matches_float32_under_stalls(pe, simd, pipelining):
     """A 4x8 INT8 layer whose output stage is a corrected requantization of float32 steps, driven
     onto every correction point and the value below it."""

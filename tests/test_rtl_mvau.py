@@ -126,7 +126,9 @@ PIPELININGS = [dict(operand_register=True), dict(tree_every=1), dict(tree_every=
                dict(tree_every=3), dict(tree_every=2, flow_control="skid"),
                dict(tree_every=1, operand_register=True, flow_control="credit"),
                dict(multiply_register=True, res_type="lut"),
-               dict(multiply_register=True, res_type="lut", tree_every=1, operand_register=True)]
+               dict(multiply_register=True, res_type="lut", tree_every=1, operand_register=True),
+               dict(operand_register=True, route_register=True, tree_every=1),
+               dict(operand_register=True, route_register=True, flow_control="credit")]
 
 
 @pytest.mark.parametrize("pipelining", PIPELININGS, ids=str)
@@ -144,6 +146,7 @@ def test_pipelined_units_match_reference_under_stalls(case, pipelining):
                                               ("int2_x_int3_acc", dict(tree_every=2, operand_register=True)),
                                               ("uint2_x_int2_int4_out", dict(flow_control="skid")),
                                               ("int2_x_int3_thr", dict(tree_every=1, flow_control="credit")),
+                                              ("int2_x_int3_thr", dict(operand_register=True, route_register=True)),
                                               ("bipolar_x_bipolar_thr", dict(flow_control="credit"))])
 def test_frames_flow_back_to_back_without_bubbles(case, pipelining, pe, simd):
     frames = 4
@@ -243,6 +246,15 @@ def test_credits_lose_no_beat_when_the_output_stalls_for_long(pe, simd):
 def test_the_flow_control_keeps_the_latency(flow_control):
     assert build("uint2_x_int2_int4_out", 2, 3, flow_control=flow_control)[0].latency == \
         build("uint2_x_int2_int4_out", 2, 3)[0].latency
+
+
+def test_the_route_register_keeps_the_latency_and_needs_the_operand_register():
+    registered = build("uint2_x_int2_int4_out", 2, 3, operand_register=True)[0]
+    assert build("uint2_x_int2_int4_out", 2, 3, operand_register=True, route_register=True)[0].latency == \
+        registered.latency
+    with pytest.raises(ValueError, match="route_register is a second register after a ROM's read and needs "
+                                         "operand_register"):
+        build("uint2_x_int2_int4_out", 2, 3, route_register=True)
 
 
 def test_an_unknown_flow_control_is_refused_with_the_choices():

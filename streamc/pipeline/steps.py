@@ -172,7 +172,7 @@ def folding_of(dataflow: Dataflow) -> dict[str, dict]:
     return {
         **{layer.name: {"pe": layer.pe, "simd": layer.simd, "ram_style": layer.ram_style,
                         "ram_style_thresholds": layer.ram_style_thresholds, "res_type": layer.res_type,
-                        **dict(zip(("operand_register", "tree_every"), layer.pipelining())), **layer.adder_choice()}
+                        **layer.pipelining(), **layer.adder_choice()}
            for layer in dataflow.layers},
         **{table.name: {"ram_style": table.ram_style} for table in dataflow.tables},
         **{stage.name: {"threshold_style": stage.folding()["threshold_style"]} for stage in _thresholded(dataflow)}}

@@ -92,6 +92,7 @@ class MVAUSpec(KernelSpec):
     ram_style_thresholds: str = "auto"
     res_type: str = "auto"
     operand_register: bool = False
+    route_register: bool = False
     tree_every: int = 0
     constant_adders: float = -1
     keep_adders: bool = False
@@ -202,7 +203,8 @@ class MVAUSpecs:
                             signed_multiply=bool(mul_a and unit.lanes_multiply_signed_input and w_dt.signed),
                             starts_from_offsets=unit.starts_from_offsets, ram_style=unit.ram_style,
                             ram_style_thresholds=unit.ram_style_thresholds, res_type=unit.res_type,
-                            operand_register=unit.operand_register, tree_every=unit.tree_every,
+                            operand_register=unit.operand_register, route_register=unit.route_register,
+                            tree_every=unit.tree_every,
                             flow_control=unit.flow_control,
                             multiply_register=unit.multiply_register,
                             keep_adders=unit.keep_adders,
@@ -384,8 +386,14 @@ def mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[Memories, int, d
             lut[name] = 0
         lut["constant_adders"] = spec.constant_adders
     bram_words = sum(width for (width, _, rom, _), bram in zip(memories_read, in_bram) if bram and rom)
+    # route_register registers the words of the output stage's ROMs (not the weights', the first, nor the starting
+    # offsets', read with no register) a second time: a word's bits where the ROM is a block RAM; Yosys moves a ROM in
+    # logic's registers to its address (an MVAU of 2 PEs, 2 neuron folds, 3 thresholds: 2 flip-flops more).
+    start_rom = 1 + bool(spec.thresholds) if spec.start_rom_bits else None
+    route_words = sum(width for n, ((width, _, rom, _), bram) in enumerate(zip(memories_read, in_bram))
+                      if spec.route_register and rom and bram and n not in (0, start_rom))
     ff = {"registers": _mvau_registers(spec, lane_dsps, rq_dsps, weights_in_logic=mappings[0].kind == "logic",
-                                       bram_words=bram_words),
+                                       bram_words=bram_words) + route_words,
           "bram_ram_read": bram_ram_read,
           "bram_ram_wide": bram_ram_wide,
           "dsp_products": lanes * spec.product_bits if lane_dsps else 0,

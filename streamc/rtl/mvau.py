@@ -138,6 +138,11 @@ class MatrixVectorUnit(wiring.Component):
     operand_register : bool
         Register the weight ROM's and the input buffer's words before the multiplies, so that a
         block RAM's clock-to-output delay and a multiply are not one path.
+    route_register : bool
+        With ``operand_register``: register the words of the output stage's ROMs (thresholds unless
+        ``"distributed"``, correction points, requantization factors and offsets) twice, each read a stage earlier, so that where the first register
+        moves into a block RAM the route from the block to the logic that reads its word has a cycle of its own
+        (TFC-w1a1's threshold ROM on half an ECP5-85F: 5.4 ns of route of 8.0). The latency is unchanged.
     tree_every : int
         0: each lane's adder tree and the accumulator are one stage, as are the threshold count and
         the output register. ``k`` > 0: a register after every ``k`` adder levels and after the last
@@ -196,8 +201,9 @@ class MatrixVectorUnit(wiring.Component):
                  pe: int, simd: int, thresholds: np.ndarray | None, out_dtype: DataType,
                  out_bias: int = 0, requant: Requant | None = None, ram_style: str = "auto",
                  ram_style_thresholds: str = "auto", res_type: str = "auto",
-                 operand_register: bool = False, tree_every: int = 0, flow_control: str = "stall",
-                 multiply_register: bool = False, keep_adders: bool = False, name: str = "mvau"):
+                 operand_register: bool = False, route_register: bool = False, tree_every: int = 0,
+                 flow_control: str = "stall", multiply_register: bool = False, keep_adders: bool = False,
+                 name: str = "mvau"):
         weights = np.asarray(weights)
         if weights.ndim != 2 or not np.issubdtype(weights.dtype, np.integer):
             raise ValueError(f"node {name!r}: weights must be a 2-D integer array, "
@@ -218,6 +224,10 @@ class MatrixVectorUnit(wiring.Component):
             raise ValueError(f"node {name!r}: tree_every must be 0 (no registers in the adder trees) or "
                              f"a positive number of adder levels, not {tree_every!r}")
         self.operand_register, self.tree_every = bool(operand_register), int(tree_every)
+        if route_register and not operand_register:
+            raise ValueError(f"node {name!r}: route_register is a second register after a ROM's read and needs "
+                             f"operand_register")
+        self.route_register = bool(route_register)
         if flow_control not in FLOW_CONTROLS:
             raise ValueError(f"node {name!r}: flow_control must be one of {', '.join(FLOW_CONTROLS)}, "
                              f"not {flow_control!r}")
@@ -577,13 +587,19 @@ class MatrixVectorUnit(wiring.Component):
         m.d.comb += [read.addr.eq(nf1), read.en.eq(advance)]
         return _channel_fields(read.data, self._pe, shape)
 
-    def _row(self, m, advance, rom, folds):
-        """The word of ``rom`` (a word per neuron fold) for the fold ``folds[1]`` names, a stage later: read
-        at ``folds[1]``, or with ``operand_register`` at ``folds[0]`` (the stage before) and registered, so
-        that a block RAM's clock-to-output delay is a path of its own."""
+    def _row(self, m, advance, rom, folds, far: bool = True):
+        """The word of ``rom`` (a word per neuron fold) for the stage after the last of ``folds`` (the neuron fold
+        of each stage, the issue's first): read at ``folds[-1]``; with ``operand_register`` a stage earlier and
+        registered, so that a block RAM's clock-to-output delay is a path of its own; with ``route_register``, where
+        the ROM may be ``far`` (a block RAM), two stages earlier and registered twice, so that the route from the
+        block is one too."""
+        registers = self.operand_register + (self.route_register and far)
         read = rom.read_port(domain="sync")
-        m.d.comb += [read.addr.eq(folds[0] if self.operand_register else folds[1]), read.en.eq(advance)]
-        return _stage_register(m, advance, reset_less=True)(read.data) if self.operand_register else read.data
+        m.d.comb += [read.addr.eq(folds[-1 - registers]), read.en.eq(advance)]
+        word = read.data
+        for _ in range(registers):
+            word = _stage_register(m, advance, reset_less=True)(word)
+        return word
 
     def _compare_thresholds(self, m, advance, valid3, folds, acc3):
         """Stage 4: threshold compares, then their count (pipelined with ``tree_every``). Returns the
@@ -598,7 +614,7 @@ class MatrixVectorUnit(wiring.Component):
                          init=self._threshold_rom_rows(first, lanes), attrs=self._threshold_attrs)
             m.submodules["threshold_rom" if per_rom == pe else f"threshold_rom_{first}"] = rom
             # Read alongside the accumulator's last step, so the row arrives with the sum.
-            row = self._row(m, advance, rom, folds)
+            row = self._row(m, advance, rom, folds, far=self.ram_style_thresholds != "distributed")
             lane_reads += [(row, lane) for lane in range(lanes)]
 
         # Registered to keep the compares off the adder's path.
@@ -635,7 +651,7 @@ class MatrixVectorUnit(wiring.Component):
 
         # Stage 4: a registered multiply (a hard multiplier's output register).
         valid4 = Signal()
-        nf2 = folds[1]
+        nf2 = folds[-1]
         nf3 = Signal.like(nf2)
         product4 = [Signal(self.product_shape, name=f"product_{j}") for j in range(pe)]
         factors = _channel_fields(multipliers, pe, self.multiplier_shape)
@@ -648,7 +664,7 @@ class MatrixVectorUnit(wiring.Component):
             shape=unsigned(pe * self.offset_shape.width), depth=self._nf,
             init=self.offset_rom_rows)
         # One stage later than the factors: the offsets arrive with the products.
-        offset_row = self._row(m, advance, offset_rom, (nf2, nf3))
+        offset_row = self._row(m, advance, offset_rom, [*folds, nf3])
 
         # Stage 5: product plus offset (which carries the rounding constant); the corrections counted.
         valid5 = Signal()
@@ -873,10 +889,13 @@ class MatrixVectorUnit(wiring.Component):
                     restart = starts[j] if self.constant_weights else Mux(first2, starts[j], acc3[j])
                     m.d.sync += acc3[j].eq(restart + sums2[j])
 
+        # The neuron fold of each stage up to the accumulator's, the issue's first: the output stage's ROMs are read
+        # as many stages ahead as their words are registered.
+        folds = [nf, *(stage[3] for stage in control)]
         if self._requant is not None:
-            out_valid, out_values = self._requantize(m, advance, valid3, (control[-2][3], nf2), acc3)
+            out_valid, out_values = self._requantize(m, advance, valid3, folds, acc3)
         elif self._thresholds is not None:
-            out_valid, out_values = self._compare_thresholds(m, advance, valid3, (control[-2][3], nf2), acc3)
+            out_valid, out_values = self._compare_thresholds(m, advance, valid3, folds, acc3)
         else:
             out_valid, out_values = valid3, acc3
 

@@ -43,6 +43,7 @@ class MVAULayer(Stage):
     # folding fixes instead (None: as the clock asks).
     clock: Clock | None = None
     operand_register: bool | None = None
+    route_register: bool | None = None
     tree_every: int | None = None
     # The device family the unit is built for, and whether a fully unrolled unit keeps its adder graph's adders as
     # an explicit folding fixes it (None: as the family gives, streamc.rtl.constant_products.KEPT_ADDERS).
@@ -159,29 +160,31 @@ class MVAULayer(Stage):
         its device family does best (:func:`~streamc.rtl.constant_products.keeps_adders`)."""
         return keeps_adders(self.family) if self.keep_adders is None else self.keep_adders
 
-    def pipelining(self, simd: int | None = None) -> tuple[bool, int]:
-        """The unit's ``operand_register`` and ``tree_every`` at this folding (or with ``simd`` lanes per PE): as
-        an explicit folding gives them, else what the clock needs by its family's delay model (the adder tree of
-        ``simd`` products and the accumulator after it), else none."""
+    def pipelining(self, simd: int | None = None) -> dict:
+        """The unit's ``operand_register``, ``route_register`` and ``tree_every`` at this folding (or with ``simd``
+        lanes per PE): as an explicit folding gives them, else what the clock needs by its family's delay model
+        (the adder tree of ``simd`` products and the accumulator after it, the compares after the ROM reads),
+        else none."""
         simd = simd or self.simd
-        operand_register, tree_every = False, 0
+        needed = {"operand_register": False, "route_register": False, "tree_every": 0}
         if self.clock is not None:
             delays, period = self.clock.delays, self.clock.period_ns
             multiplies = not (self.in_dtype.bipolar or self.weight_dtype.bipolar)
             rom_words = (self.mh // self.pe) * (self.mw // simd) if self.ram_style == "distributed" else 0
-            operand_register = delays.operand_register(period, multiplies, rom_words)
             width = shape_of_range(int(self.acc_lo.min()), int(self.acc_hi.max())).width
-            tree_every = delays.tree_every(period, tree_levels(simd), width)
-        return (operand_register if self.operand_register is None else self.operand_register,
-                tree_every if self.tree_every is None else self.tree_every)
+            needed = {"operand_register": delays.operand_register(period, multiplies, rom_words),
+                      "route_register": delays.route_register(period, width),
+                      "tree_every": delays.tree_every(period, tree_levels(simd), width)}
+        chosen = {key: value if getattr(self, key) is None else getattr(self, key) for key, value in needed.items()}
+        # The route register is the second after a ROM's read: none where the first is not there.
+        chosen["route_register"] = chosen["route_register"] and chosen["operand_register"]
+        return chosen
 
     def pipeline_at(self, in_elems: int) -> dict:
-        return dict(zip(("operand_register", "tree_every"), self.pipelining(in_elems)))
+        return self.pipelining(in_elems)
 
     def components(self) -> list:
         from ..rtl.mvau import MatrixVectorUnit
-
-        operand_register, tree_every = self.pipelining()
 
         return [MatrixVectorUnit(weights=self.weights, in_dtype=self.in_dtype, weight_dtype=self.weight_dtype,
                                  pe=self.pe, simd=self.simd,
@@ -189,30 +192,25 @@ class MVAULayer(Stage):
                                  requant=self.requant, out_dtype=self.out_dtype,
                                  out_bias=0 if self.requant is not None else self.out_bias,
                                  ram_style=self.ram_style, ram_style_thresholds=self.ram_style_thresholds,
-                                 res_type=self.res_type, operand_register=operand_register,
-                                 tree_every=tree_every, flow_control="stall" if self.clock is None
+                                 res_type=self.res_type, **self.pipelining(), flow_control="stall" if self.clock is None
                                  else self.clock.delays.flow_control(self.clock.period_ns),
                                  multiply_register=self.clock is not None
                                  and self.clock.delays.multiply_register(self.clock.period_ns),
                                  keep_adders=self.kept_adders, name=self.name)]
 
     def folding(self) -> dict:
-        operand_register, tree_every = self.pipelining()
         return {"pe": self.pe, "simd": self.simd, "ram_style": self.ram_style,
                 **({"ram_style_thresholds": self.ram_style_thresholds} if self.threshold_rom else {}),
-                "res_type": self.res_type, "operand_register": operand_register, "tree_every": tree_every,
-                **self.adder_choice()}
+                "res_type": self.res_type, **self.pipelining(), **self.adder_choice()}
 
     def adder_choice(self) -> dict:
         """``{"keep_adders": ...}`` where the layer is fully unrolled, the folding field that applies only there."""
         return {"keep_adders": self.kept_adders} if self.unrolled else {}
 
     def report(self) -> dict:
-        operand_register, tree_every = self.pipelining()
         return {"kind": self.kind, "mh": self.mh, "mw": self.mw, "vectors": self.vectors, "pe": self.pe,
                 "simd": self.simd, "ram_style": self.ram_style, "ram_style_thresholds": self.ram_style_thresholds,
-                "res_type": self.res_type, "operand_register": operand_register, "tree_every": tree_every,
-                **self.adder_choice(), "weight_dtype": self.weight_dtype.name,
+                "res_type": self.res_type, **self.pipelining(), **self.adder_choice(), "weight_dtype": self.weight_dtype.name,
                 "weight_bits": self.mh * self.mw * self.weight_dtype.bitwidth}
 
     def summary(self) -> dict:
