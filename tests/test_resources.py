@@ -402,7 +402,9 @@ def test_a_sliding_window_counts_the_registers_of_needed_register():
 @pytest.mark.parametrize("in_type,weight_type", [("UINT2", "INT2"), ("BIPOLAR", "BIPOLAR"), ("BIPOLAR", "INT3"),
                                                  ("INT4", "BIPOLAR"), ("UINT4", "INT4")])
 def test_an_mvau_spec_knows_its_units_latency_and_output_queue(in_type, weight_type):
-    # The planner prices a queue per SIMD from the spec alone: its latency must be the unit's, at every pipelining.
+    # The planner prices a queue per SIMD from the spec alone: its latency must be the unit's, at every pipelining;
+    # a pipelined adder graph's (16 x 16, fully unrolled) is bounded before it is solved, so the spec's is at least the
+    # unit's there.
     from streamc.rtl.mvau import MatrixVectorUnit
 
     rng = np.random.default_rng(0)
@@ -418,4 +420,7 @@ def test_an_mvau_spec_knows_its_units_latency_and_output_queue(in_type, weight_t
                                 tree_every=tree_every, operand_register=operand, multiply_register=split,
                                 res_type=res_type, ram_style=style, flow_control="credit")
         spec = resources.spec_of_unit(unit)
-        assert (spec.latency, spec.queue_depth) == (unit.latency, unit.queue_depth) > (0, 1)
+        if unit.constant_weights and tree_every:
+            assert spec.latency >= unit.latency and spec.queue_depth >= unit.queue_depth > 1
+        else:
+            assert (spec.latency, spec.queue_depth) == (unit.latency, unit.queue_depth) > (0, 1)

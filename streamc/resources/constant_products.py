@@ -25,6 +25,12 @@ from math import log2
 
 import numpy as np
 
+from ..rtl.constant_products import (
+    PIPELINED_EXTRA_LEVELS,
+    csd_digit_counts,
+    graph_stages,
+)
+
 #: LUTs per estimated adder bit, with the graph's adders merged by Yosys and kept (``keep_adders``), as
 #: :mod:`streamc.synth` counts them: Yosys 0.70 on case c's MVAU over its 10,263 estimated bits (iCE40 5,142 SB_LUT4
 #: merged; ECP5 3,248 LUT4 + 2 x 1,207 CCU2C merged, 4 LUT4 + 2 x 2,021 CCU2C kept; Gowin 3,826 LUT1-4 + 2,224 ALU
@@ -44,21 +50,27 @@ LUTS_PER_ADDER_BIT = {("ice40", False): 0.501, ("ecp5", False): 0.552, ("gowin",
 ONE_MAGNITUDE_SCALE = 1.5
 
 
+#: Register bits a pipelined graph (:func:`streamc.rtl.constant_products.constant_products` with ``every``) puts in
+#: each of its stages, per estimated adder bit (:func:`constant_adder_bits`) a level, taking the solved graph's levels
+#: as two more than the fewest (:func:`graph_register_bits`): the values a cut crosses, counted in the solved graphs
+#: of 4-bit 64 x 64, 10 x 64 and 12 x 32, +-1 32 x 64 and 16 x 128 with 1-bit inputs, ternary 32 x 64 and 2-bit
+#: 32 x 32 weights (their levels one to four more than the fewest), registered after every one to three levels:
+#: 0.43 to 0.66, median 0.53.
+GRAPH_REGISTER_SHARE = 0.53
+
+
+def graph_register_bits(adder_bits: float, levels: int, every: int) -> tuple[float, int]:
+    """Estimated register bits and stages of a graph of ``adder_bits`` (:func:`constant_adder_bits`) and at most
+    ``levels`` levels (:func:`~streamc.rtl.constant_products.graph_levels`), registered after every ``every``: its
+    levels taken as two more than the fewest, the middle of what da4ml's solver gave."""
+    expected = levels - PIPELINED_EXTRA_LEVELS + 2
+    stages = graph_stages(expected, every)
+    return GRAPH_REGISTER_SHARE * stages * adder_bits / max(expected, 1), stages
+
+
 def luts_per_adder_bit(family: str, kept: bool) -> float:
     """LUTs per estimated adder bit of a graph on ``family``, its adders ``kept`` or merged."""
     return LUTS_PER_ADDER_BIT[family, kept]
-
-
-def csd_digit_counts(weights: np.ndarray) -> np.ndarray:
-    """Nonzero digits of each of ``weights`` written in canonical signed digits (no two adjacent nonzero)."""
-    w = np.abs(np.asarray(weights, np.int64))
-    digits = np.zeros(w.shape, np.int64)
-    while w.any():
-        odd = w & 1
-        digits += odd
-        # An odd w ending in binary 11 takes digit -1 (w + 1 carries on), one ending in 01 takes +1.
-        w = (w + np.where(odd == 1, np.where(w & 2, 1, -1), 0)) >> 1
-    return digits
 
 
 def shared_adders(weights: np.ndarray) -> int:

@@ -8,9 +8,10 @@ from functools import cache
 import numpy as np
 
 from ..rtl.arithmetic import tree_stages
+from ..rtl.constant_products import graph_levels, graph_stages
 from ..rtl.mvau import credit_queue_depth, has_operand_stage, splits_multiplies, unit_latency, weight_rom_banks
 from .arithmetic import dsp_count, product_operand_bits, shift_add_bits
-from .constant_products import constant_adder_bits
+from .constant_products import constant_adder_bits, graph_register_bits
 from .memories import (LIVE_BITS_LIMIT, Memories, bram_bank_mux, live_bits_of, logic_rom, memory_mapping,
                        rom_varying_bits, varying_bits)
 from .shared import KernelSpec, known, range_bits
@@ -43,7 +44,9 @@ class MVAUSpec(KernelSpec):
     unmerged, as they stay with the thresholds in block RAM; ``compare_full_adders``: the full adders
     summing a lane's compares, which take merged ones apart too (-1: not known, every compare counts).
     ``constant_adders``: where the weight ROM has one word, the estimated adder bits of the lanes' shift-and-add
-    graph (:func:`~.constant_products.constant_adder_bits`); -1 where the lanes multiply; ``keep_adders``: its adders
+    graph (:func:`~.constant_products.constant_adder_bits`); -1 where the lanes multiply; ``graph_levels``: the most
+    adder levels of that graph solved for pipelining (:func:`~streamc.rtl.constant_products.graph_levels`: the spec's
+    latency takes that bound, the unit's the solved graph's); ``keep_adders``: its adders
     each kept as a carry chain (:attr:`~streamc.rtl.mvau.MatrixVectorUnit.keep_adders`). ``flow_control``: what moves
     the pipeline (:data:`~streamc.rtl.mvau.FLOW_CONTROLS`); ``"credit"``'s output queue holds :attr:`queue_depth` beats
     (:attr:`output_queue`).
@@ -95,6 +98,7 @@ class MVAUSpec(KernelSpec):
     route_register: bool = False
     tree_every: int = 0
     constant_adders: float = -1
+    graph_levels: int = 0
     keep_adders: bool = False
     flow_control: str = "stall"
     multiply_register: bool = False
@@ -115,7 +119,7 @@ class MVAUSpec(KernelSpec):
         operand_stage = has_operand_stage(self.operand_register, banks, bool(self.mul_a))
         product_stage = splits_multiplies(self.multiply_register, bool(self.mul_a) and not constant, self.res_type)
         return unit_latency(self.output_stage, operand_stage, product_stage, 1 if constant else self.simd,
-                            self.thresholds, self.tree_every)
+                            self.thresholds, self.tree_every, graph_stages(self.graph_levels, self.tree_every))
 
     @property
     def queue_depth(self) -> int:
@@ -223,6 +227,7 @@ class MVAUSpecs:
             fields = self._columns.at(simd)
             if self._weights.shape[0] // self._fields["pe"] * (self._weights.shape[1] // simd) == 1:
                 fields["constant_adders"] = constant_adder_bits(self._weights, self._in_bits, self._bits)
+                fields["graph_levels"] = graph_levels(self._weights)
             self._spec_of[simd] = MVAUSpec(simd=simd, **self._fields, **fields)
         return self._spec_of[simd]
 
@@ -454,9 +459,14 @@ def _pipeline_registers(spec: MVAUSpec, bram_words: int) -> int:
     if splits_multiplies(spec.multiply_register, bool(spec.mul_a) and spec.constant_adders < 0, spec.res_type):
         lanes = known(spec.live_lanes, spec.pe * spec.simd)
         bits += control + lanes * _split_multiply_bits(spec.mul_a, spec.mul_b)
-    if spec.tree_every:
+    if spec.tree_every and spec.constant_adders >= 0:
+        # The lanes' adder graph, pipelined (its solved levels are not known before it is).
+        graph_bits, stages = graph_register_bits(spec.constant_adders, spec.graph_levels, spec.tree_every)
+        bits += round(graph_bits) + control * stages
+    elif spec.tree_every:
         bits += spec.pe * _registered_tree_bits(spec.simd, spec.product_bits, spec.tree_every)
         bits += control * tree_stages(spec.simd, spec.tree_every)
+    if spec.tree_every:
         bits += spec.pe * _registered_tree_bits(spec.thresholds, 1, spec.tree_every)
         bits += tree_stages(spec.thresholds, spec.tree_every)
     return bits

@@ -20,7 +20,9 @@ from amaranth.hdl import Const, Signal
 from ..errors import BuildError
 from .arithmetic import shape_of_range
 
-__all__ = ["AdderGraph", "adder_graph", "cmvm_logic", "constant_products", "keeps_adders"]
+__all__ = ["AdderGraph", "adder_graph", "cmvm_logic", "constant_products", "csd_digit_counts", "graph_levels",
+           "graph_stages",
+           "keeps_adders"]
 
 #: Whether :func:`constant_products` keeps every adder on a device family (``keep``): where a carry chain's cell
 #: holds the sum bit's LUT (the ECP5's CCU2C, two bits; Gowin's ALU, one), a kept adder is one carry cell a bit,
@@ -35,6 +37,37 @@ KEPT_ADDERS = {"ice40": False, "ecp5": True, "gowin": True}
 #: Neither is smaller on every matrix (da4ml 0.6.0's adder bits, wmc against mc: issue 24's cases a 23,277 against
 #: 23,192, b 7,814 against 7,727, c 4,069 both, d, the +-1 weights, 37,304 against 34,552), so both are solved.
 METHODS = ("wmc", "mc")
+
+#: The adder levels da4ml's solver may add over a graph's fewest (its ``hard_dc``) where the graph is pipelined, so
+#: that its depth is bounded before it is solved (:func:`graph_levels`). Fewer cost adders: +-1 weights 64 x 128 with
+#: 1-bit inputs, the smaller of both methods' graphs: 6,313 adder bits unbounded (13 levels), 6,558 at 4 (11), 8,578
+#: at 2 (9), 9,272 at 0 (7); 4-bit weights 64 x 64: 23,296 unbounded (9 levels), 23,168 at 4 and at 2 (8).
+PIPELINED_EXTRA_LEVELS = 4
+
+
+def csd_digit_counts(weights: np.ndarray) -> np.ndarray:
+    """Nonzero digits of each of ``weights`` written in canonical signed digits (no two adjacent nonzero)."""
+    w = np.abs(np.asarray(weights, np.int64))
+    digits = np.zeros(w.shape, np.int64)
+    while w.any():
+        odd = w & 1
+        digits += odd
+        # An odd w ending in binary 11 takes digit -1 (w + 1 carries on), one ending in 01 takes +1.
+        w = (w + np.where(odd == 1, np.where(w & 2, 1, -1), 0)) >> 1
+    return digits
+
+
+def graph_stages(levels: int, every: int) -> int:
+    """Registers inside a graph of ``levels`` adder levels registered after every ``every`` but the last (its reader
+    registers that): :func:`constant_products`."""
+    return max(-(-levels // every) - 1, 0) if every else 0
+
+
+def graph_levels(weights: np.ndarray) -> int:
+    """The most adder levels of the pipelined graph of ``y = W x`` (solved with :data:`PIPELINED_EXTRA_LEVELS`): a
+    row of ``n`` digits needs ``ceil(log2(n))`` levels at least, da4ml's bound adds those extra."""
+    most = int(csd_digit_counts(weights).sum(axis=1).max(initial=0))
+    return max(most - 1, 0).bit_length() + PIPELINED_EXTRA_LEVELS
 
 
 
@@ -83,11 +116,27 @@ class AdderGraph:
         """Output bits over all adders: the carry chain each adder is built on."""
         return sum(node.bits for node in self.adders)
 
+    @property
+    def levels(self) -> list[int]:
+        """Each node's adder levels from the inputs (0 for inputs and constants)."""
+        levels = []
+        for node in self.nodes:
+            levels.append(0 if node.b < 0 else 1 + max(levels[node.a], levels[node.b]))
+        return levels
 
-def adder_graph(weights: np.ndarray, x_lo: int, x_hi: int) -> AdderGraph:
+    def stages(self, every: int) -> int:
+        """Registers :func:`constant_products` puts on the way from the inputs to the outputs when it registers
+        after every ``every`` levels but the last (``every`` 0: none)."""
+        levels = self.levels
+        return graph_stages(max((levels[index] for index, _, _ in self.outputs if index >= 0), default=0), every)
+
+
+def adder_graph(weights: np.ndarray, x_lo: int, x_hi: int, *, pipelined: bool = False) -> AdderGraph:
     """The shift-and-add graph of ``y = W x`` for the ``(MH, MW)`` integer ``weights``: of da4ml's solutions by
-    each of :data:`METHODS`, the one of fewest adder bits (the first of those tied)."""
-    graphs = [_graph_of(cmvm_logic(weights, x_lo, x_hi, method)) for method in METHODS]
+    each of :data:`METHODS`, the one of fewest adder bits (the first of those tied); ``pipelined``, of at most
+    :func:`graph_levels` levels."""
+    extra = PIPELINED_EXTRA_LEVELS if pipelined else -1
+    graphs = [_graph_of(cmvm_logic(weights, x_lo, x_hi, method, extra)) for method in METHODS]
     return min(graphs, key=lambda graph: graph.adder_bits)
 
 
@@ -118,35 +167,54 @@ def keeps_adders(family: str | None) -> bool:
     return KEPT_ADDERS.get(family, False)
 
 
-def cmvm_logic(weights: np.ndarray, x_lo: int, x_hi: int, method: str = METHODS[0]):
+def cmvm_logic(weights: np.ndarray, x_lo: int, x_hi: int, method: str = METHODS[0], extra_levels: int = -1):
     """da4ml's solution (a ``da4ml.types.CombLogic``) of ``y = W x`` for ``x`` of integers in ``[x_lo, x_hi]``,
     as da4ml's own flow traces it, its common subexpressions chosen by ``method`` (da4ml's ``method0``; the
-    default, da4ml's); cached by the weights' contents (a 784 x 64 matrix takes minutes)."""
+    default, da4ml's), at most ``extra_levels`` adder levels deeper than the fewest (da4ml's ``hard_dc``; -1, its
+    default: unbounded); cached by the weights' contents (a 784 x 64 matrix takes minutes)."""
     weights = np.ascontiguousarray(weights, dtype=np.int64)
-    return _solved(weights.shape, weights.tobytes(), int(x_lo), int(x_hi), method)
+    return _solved(weights.shape, weights.tobytes(), int(x_lo), int(x_hi), method, int(extra_levels))
 
 
 @lru_cache(maxsize=64)
-def _solved(shape: tuple[int, int], raw: bytes, x_lo: int, x_hi: int, method: str):
+def _solved(shape: tuple[int, int], raw: bytes, x_lo: int, x_hi: int, method: str, extra_levels: int):
     # da4ml is imported here, so that nothing else pays for loading its solver.
     from da4ml.trace import FixedVariableArray, comb_trace
 
     mw = shape[1]
     weights = np.frombuffer(raw, dtype=np.int64).reshape(shape)
     x = FixedVariableArray.from_lhs(np.full(mw, x_lo, float), np.full(mw, x_hi, float), np.ones(mw),
-                                    solver_options={"method0": method})
+                                    solver_options={"method0": method, "hard_dc": extra_levels})
     return comb_trace(x, x @ weights.T.astype(np.float64))
 
 
-def constant_products(m, inputs: list, graph: AdderGraph, *, keep: bool = False) -> list:
+def constant_products(m, inputs: list, graph: AdderGraph, *, keep: bool = False, every: int = 0,
+                      register=None) -> list:
     """The outputs of ``graph`` on the Amaranth values ``inputs`` (integers in the graph's input range), its
     adders added to ``m``'s combinational domain, each a signal of its node's narrowest shape.
 
     Without ``keep`` Yosys' ``alumacc`` merges an adder with a single reader into that reader's sum, a
     ``$macc`` it builds from LUTs and one carry chain: fewer carry cells, more LUTs. ``keep`` marks every
     adder's signal kept, so each is its own carry chain. Which is smaller depends on the family
-    (:data:`KEPT_ADDERS`)."""
-    values = []
+    (:data:`KEPT_ADDERS`).
+
+    With ``every`` > 0 the graph is pipelined for the clock, as da4ml cuts its own graphs by level: the adders of
+    levels ``s * every + 1`` to ``(s + 1) * every`` (:attr:`AdderGraph.levels`) are stage ``s``, and a value read
+    in a later stage than its own passes through ``register`` (a register that moves with the caller's pipeline)
+    once per stage between, each register shared by its readers; every output is taken in the last stage, which
+    the caller registers. :meth:`AdderGraph.stages` counts the registers on the way."""
+    levels = graph.levels
+    stage = [max(level - 1, 0) // every if every else 0 for level in levels]
+    last = graph.stages(every)
+    values, delayed = [], {}
+
+    def at(index: int, when: int):
+        """Node ``index``'s value as stage ``when`` reads it: registered once per stage after its own."""
+        chain = delayed.setdefault(index, [values[index]])
+        while len(chain) <= when - stage[index]:
+            chain.append(register(chain[-1]))
+        return chain[when - stage[index]]
+
     for n, node in enumerate(graph.nodes):
         if node.is_constant:
             value = Const(node.lo, shape_of_range(node.lo, node.hi))
@@ -154,8 +222,8 @@ def constant_products(m, inputs: list, graph: AdderGraph, *, keep: bool = False)
             value = inputs[node.a]
         else:
             a, b = graph.nodes[node.a], graph.nodes[node.b]
-            left = values[node.a].shift_left(a.exponent - node.exponent)
-            right = values[node.b].shift_left(b.exponent + node.shift - node.exponent)
+            left = at(node.a, stage[n]).shift_left(a.exponent - node.exponent)
+            right = at(node.b, stage[n]).shift_left(b.exponent + node.shift - node.exponent)
             value = Signal(shape_of_range(node.lo, node.hi), name=f"cmvm_{n}", attrs={"keep": 1} if keep else {})
             m.d.comb += value.eq(left - right if node.subtract else left + right)
         values.append(value)
@@ -164,6 +232,6 @@ def constant_products(m, inputs: list, graph: AdderGraph, *, keep: bool = False)
         if index < 0:
             sums.append(0)
             continue
-        value = values[index].shift_left(graph.nodes[index].exponent + shift)
+        value = at(index, last).shift_left(graph.nodes[index].exponent + shift)
         sums.append(-value if negate else value)
     return sums

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 from amaranth.hdl import Array, Cat, Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import stream, wiring
@@ -42,11 +44,12 @@ OUTPUT_STAGE_LATENCY = {"accumulator": 4, "thresholds": 5, "requant": 6}
 
 
 def unit_latency(output_stage: str, operand_stage: bool, product_stage: bool, lanes_summed: int, thresholds: int,
-                 tree_every: int) -> int:
+                 tree_every: int, graph_stages: int = 0) -> int:
     """:attr:`MatrixVectorUnit.latency` from its output stage (a key of :data:`OUTPUT_STAGE_LATENCY`), its
-    :attr:`~MatrixVectorUnit.operand_stage` and :attr:`~MatrixVectorUnit.product_stage`, and the registers
-    ``tree_every`` puts in each PE's tree of ``lanes_summed`` values and in its count of ``thresholds`` compares."""
-    return (OUTPUT_STAGE_LATENCY[output_stage] + operand_stage + product_stage
+    :attr:`~MatrixVectorUnit.operand_stage` and :attr:`~MatrixVectorUnit.product_stage`, the registers
+    ``tree_every`` puts in each PE's tree of ``lanes_summed`` values and in its count of ``thresholds`` compares, and
+    the ``graph_stages`` inside constant products (:attr:`MatrixVectorUnit.graph_stages`)."""
+    return (OUTPUT_STAGE_LATENCY[output_stage] + operand_stage + product_stage + graph_stages
             + tree_stages(lanes_summed, tree_every) + tree_stages(thresholds, tree_every))
 
 
@@ -146,7 +149,9 @@ class MatrixVectorUnit(wiring.Component):
     tree_every : int
         0: each lane's adder tree and the accumulator are one stage, as are the threshold count and
         the output register. ``k`` > 0: a register after every ``k`` adder levels and after the last
-        (:func:`~streamc.rtl.arithmetic.adder_tree`), in the lanes' trees and the threshold count.
+        (:func:`~streamc.rtl.arithmetic.adder_tree`), in the lanes' trees and the threshold count; with
+        :attr:`constant_weights`, after every ``k`` levels of the lanes' adder graph, solved for a bounded depth
+        (:func:`~streamc.rtl.constant_products.constant_products`).
     multiply_register : bool
         Split the lanes' multiplies in LUTs into two stages, their first partial sums registered (the digits MLP's
         4-bit products on the ECP5-85F: 8.5 ns from the operand register to the product's).
@@ -187,7 +192,8 @@ class MatrixVectorUnit(wiring.Component):
         first neuron fold: the cycle that accepts its last input beat) to the cycle in which
         that fold's output beat is first valid: 4 for the bare accumulator, 5 with
         thresholds, 6 with requantization; plus 1 with :attr:`operand_stage`, 1 with :attr:`product_stage` and the
-        registers ``tree_every`` puts in the lanes' trees and the threshold count.
+        registers ``tree_every`` puts in the lanes' trees (or their adder graph: :attr:`graph_stages`) and the
+        threshold count.
     acc_shape : amaranth.hdl.Shape
         Accumulator and comparator shape.
     multiplier_shape, offset_shape, product_shape, sum_shape : amaranth.hdl.Shape or None
@@ -305,14 +311,29 @@ class MatrixVectorUnit(wiring.Component):
         #: The bare output's accumulator starts from a per-channel offset and sums scaled terms.
         self.starts_from_offsets = (self._requant is None and self._thresholds is None
                                     and (self._scale != 1 or bool(self._offsets.any())))
-        stage = "requant" if self._requant is not None else "accumulator" if self._thresholds is None else "thresholds"
-        self.latency = unit_latency(stage, self.operand_stage, self.product_stage, self._lanes_summed,
-                                    0 if self._thresholds is None else self._thresholds.shape[1], self.tree_every)
-        self.queue_depth = credit_queue_depth(self.latency, self._sf) if flow_control == "credit" else 0
         super().__init__({
             "i": In(stream.Signature(unsigned(simd * self.in_width))),
             "o": Out(stream.Signature(unsigned(pe * self.out_width))),
         })
+
+    @cached_property
+    def latency(self) -> int:
+        # A property: with constant weights pipelined, the graph is solved to know its stages.
+        stage = "requant" if self._requant is not None else "accumulator" if self._thresholds is None else "thresholds"
+        return unit_latency(stage, self.operand_stage, self.product_stage, self._lanes_summed,
+                            0 if self._thresholds is None else self._thresholds.shape[1], self.tree_every,
+                            self.graph_stages)
+
+    @property
+    def queue_depth(self) -> int:
+        """Beats of the output queue of ``flow_control="credit"`` (:func:`credit_queue_depth`); 0 otherwise."""
+        return credit_queue_depth(self.latency, self._sf) if self.flow_control == "credit" else 0
+
+    @property
+    def graph_stages(self) -> int:
+        """With :attr:`constant_weights` and ``tree_every``: the registers inside the lanes' adder graph
+        (:meth:`~streamc.rtl.constant_products.AdderGraph.stages`; it is solved to know them); else 0."""
+        return self.adder_graph.stages(self.tree_every) if self.constant_weights and self.tree_every else 0
 
     @property
     def product_stage(self) -> bool:
@@ -332,7 +353,7 @@ class MatrixVectorUnit(wiring.Component):
         ``W u`` for ``u`` the values the lanes take (:meth:`_lane_input_range`); ``None`` otherwise."""
         if not self.constant_weights:
             return None
-        return adder_graph(self._weights, *self._lane_input_range())
+        return adder_graph(self._weights, *self._lane_input_range(), pipelined=bool(self.tree_every))
 
     @property
     def lanes_multiply_signed_input(self) -> bool:
@@ -724,7 +745,9 @@ class MatrixVectorUnit(wiring.Component):
         inputs = [field if in_dt.bipolar else self._lane_input(field) for field in fields]
         lo, hi = self.output_sum_range
         rows = []
-        for j, value in enumerate(constant_products(m, inputs, self.adder_graph, keep=self.keep_adders)):
+        sums = constant_products(m, inputs, self.adder_graph, keep=self.keep_adders, every=self.tree_every,
+                                 register=_stage_register(m, advance))
+        for j, value in enumerate(sums):
             total = Signal(shape_of_range(lo, hi), name=f"constant_sum_{j}")
             with m.If(advance):
                 m.d.sync += total.eq(value)
@@ -863,7 +886,7 @@ class MatrixVectorUnit(wiring.Component):
                     m.d.sync += product.eq(value)
                 row.append(product)
             products2.append(row)
-        if self.product_stage:
+        for _ in range(self.product_stage + self.graph_stages):
             control.append(tuple(register(signal) for signal in control[-1]))
         valid1, first1, last1, nf1 = control[-1]
         with m.If(advance):

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 from ..datatypes import DataType
 from ..rtl.arithmetic import shape_of_range, tree_levels
-from ..rtl.constant_products import keeps_adders
+from ..rtl.constant_products import graph_levels, keeps_adders
 from ..rtl.requant import Requant
 from ..timing import Clock
 from .base import Knob, Stage, activate, divisors, integer_matmul, placement_knobs
@@ -163,8 +164,8 @@ class MVAULayer(Stage):
     def pipelining(self, simd: int | None = None) -> dict:
         """The unit's ``operand_register``, ``route_register`` and ``tree_every`` at this folding (or with ``simd``
         lanes per PE): as an explicit folding gives them, else what the clock needs by its family's delay model
-        (the adder tree of ``simd`` products and the accumulator after it, the compares after the ROM reads),
-        else none."""
+        (the adder tree of ``simd`` products, or fully unrolled the adder graph's levels, and the accumulator after
+        it; the compares after the ROM reads), else none."""
         simd = simd or self.simd
         needed = {"operand_register": False, "route_register": False, "tree_every": 0}
         if self.clock is not None:
@@ -172,9 +173,10 @@ class MVAULayer(Stage):
             multiplies = not (self.in_dtype.bipolar or self.weight_dtype.bipolar)
             rom_words = (self.mh // self.pe) * (self.mw // simd) if self.ram_style == "distributed" else 0
             width = shape_of_range(int(self.acc_lo.min()), int(self.acc_hi.max())).width
+            levels = self.graph_levels if self.pe == self.mh and simd == self.mw else tree_levels(simd)
             needed = {"operand_register": delays.operand_register(period, multiplies, rom_words),
                       "route_register": delays.route_register(period, width),
-                      "tree_every": delays.tree_every(period, tree_levels(simd), width)}
+                      "tree_every": delays.tree_every(period, levels, width)}
         chosen = {key: value if getattr(self, key) is None else getattr(self, key) for key, value in needed.items()}
         # The route register is the second after a ROM's read: none where the first is not there.
         chosen["route_register"] = chosen["route_register"] and chosen["operand_register"]
@@ -182,6 +184,12 @@ class MVAULayer(Stage):
 
     def pipeline_at(self, in_elems: int) -> dict:
         return self.pipelining(in_elems)
+
+    @cached_property
+    def graph_levels(self) -> int:
+        """The most adder levels of the layer's adder graph, fully unrolled and pipelined
+        (:func:`~streamc.rtl.constant_products.graph_levels`)."""
+        return graph_levels(self.weights)
 
     def components(self) -> list:
         from ..rtl.mvau import MatrixVectorUnit
