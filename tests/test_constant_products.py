@@ -186,20 +186,24 @@ def test_ecp5_maps_no_constant_product_to_a_hard_multiplier(tmp_path):
     assert result.dsp == 0 and result.lut > 0
 
 
-@pytest.mark.parametrize("devices", [[], ["ecp5-85f"]])
-def test_fully_unrolled_digits_mlp_is_bit_exact_in_verilator(tmp_path, devices):
+@pytest.mark.parametrize("devices, clock_mhz", [([], 30), (["ecp5-85f"], 150)])
+def test_fully_unrolled_digits_mlp_is_bit_exact_in_verilator(tmp_path, devices, clock_mhz):
     """Every layer folded PE = outputs, SIMD = inputs: the digits MLP's 3 layers are adder graphs, merged (no device:
-    the UP5K's family) or kept (the ECP5's)."""
+    the UP5K's family) or kept and pipelined for 150 MHz (the ECP5's)."""
     verify = {"inputs": str(DIGITS / "digits_frames.npy"), "labels": str(DIGITS / "digits_labels.npy"), "frames": 40}
     folding = {"node_linear": {"pe": 64, "simd": 64}, "node_linear_1": {"pe": 32, "simd": 64},
                "node_linear_2": {"pe": 10, "simd": 32}}
     config = {"model": str(DIGITS / "digits_mlp.onnx"), "output_dir": str(tmp_path / "out"), "folding": folding,
-              "devices": devices, "clock_mhz": 30, "verify": verify,
+              "devices": devices, "clock_mhz": clock_mhz, "verify": verify,
               "steps": ["load", "tidy", "streamline", "to_hw", "fold", "rtl", "sim"]}
     (tmp_path / "build.yaml").write_text(yaml.safe_dump(config))
-    report = run_build(tmp_path / "build.yaml").rtlsim
+    state = run_build(tmp_path / "build.yaml")
+    report = state.rtlsim
     assert report["frames"] == 40 and report["mismatches"] == 0
     assert kept_marks((tmp_path / "out" / "verilog" / "streamc_top.v").read_text()) == {bool(devices)}
+    written = json.loads((tmp_path / "out" / "reports" / "folding.json").read_text())
+    assert all((entry["tree_every"] > 0) == bool(devices) for entry in written.values())
+    assert report["latency_cycles"] == report["predicted_latency_cycles"]
 
 
 def unrolled_digits_mlp(tmp_path, device: str, steps: list[str], **last_layer) -> None:
