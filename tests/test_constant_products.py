@@ -66,31 +66,40 @@ def random_values(rng, dtype, shape):
     return rng.choice([-1, 1], size=shape) if dtype.bipolar else rng.integers(dtype.min, dtype.max + 1, size=shape)
 
 
+def unrolled_unit(case: str, rng, **kwargs) -> tuple[MatrixVectorUnit, np.ndarray | None]:
+    """A 6 x 16 unit of ``case`` (:data:`UNITS`) folded PE = outputs, SIMD = inputs, its weights and thresholds drawn
+    from ``rng``, and those thresholds; ``kwargs`` add to its parameters."""
+    in_dt, w_dt, n_thr, out_dt, out_bias = UNITS[case]
+    weights = random_values(rng, w_dt, (6, 16))
+    thresholds = None
+    if n_thr:
+        reach = int(np.abs(weights).sum(axis=1).max()) * max(abs(in_dt.min), abs(in_dt.max))
+        thresholds = np.sort(rng.integers(-reach, reach + 1, size=(6, n_thr)), axis=1)
+    unit = MatrixVectorUnit(weights=weights, in_dtype=in_dt, weight_dtype=w_dt, pe=6, simd=16,
+                            thresholds=thresholds, out_dtype=out_dt, out_bias=out_bias, name="fc", **kwargs)
+    assert unit.constant_weights and unit.adder_graph is not None
+    return unit, thresholds
+
+
+def check_unrolled(unit: MatrixVectorUnit, thresholds, case: str, rng, in_gap: float, out_stall: float):
+    """Twelve random vectors through ``unit`` (of ``thresholds``) against numpy; the run."""
+    in_dt, _, _, out_dt, out_bias = UNITS[case]
+    vectors = random_values(rng, in_dt, (12, 16))
+    run = run_stream(unit, pack(vectors, in_dt, 16), 12, in_gap=in_gap, out_stall=out_stall, seed=3)
+    expected = acc = vectors @ unit.weights.T
+    if thresholds is not None:
+        count = (acc[:, :, None] >= thresholds[None]).sum(axis=2)
+        expected = np.where(count == 1, 1, -1) if out_dt.bipolar else out_bias + count
+    np.testing.assert_array_equal(unpack(run.beats, out_dt, 6).reshape(12, 6), expected)
+    return run
+
+
 @pytest.mark.parametrize("family", sorted(KEPT_ADDERS))
 @pytest.mark.parametrize("case", sorted(UNITS))
 def test_fully_unrolled_unit_matches_numpy_under_stalls(case, family):
     """With the adders kept or merged as the unit is built for each family."""
-    in_dt, w_dt, n_thr, out_dt, out_bias = UNITS[case]
     rng = np.random.default_rng(len(case))
-    mh, mw = 6, 16
-    weights = random_values(rng, w_dt, (mh, mw))
-    thresholds = None
-    if n_thr:
-        reach = int(np.abs(weights).sum(axis=1).max()) * max(abs(in_dt.min), abs(in_dt.max))
-        thresholds = np.sort(rng.integers(-reach, reach + 1, size=(mh, n_thr)), axis=1)
-    unit = MatrixVectorUnit(weights=weights, in_dtype=in_dt, weight_dtype=w_dt, pe=mh, simd=mw,
-                            thresholds=thresholds, out_dtype=out_dt, out_bias=out_bias,
-                            keep_adders=keeps_adders(family), name="fc")
-    assert unit.constant_weights and unit.adder_graph is not None
-    vectors = random_values(rng, in_dt, (12, mw))
-    run = run_stream(unit, pack(vectors, in_dt, mw), 12, in_gap=0.3, out_stall=0.4, seed=3)
-    acc = vectors @ weights.T
-    if thresholds is None:
-        expected = acc
-    else:
-        count = (acc[:, :, None] >= thresholds[None]).sum(axis=2)
-        expected = np.where(count == 1, 1, -1) if out_dt.bipolar else out_bias + count
-    np.testing.assert_array_equal(unpack(run.beats, out_dt, mh).reshape(12, mh), expected)
+    check_unrolled(*unrolled_unit(case, rng, keep_adders=keeps_adders(family)), case, rng, 0.3, 0.4)
 
 
 @pytest.mark.parametrize("every", [1, 2, 3])
@@ -98,31 +107,15 @@ def test_fully_unrolled_unit_matches_numpy_under_stalls(case, family):
 def test_a_pipelined_graph_matches_numpy_under_stalls_and_flows_at_full_rate(case, every):
     """Its levels registered after every ``every``: the same sums, one frame a cycle, the latency the unit gives and
     no more than its spec prices from the depth bound, before solving."""
-    in_dt, w_dt, n_thr, out_dt, out_bias = UNITS[case]
     rng = np.random.default_rng(every)
-    mh, mw = 6, 16
-    weights = random_values(rng, w_dt, (mh, mw))
-    thresholds = None
-    if n_thr:
-        reach = int(np.abs(weights).sum(axis=1).max()) * max(abs(in_dt.min), abs(in_dt.max))
-        thresholds = np.sort(rng.integers(-reach, reach + 1, size=(mh, n_thr)), axis=1)
-    unit = MatrixVectorUnit(weights=weights, in_dtype=in_dt, weight_dtype=w_dt, pe=mh, simd=mw,
-                            thresholds=thresholds, out_dtype=out_dt, out_bias=out_bias, tree_every=every,
-                            operand_register=True, flow_control="credit", name="fc")
+    unit, thresholds = unrolled_unit(case, rng, tree_every=every, operand_register=True, flow_control="credit")
     graph = unit.adder_graph
     depth = max(graph.levels[index] for index, _, _ in graph.outputs if index >= 0)
-    assert depth <= graph_levels(weights)
+    assert depth <= graph_levels(unit.weights)
     assert unit.graph_stages == -(-depth // every) - 1 > 0
     assert unit.latency <= spec_of_unit(unit).latency
-    for in_gap, out_stall in ((0.3, 0.4), (0.0, 0.0)):
-        vectors = random_values(rng, in_dt, (12, mw))
-        run = run_stream(unit, pack(vectors, in_dt, mw), 12, in_gap=in_gap, out_stall=out_stall, seed=3)
-        acc = vectors @ weights.T
-        expected = acc
-        if thresholds is not None:
-            count = (acc[:, :, None] >= thresholds[None]).sum(axis=2)
-            expected = np.where(count == 1, 1, -1) if out_dt.bipolar else out_bias + count
-        np.testing.assert_array_equal(unpack(run.beats, out_dt, mh).reshape(12, mh), expected)
+    check_unrolled(unit, thresholds, case, rng, 0.3, 0.4)
+    run = check_unrolled(unit, thresholds, case, rng, 0.0, 0.0)
     # At full rate: a frame a cycle, the first after the unit's latency.
     assert np.diff(run.cycles).tolist() == [1] * 11
     assert run.cycles[0] == unit.latency
