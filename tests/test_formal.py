@@ -119,6 +119,13 @@ def test_pipelined_mvau_emits_the_same_beats_and_sums_bmc_12_cycles():
     _assert_passed(check(harnesses, mode="bmc", depth=MVAU_BMC_DEPTH, timeout_s=TIMEOUT_S))
 
 
+def test_mvau_with_its_operands_registered_twice_emits_the_same_beats_and_sums_bmc_12_cycles():
+    # The route register's second operand stage (the weight ROM's word and the inputs), moved by credits.
+    harnesses = _mvau_harnesses([(1, 2), (1, 1)], operand_register=True, route_register=True, flow_control="credit")
+    assert all(harness.dut.route_stage for harness in harnesses)
+    _assert_passed(check(harnesses, mode="bmc", depth=MVAU_BMC_DEPTH, timeout_s=TIMEOUT_S))
+
+
 def test_mvau_with_its_multiplies_split_emits_the_same_beats_and_sums_bmc_12_cycles():
     # UINT2 x UINT2 products in LUTs, their partial sums registered before the product register.
     harnesses = _mvau_harnesses([(1, 1), (1, 2)], res_type="lut", multiply_register=True)

@@ -248,10 +248,13 @@ def test_the_flow_control_keeps_the_latency(flow_control):
         build("uint2_x_int2_int4_out", 2, 3)[0].latency
 
 
-def test_the_route_register_keeps_the_latency_and_needs_the_operand_register():
-    registered = build("uint2_x_int2_int4_out", 2, 3, operand_register=True)[0]
-    assert build("uint2_x_int2_int4_out", 2, 3, operand_register=True, route_register=True)[0].latency == \
-        registered.latency
+def test_the_route_register_adds_a_stage_where_the_weights_may_be_a_block_ram_and_needs_the_operand_register():
+    # The output stage's ROMs are read a stage earlier instead: only the weights' second register is a stage.
+    for ram_style, stage in (("block", 1), ("auto", 1), ("distributed", 0)):
+        registered = build("uint2_x_int2_int4_out", 2, 3, operand_register=True, ram_style=ram_style)[0]
+        routed = build("uint2_x_int2_int4_out", 2, 3, operand_register=True, route_register=True,
+                       ram_style=ram_style)[0]
+        assert (routed.route_stage, routed.latency) == (bool(stage), registered.latency + stage)
     with pytest.raises(ValueError, match="route_register is a second register after a ROM's read and needs "
                                          "operand_register"):
         build("uint2_x_int2_int4_out", 2, 3, route_register=True)

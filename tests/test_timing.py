@@ -102,9 +102,9 @@ def test_the_planner_prices_each_simd_with_the_registers_that_simd_is_built_with
 REGISTERED = dict(operand_register=True, tree_every=1)
 
 
-# The route register's second word is kept where the threshold ROM is a block RAM (in logic Yosys moves it to the
-# ROM's address).
-IN_BLOCK = {**REGISTERED, "ram_style_thresholds": "block"}
+# The route register's second words are kept where the weight and threshold ROMs are block RAMs (in logic Yosys moves
+# them to the ROMs' addresses).
+IN_BLOCK = {**REGISTERED, "ram_style": "block", "ram_style_thresholds": "block"}
 
 
 @pytest.mark.parametrize("before, after", [({}, REGISTERED), (IN_BLOCK, {**IN_BLOCK, "route_register": True})],

@@ -9,7 +9,8 @@ import numpy as np
 
 from ..rtl.arithmetic import tree_stages
 from ..rtl.constant_products import graph_levels, graph_stages
-from ..rtl.mvau import credit_queue_depth, has_operand_stage, splits_multiplies, unit_latency, weight_rom_banks
+from ..rtl.mvau import (credit_queue_depth, has_operand_stage, has_route_stage, splits_multiplies, unit_latency,
+                        weight_rom_banks)
 from .arithmetic import dsp_count, product_operand_bits, shift_add_bits
 from .constant_products import constant_adder_bits, graph_register_bits
 from .memories import (LIVE_BITS_LIMIT, Memories, bram_bank_mux, live_bits_of, logic_rom, memory_mapping,
@@ -117,8 +118,9 @@ class MVAUSpec(KernelSpec):
         constant = self.constant_adders >= 0
         banks = weight_rom_banks(self.nf * self.sf, self.operand_register, self.ram_style)
         operand_stage = has_operand_stage(self.operand_register, banks, bool(self.mul_a))
+        route_stage = has_route_stage(self.route_register, operand_stage, self.ram_style, constant)
         product_stage = splits_multiplies(self.multiply_register, bool(self.mul_a) and not constant, self.res_type)
-        return unit_latency(self.output_stage, operand_stage, product_stage, 1 if constant else self.simd,
+        return unit_latency(self.output_stage, operand_stage + route_stage, product_stage, 1 if constant else self.simd,
                             self.thresholds, self.tree_every, graph_stages(self.graph_levels, self.tree_every))
 
     @property
@@ -435,7 +437,7 @@ def _registered_tree_bits(count: int, width: int, every: int) -> int:
     return sum(sum(level) for depth, level in enumerate(levels, 1) if depth % every == 0 or depth == len(levels))
 
 
-def _pipeline_registers(spec: MVAUSpec, bram_words: int) -> int:
+def _pipeline_registers(spec: MVAUSpec, bram_words: int, weights_in_logic: bool) -> int:
     """Register bits of the stages ``operand_register``, ``multiply_register`` and ``tree_every`` add: the
     operands, the words of the ROMs in block RAM (``bram_words`` bits; a ROM in logic has its read register moved
     to its address by Yosys, so registering its word adds next to nothing: 56 flip-flops where its words have 183
@@ -456,6 +458,11 @@ def _pipeline_registers(spec: MVAUSpec, bram_words: int) -> int:
             bits += control + spec.simd * spec.in_bits + width
     elif spec.operand_register:
         bits += control + spec.simd * spec.in_bits + bram_words
+        if has_route_stage(spec.route_register, True, spec.ram_style, spec.constant_adders >= 0):
+            # The second operand stage: the inputs, and the weights' word where it is a block RAM's (Yosys moves a
+            # ROM in logic's registers to its address).
+            weights = 0 if weights_in_logic else known(spec.weight_rom_varying, spec.pe * spec.simd * spec.weight_bits)
+            bits += control + spec.simd * spec.in_bits + weights
     if splits_multiplies(spec.multiply_register, bool(spec.mul_a) and spec.constant_adders < 0, spec.res_type):
         lanes = known(spec.live_lanes, spec.pe * spec.simd)
         bits += control + lanes * _split_multiply_bits(spec.mul_a, spec.mul_b)
@@ -526,4 +533,4 @@ def _mvau_registers(spec: MVAUSpec, lane_dsps: int, rq_dsps: int, weights_in_log
         stage4 = 1 + pe * spec.thresholds
     else:
         stage4 = 0
-    return counters + operands + products + accumulators + stage4 + output + _pipeline_registers(spec, bram_words)
+    return counters + operands + products + accumulators + stage4 + output + _pipeline_registers(spec, bram_words, weights_in_logic)

@@ -43,13 +43,14 @@ def weight_rom_banks(words: int, operand_register: bool, ram_style: str) -> int:
 OUTPUT_STAGE_LATENCY = {"accumulator": 4, "thresholds": 5, "requant": 6}
 
 
-def unit_latency(output_stage: str, operand_stage: bool, product_stage: bool, lanes_summed: int, thresholds: int,
+def unit_latency(output_stage: str, operand_stages: int, product_stage: bool, lanes_summed: int, thresholds: int,
                  tree_every: int, graph_stages: int = 0) -> int:
-    """:attr:`MatrixVectorUnit.latency` from its output stage (a key of :data:`OUTPUT_STAGE_LATENCY`), its
-    :attr:`~MatrixVectorUnit.operand_stage` and :attr:`~MatrixVectorUnit.product_stage`, the registers
+    """:attr:`MatrixVectorUnit.latency` from its output stage (a key of :data:`OUTPUT_STAGE_LATENCY`), its operand
+    stages (:attr:`~MatrixVectorUnit.operand_stage` and :attr:`~MatrixVectorUnit.route_stage`), its
+    :attr:`~MatrixVectorUnit.product_stage`, the registers
     ``tree_every`` puts in each PE's tree of ``lanes_summed`` values and in its count of ``thresholds`` compares, and
     the ``graph_stages`` inside constant products (:attr:`MatrixVectorUnit.graph_stages`)."""
-    return (OUTPUT_STAGE_LATENCY[output_stage] + operand_stage + product_stage + graph_stages
+    return (OUTPUT_STAGE_LATENCY[output_stage] + operand_stages + product_stage + graph_stages
             + tree_stages(lanes_summed, tree_every) + tree_stages(thresholds, tree_every))
 
 
@@ -65,6 +66,13 @@ def has_operand_stage(operand_register: bool, banks: int, multiplies: bool) -> b
     """Whether ``operand_register`` is a stage of its own (:attr:`MatrixVectorUnit.operand_stage`): not where the
     weight ROM is read from registered ``banks`` and the lanes do not multiply."""
     return operand_register and (banks == 1 or multiplies)
+
+
+def has_route_stage(route_register: bool, operand_stage: bool, ram_style: str, constant_weights: bool) -> bool:
+    """Whether ``route_register`` registers the weights a second time, a stage of its own
+    (:attr:`MatrixVectorUnit.route_stage`): behind the operand stage, where the weight ROM may be a block RAM (not
+    ``"distributed"``) and is read at every issue (not :attr:`~MatrixVectorUnit.constant_weights`)."""
+    return route_register and operand_stage and ram_style != "distributed" and not constant_weights
 
 
 def splits_multiplies(multiply_register: bool, multiplies: bool, res_type: str) -> bool:
@@ -143,9 +151,10 @@ class MatrixVectorUnit(wiring.Component):
         block RAM's clock-to-output delay and a multiply are not one path.
     route_register : bool
         With ``operand_register``: register the words of the output stage's ROMs (thresholds unless
-        ``"distributed"``, correction points, requantization factors and offsets) twice, each read a stage earlier, so that where the first register
-        moves into a block RAM the route from the block to the logic that reads its word has a cycle of its own
-        (TFC-w1a1's threshold ROM on half an ECP5-85F: 5.4 ns of route of 8.0). The latency is unchanged.
+        ``"distributed"``, correction points, requantization factors and offsets) twice, each read a stage earlier,
+        so that where the first register moves into a block RAM the route from the block to the logic that reads its
+        word has a cycle of its own (TFC-w1a1's threshold ROM on half an ECP5-85F: 5.4 ns of route of 8.0); and the
+        weights, with the inputs, in a second operand stage (:attr:`route_stage`).
     tree_every : int
         0: each lane's adder tree and the accumulator are one stage, as are the threshold count and
         the output register. ``k`` > 0: a register after every ``k`` adder levels and after the last
@@ -191,7 +200,8 @@ class MatrixVectorUnit(wiring.Component):
         Cycles from the cycle that issues the last synapse fold of a neuron fold (for the
         first neuron fold: the cycle that accepts its last input beat) to the cycle in which
         that fold's output beat is first valid: 4 for the bare accumulator, 5 with
-        thresholds, 6 with requantization; plus 1 with :attr:`operand_stage`, 1 with :attr:`product_stage` and the
+        thresholds, 6 with requantization; plus 1 with :attr:`operand_stage`, 1 with :attr:`route_stage`, 1 with
+        :attr:`product_stage` and the
         registers ``tree_every`` puts in the lanes' trees (or their adder graph: :attr:`graph_stages`) and the
         threshold count.
     acc_shape : amaranth.hdl.Shape
@@ -320,7 +330,7 @@ class MatrixVectorUnit(wiring.Component):
     def latency(self) -> int:
         # A property: with constant weights pipelined, the graph is solved to know its stages.
         stage = "requant" if self._requant is not None else "accumulator" if self._thresholds is None else "thresholds"
-        return unit_latency(stage, self.operand_stage, self.product_stage, self._lanes_summed,
+        return unit_latency(stage, self.operand_stage + self.route_stage, self.product_stage, self._lanes_summed,
                             0 if self._thresholds is None else self._thresholds.shape[1], self.tree_every,
                             self.graph_stages)
 
@@ -771,6 +781,13 @@ class MatrixVectorUnit(wiring.Component):
         multiplies = not (self._in_dtype.bipolar or self._weight_dtype.bipolar)
         return has_operand_stage(self.operand_register, self.weight_rom_banks, multiplies)
 
+    @property
+    def route_stage(self) -> bool:
+        """Whether ``route_register`` registers the weight ROM's word and the inputs a second time, in the fabric
+        beside the lanes, so that the route from a block RAM placed far from them is a path of its own (TFC-w1a1's
+        second layer on half an ECP5-85F: 7.6 ns from its weight ROM's output register into an XNOR's register)."""
+        return has_route_stage(self.route_register, self.operand_stage, self.ram_style, self.constant_weights)
+
     def _weight_read(self, m, advance, waddr):
         """The weight ROM's word at ``waddr``, a cycle after the issue (stage 1): one synchronous read, or with
         :attr:`weight_rom_banks` each bank's and the one its registered bank number picks."""
@@ -864,7 +881,7 @@ class MatrixVectorUnit(wiring.Component):
         register = _stage_register(m, advance)
         # Each stage's valid, first and last synapse fold, and neuron fold, from stage 1 on.
         control = [(valid1, first1, last1, nf1)]
-        if self.operand_stage:
+        for _ in range(self.operand_stage + self.route_stage):
             x1, w1 = register(x1), _stage_register(m, advance, reset_less=True)(w1)
             control.append(tuple(register(signal) for signal in control[-1]))
         valid1, first1, last1, nf1 = control[-1]
