@@ -53,6 +53,9 @@ class DelayModel:
     control_ns : float
         The longest control path no pipeline register splits, register to register: a unit's fold counter through
         its compares into its input buffer's write, a FIFO's level into a sliding window's issue.
+    window_control_ns : float
+        The same in a design with a sliding window: a FIFO's level into the window's issue and the count of rows it
+        frees (0: no longer than :attr:`control_ns`).
     memory_output_register : bool
         Whether the register after a block RAM read moves into the block (the ECP5's DP16KD:
         :mod:`streamc.block_ram_registers`), so that the read's clock-to-output no longer bounds the clock.
@@ -74,6 +77,7 @@ class DelayModel:
     adder_growth_ns: float = 0.0
     memory_output_register: bool = False
     memory_route_ns: float = 0.0
+    window_control_ns: float = 0.0
 
     def tree_every(self, period_ns: float, levels: int, width: int) -> int:
         """Adder levels between registers so that ``levels`` levels of ``width``-bit sums and the
@@ -124,13 +128,14 @@ class DelayModel:
         multiplies in LUTs)."""
         return self.register_ns + self.hard_multiply_ns <= period_ns
 
-    def closes(self, period_ns: float, width: int) -> bool:
+    def closes(self, period_ns: float, width: int, window: bool = False) -> bool:
         """Whether the paths no pipeline register splits close at ``period_ns``: a block RAM's read into the register
-        after it (unless that register moves into the block), one adder level with the ``width``-bit accumulator after it (a tree's shortest stage), and the
-        control paths (:attr:`control_ns`)."""
+        after it (unless that register moves into the block), one adder level with the ``width``-bit accumulator
+        after it (a tree's shortest stage), and the control paths (:attr:`control_ns`; with a sliding ``window``,
+        :attr:`window_control_ns` too)."""
         read = 0.0 if self.memory_output_register else self.memory_ns
-        return max(self.register_ns + max(read, self.adder_ns + width * self.carry_ns),
-                   self.control_ns) <= period_ns
+        control = max(self.control_ns, self.window_control_ns if window else 0.0)
+        return max(self.register_ns + max(read, self.adder_ns + width * self.carry_ns), control) <= period_ns
 
     def flow_control(self, period_ns: float) -> str:
         """What should move a stage's pipeline (:data:`~streamc.rtl.mvau.FLOW_CONTROLS`): its consumer's ready where
@@ -200,6 +205,10 @@ def rom_levels(words: int) -> int:
 #: ECP5-85F the digits MLP with its block RAMs' output registers (a timing-only trial) stopped at an input buffer's
 #: write enable from the neuron fold through the width converter's valid, 6.75 ns: 6.8. The GW1NR-9's is not measured
 #: apart: 10.8 ns is the period of its fastest placement (the digits CNN, 93.2 MHz), a bound.
+#: With a sliding window: on the ECP5-85F the digits CNN at a tenth of the device, at the 145 MHz ``clock_mhz: auto``
+#: chose by ``control_ns``, closed at 131.4 MHz on a FIFO's level into its second window's count of freed rows, 7.6 ns
+#: (one seed, 2026-11-29; at 150 MHz other seeds had placed it at 148.7 to 162.4): ``window_control_ns`` 7.6. On the
+#: iCE40 that path is ``control_ns``'s own; the GW1NR-9's is not measured apart.
 #: A pipeline-wide enable: on the ECP5-85F, TFC-w1a1 at 14 cycles/frame on half the device with its first layer's
 #: skid register (and that register's fanout copies) driving 135 block RAMs' enables: 8.7 ns, 114.8 MHz against
 #: 150 (2026-11-28), so 6.5 past the register. The iCE40's and the GW1NR-9's are bounds, not measured apart: with
@@ -213,7 +222,7 @@ DELAYS = {
     "ecp5": DelayModel(register_ns=2.2, adder_ns=1.4, carry_ns=0.06, memory_ns=7.1, multiply_ns=5.5,
                        hard_multiply_ns=12.4, rom_level_ns=2.5, handshake_ns=10.4, enable_ns=6.5,
                        control_ns=6.8,
-                       memory_output_register=True, memory_route_ns=4.0),
+                       memory_output_register=True, memory_route_ns=4.0, window_control_ns=7.6),
     "gowin": DelayModel(register_ns=2.5, adder_ns=3.9, carry_ns=0.06, memory_ns=5.5, multiply_ns=5.5,
                         hard_multiply_ns=5.5, rom_level_ns=4.8, handshake_ns=22.2, enable_ns=8.3,
                         control_ns=10.8),

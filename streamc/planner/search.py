@@ -17,6 +17,7 @@ from ..progress import report
 from ..resources import ResourceEstimate
 from ..rtl.arithmetic import shape_of_range
 from ..stages.mvau import MVAULayer
+from ..stages.window import WindowStage
 from ..timing import CLOCK_CANDIDATES_MHZ, Clock, delay_model
 from .cost import (
     LIMITED,
@@ -555,12 +556,13 @@ def fastest_within(chain: Planner, limits: dict[str, int], budget: float) -> lis
 
 def closing_clocks(dataflow: Dataflow, family: str) -> list[float]:
     """The candidate clocks of ``family`` (:data:`~streamc.timing.CLOCK_CANDIDATES_MHZ`) at which the delay model
-    says the paths no register splits close: a block RAM's read, and one adder level with the design's widest
-    accumulator after it."""
+    says the paths no register splits close: a block RAM's read, one adder level with the design's widest
+    accumulator after it, and the control paths (a sliding window's, if the design has one)."""
     width = max((shape_of_range(int(stage.acc_lo.min()), int(stage.acc_hi.max())).width
                  for stage in dataflow.stages if isinstance(stage, MVAULayer)), default=0)
+    window = any(isinstance(stage, WindowStage) for stage in dataflow.stages)
     delays = delay_model(family)
-    return [mhz for mhz in CLOCK_CANDIDATES_MHZ[family] if delays.closes(1000.0 / mhz, width)]
+    return [mhz for mhz in CLOCK_CANDIDATES_MHZ[family] if delays.closes(1000.0 / mhz, width, window)]
 
 
 def plan_clock_for_budget(dataflow: Dataflow, *, device: Device, budget: float, fifo_depth: int = 2,
