@@ -195,7 +195,8 @@ def test_fully_unrolled_digits_mlp_is_bit_exact_in_verilator(tmp_path, devices, 
     assert report["frames"] == 40 and report["mismatches"] == 0
     assert kept_marks((tmp_path / "out" / "verilog" / "streamc_top.v").read_text()) == {bool(devices)}
     written = json.loads((tmp_path / "out" / "reports" / "folding.json").read_text())
-    assert all((entry["tree_every"] > 0) == bool(devices) for entry in written.values())
+    # Both pipelined as their clocks ask: the graphs' levels do not fit 33 ns of the UP5K's or 6.7 of the ECP5's.
+    assert all(entry["tree_every"] > 0 for entry in written.values())
     assert report["latency_cycles"] == report["predicted_latency_cycles"]
 
 
