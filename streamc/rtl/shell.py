@@ -204,15 +204,10 @@ class BoardShell(wiring.Component):
         wiring.connect(m, rx.o, rx_fifo.i)
         wiring.connect(m, rx_fifo.o, assembler.i)
         wiring.connect(m, serializer.o, tx.i)
-        # The accelerator's reset is a register of its own, a cycle after the shell's: each reset net then stays
-        # beside its loads (TFC-w1a1 on half an ECP5-85F: the one reset, placed among the accelerator's stages, took
-        # 6.1 ns of route into the UART's counter).
-        accelerator_reset = Signal(init=1, reset_less=True)
-        m.d.sync += accelerator_reset.eq(ResetSignal("sync"))
         m.submodules.accelerator = Instance(
             self._accelerator_module,
             i_clk=ClockSignal("sync"),
-            i_rst=accelerator_reset,
+            i_rst=ResetSignal("sync"),
             i_s_axis_tdata=assembler.o.payload,
             i_s_axis_tvalid=assembler.o.valid,
             o_s_axis_tready=assembler.o.ready,
