@@ -203,8 +203,10 @@ def rom_levels(words: int) -> int:
 #: CNN at 50 MHz at 51.6 MHz on a FIFO's level into its sliding window's issue (19.36 ns), and at 51 MHz (chosen by
 #: ``clock_mhz: auto`` with 19.4 ns here) at 48.6 MHz on the same path, 20.6 ns (2026-11-28): the largest, 20.6. On the
 #: ECP5-85F the digits MLP with its block RAMs' output registers (a timing-only trial) stopped at an input buffer's
-#: write enable from the neuron fold through the width converter's valid, 6.75 ns: 6.8. The GW1NR-9's is not measured
-#: apart: 10.8 ns is the period of its fastest placement (the digits CNN, 93.2 MHz), a bound.
+#: write enable from the neuron fold through the width converter's valid, 6.75 ns: 6.8. The GW1NR-9's: at the 87.75 MHz
+#: ``clock_mhz: auto`` chose by a 10.8 ns bound (the period of its fastest placement then), the digits CNN and TFC-w1a1
+#: within 60 % of the Tang Nano 9K stopped at 9.0 ns (the window's credit) and 9.1 ns (a fold counter into a FIFO's
+#: level); asked for 108 MHz they closed at 118.2 and 131.8 MHz (2026-11-29): 9.1.
 #: With a sliding window: on the ECP5-85F the digits CNN at a tenth of the device, at the 145 MHz ``clock_mhz: auto``
 #: chose by ``control_ns``, closed at 131.4 MHz on a FIFO's level into its second window's count of freed rows, 7.6 ns
 #: (one seed, 2026-11-29; at 150 MHz other seeds had placed it at 148.7 to 162.4): ``window_control_ns`` 7.6. On the
@@ -225,7 +227,7 @@ DELAYS = {
                        memory_output_register=True, memory_route_ns=4.0, window_control_ns=7.6),
     "gowin": DelayModel(register_ns=2.5, adder_ns=3.9, carry_ns=0.06, memory_ns=5.5, multiply_ns=5.5,
                         hard_multiply_ns=5.5, rom_level_ns=4.8, handshake_ns=22.2, enable_ns=8.3,
-                        control_ns=10.8),
+                        control_ns=9.1),
 }
 
 
