@@ -466,14 +466,14 @@ def _pipeline_registers(spec: MVAUSpec, bram_words: int, weights_in_logic: bool)
     if splits_multiplies(spec.multiply_register, bool(spec.mul_a) and spec.constant_adders < 0, spec.res_type):
         lanes = known(spec.live_lanes, spec.pe * spec.simd)
         bits += control + lanes * _split_multiply_bits(spec.mul_a, spec.mul_b)
-    if spec.tree_every and spec.constant_adders >= 0:
-        # The lanes' adder graph, pipelined (its solved levels are not known before it is).
-        graph_bits, stages = graph_register_bits(spec.constant_adders, spec.graph_levels, spec.tree_every)
-        bits += round(graph_bits) + control * stages
-    elif spec.tree_every:
-        bits += spec.pe * _registered_tree_bits(spec.simd, spec.product_bits, spec.tree_every)
-        bits += control * tree_stages(spec.simd, spec.tree_every)
     if spec.tree_every:
+        if spec.constant_adders >= 0:
+            # The lanes' adder graph, pipelined (its solved levels are not known before it is).
+            graph_bits, stages = graph_register_bits(spec.constant_adders, spec.graph_levels, spec.tree_every)
+            bits += round(graph_bits) + control * stages
+        else:
+            bits += spec.pe * _registered_tree_bits(spec.simd, spec.product_bits, spec.tree_every)
+            bits += control * tree_stages(spec.simd, spec.tree_every)
         bits += spec.pe * _registered_tree_bits(spec.thresholds, 1, spec.tree_every)
         bits += tree_stages(spec.thresholds, spec.tree_every)
     return bits
@@ -533,4 +533,5 @@ def _mvau_registers(spec: MVAUSpec, lane_dsps: int, rq_dsps: int, weights_in_log
         stage4 = 1 + pe * spec.thresholds
     else:
         stage4 = 0
-    return counters + operands + products + accumulators + stage4 + output + _pipeline_registers(spec, bram_words, weights_in_logic)
+    return (counters + operands + products + accumulators + stage4 + output
+            + _pipeline_registers(spec, bram_words, weights_in_logic))

@@ -21,8 +21,7 @@ from ..errors import BuildError
 from .arithmetic import shape_of_range
 
 __all__ = ["AdderGraph", "adder_graph", "cmvm_logic", "constant_products", "csd_digit_counts", "graph_levels",
-           "graph_stages",
-           "keeps_adders"]
+           "graph_stages", "keeps_adders"]
 
 #: Whether :func:`constant_products` keeps every adder on a device family (``keep``): where a carry chain's cell
 #: holds the sum bit's LUT (the ECP5's CCU2C, two bits; Gowin's ALU, one), a kept adder is one carry cell a bit,
@@ -209,7 +208,10 @@ def constant_products(m, inputs: list, graph: AdderGraph, *, keep: bool = False,
     values, delayed = [], {}
 
     def at(index: int, when: int):
-        """Node ``index``'s value as stage ``when`` reads it: registered once per stage after its own."""
+        """Node ``index``'s value as stage ``when`` reads it: registered once per stage after its own (a constant
+        as it is)."""
+        if graph.nodes[index].is_constant:
+            return values[index]
         chain = delayed.setdefault(index, [values[index]])
         while len(chain) <= when - stage[index]:
             chain.append(register(chain[-1]))
