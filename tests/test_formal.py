@@ -120,7 +120,7 @@ def test_pipelined_mvau_emits_the_same_beats_and_sums_bmc_12_cycles():
 
 
 def test_mvau_with_its_operands_registered_twice_emits_the_same_beats_and_sums_bmc_12_cycles():
-    # The route register's second operand stage (the weight ROM's word and the inputs), moved by credits.
+    # The route register's stages (the weight ROM's address, then its word and the inputs), moved by credits.
     harnesses = _mvau_harnesses([(1, 2), (1, 1)], operand_register=True, route_register=True, flow_control="credit")
     assert all(harness.dut.route_stage for harness in harnesses)
     _assert_passed(check(harnesses, mode="bmc", depth=MVAU_BMC_DEPTH, timeout_s=TIMEOUT_S))
@@ -175,9 +175,9 @@ def test_mvau_whose_pipeline_register_ignores_a_stall_fails_bmc(monkeypatch):
     import streamc.rtl.mvau as mvau
 
     # The injected bug: the tree's register loads every cycle, so a stalled beat's sum is overwritten.
-    def register_that_never_stalls(m, advance):
+    def register_that_never_stalls(m, advance, *, reset_less=False):
         def register(value):
-            staged = Signal(value.shape())
+            staged = Signal(value.shape(), reset_less=reset_less)
             m.d.sync += staged.eq(value)
             return staged
         return register

@@ -248,9 +248,10 @@ def test_the_flow_control_keeps_the_latency(flow_control):
         build("uint2_x_int2_int4_out", 2, 3)[0].latency
 
 
-def test_the_route_register_adds_a_stage_where_the_weights_may_be_a_block_ram_and_needs_the_operand_register():
-    # The output stage's ROMs are read a stage earlier instead: only the weights' second register is a stage.
-    for ram_style, stage in (("block", 1), ("auto", 1), ("distributed", 0)):
+def test_the_route_register_adds_two_stages_where_the_weights_may_be_a_block_ram_and_needs_the_operand_register():
+    # The output stage's ROMs are read a stage earlier instead: only the weight ROM's address and word, registered
+    # once more, are stages.
+    for ram_style, stage in (("block", 2), ("auto", 2), ("distributed", 0)):
         registered = build("uint2_x_int2_int4_out", 2, 3, operand_register=True, ram_style=ram_style)[0]
         routed = build("uint2_x_int2_int4_out", 2, 3, operand_register=True, route_register=True,
                        ram_style=ram_style)[0]

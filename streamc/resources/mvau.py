@@ -120,7 +120,8 @@ class MVAUSpec(KernelSpec):
         operand_stage = has_operand_stage(self.operand_register, banks, bool(self.mul_a))
         route_stage = has_route_stage(self.route_register, operand_stage, self.ram_style, constant)
         product_stage = splits_multiplies(self.multiply_register, bool(self.mul_a) and not constant, self.res_type)
-        return unit_latency(self.output_stage, operand_stage + route_stage, product_stage, 1 if constant else self.simd,
+        return unit_latency(self.output_stage, operand_stage + 2 * route_stage, product_stage,
+                            1 if constant else self.simd,
                             self.thresholds, self.tree_every, graph_stages(self.graph_levels, self.tree_every))
 
     @property
@@ -460,9 +461,9 @@ def _pipeline_registers(spec: MVAUSpec, bram_words: int, weights_in_logic: bool)
         bits += control + spec.simd * spec.in_bits + bram_words
         if has_route_stage(spec.route_register, True, spec.ram_style, spec.constant_adders >= 0):
             # The second operand stage: the inputs, and the weights' word where it is a block RAM's (Yosys moves a
-            # ROM in logic's registers to its address).
+            # ROM in logic's registers to its address); the stage before it: the inputs and the ROM's address.
             weights = 0 if weights_in_logic else known(spec.weight_rom_varying, spec.pe * spec.simd * spec.weight_bits)
-            bits += control + spec.simd * spec.in_bits + weights
+            bits += 2 * (control + spec.simd * spec.in_bits) + weights + range_bits(spec.nf * spec.sf)
     if splits_multiplies(spec.multiply_register, bool(spec.mul_a) and spec.constant_adders < 0, spec.res_type):
         lanes = known(spec.live_lanes, spec.pe * spec.simd)
         bits += control + lanes * _split_multiply_bits(spec.mul_a, spec.mul_b)

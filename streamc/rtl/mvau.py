@@ -69,9 +69,9 @@ def has_operand_stage(operand_register: bool, banks: int, multiplies: bool) -> b
 
 
 def has_route_stage(route_register: bool, operand_stage: bool, ram_style: str, constant_weights: bool) -> bool:
-    """Whether ``route_register`` registers the weights a second time, a stage of its own
-    (:attr:`MatrixVectorUnit.route_stage`): behind the operand stage, where the weight ROM may be a block RAM (not
-    ``"distributed"``) and is read at every issue (not :attr:`~MatrixVectorUnit.constant_weights`)."""
+    """Whether ``route_register`` registers the weight ROM's address and its word a second time, two stages of
+    their own (:attr:`MatrixVectorUnit.route_stage`): behind the operand stage, where the weight ROM may be a block RAM
+    (not ``"distributed"``) and is read at every issue (not :attr:`~MatrixVectorUnit.constant_weights`)."""
     return route_register and operand_stage and ram_style != "distributed" and not constant_weights
 
 
@@ -154,7 +154,7 @@ class MatrixVectorUnit(wiring.Component):
         ``"distributed"``, correction points, requantization factors and offsets) twice, each read a stage earlier,
         so that where the first register moves into a block RAM the route from the block to the logic that reads its
         word has a cycle of its own (TFC-w1a1's threshold ROM on half an ECP5-85F: 5.4 ns of route of 8.0); and the
-        weights, with the inputs, in a second operand stage (:attr:`route_stage`).
+        weight ROM's address and word registered once more, with the inputs (:attr:`route_stage`).
     tree_every : int
         0: each lane's adder tree and the accumulator are one stage, as are the threshold count and
         the output register. ``k`` > 0: a register after every ``k`` adder levels and after the last
@@ -200,7 +200,7 @@ class MatrixVectorUnit(wiring.Component):
         Cycles from the cycle that issues the last synapse fold of a neuron fold (for the
         first neuron fold: the cycle that accepts its last input beat) to the cycle in which
         that fold's output beat is first valid: 4 for the bare accumulator, 5 with
-        thresholds, 6 with requantization; plus 1 with :attr:`operand_stage`, 1 with :attr:`route_stage`, 1 with
+        thresholds, 6 with requantization; plus 1 with :attr:`operand_stage`, 2 with :attr:`route_stage`, 1 with
         :attr:`product_stage` and the
         registers ``tree_every`` puts in the lanes' trees (or their adder graph: :attr:`graph_stages`) and the
         threshold count.
@@ -330,7 +330,7 @@ class MatrixVectorUnit(wiring.Component):
     def latency(self) -> int:
         # A property: with constant weights pipelined, the graph is solved to know its stages.
         stage = "requant" if self._requant is not None else "accumulator" if self._thresholds is None else "thresholds"
-        return unit_latency(stage, self.operand_stage + self.route_stage, self.product_stage, self._lanes_summed,
+        return unit_latency(stage, self.operand_stage + 2 * self.route_stage, self.product_stage, self._lanes_summed,
                             0 if self._thresholds is None else self._thresholds.shape[1], self.tree_every,
                             self.graph_stages)
 
@@ -650,7 +650,7 @@ class MatrixVectorUnit(wiring.Component):
 
         # Registered to keep the compares off the adder's path.
         valid4 = Signal()
-        reached4 = [Signal(n_thr, name=f"reached_{j}") for j in range(pe)]
+        reached4 = [Signal(n_thr, name=f"reached_{j}", reset_less=True) for j in range(pe)]
         with m.If(advance):
             m.d.sync += valid4.eq(valid3)
             for j, (row, lane) in enumerate(lane_reads):
@@ -660,8 +660,8 @@ class MatrixVectorUnit(wiring.Component):
                     m.d.sync += reached4[j][l].eq(acc3[j] >= threshold)
         if self._out_dtype.bipolar:
             return valid4, [reached[0] for reached in reached4]
-        register = _stage_register(m, advance)
-        counts = [adder_tree(m, list(reached), every=self.tree_every, register=register) for reached in reached4]
+        register, data = _stage_register(m, advance), _stage_register(m, advance, reset_less=True)
+        counts = [adder_tree(m, list(reached), every=self.tree_every, register=data) for reached in reached4]
         for _ in range(tree_stages(n_thr, self.tree_every)):
             valid4 = register(valid4)
         return valid4, [self._out_bias + count for count in counts]
@@ -684,7 +684,7 @@ class MatrixVectorUnit(wiring.Component):
         valid4 = Signal()
         nf2 = folds[-1]
         nf3 = Signal.like(nf2)
-        product4 = [Signal(self.product_shape, name=f"product_{j}") for j in range(pe)]
+        product4 = [Signal(self.product_shape, name=f"product_{j}", reset_less=True) for j in range(pe)]
         factors = _channel_fields(multipliers, pe, self.multiplier_shape)
         with m.If(advance):
             m.d.sync += [valid4.eq(valid3), nf3.eq(nf2)]
@@ -699,10 +699,10 @@ class MatrixVectorUnit(wiring.Component):
 
         # Stage 5: product plus offset (which carries the rounding constant); the corrections counted.
         valid5 = Signal()
-        sum5 = [Signal(self.sum_shape, name=f"sum_{j}") for j in range(pe)]
+        sum5 = [Signal(self.sum_shape, name=f"sum_{j}", reset_less=True) for j in range(pe)]
         offsets = _channel_fields(offset_row, pe, self.offset_shape)
-        correction5 = [Signal(range(-rq.lower_at.shape[1], rq.raise_at.shape[1] + 1), name=f"correction_{j}")
-                       for j in range(pe)]
+        correction5 = [Signal(range(-rq.lower_at.shape[1], rq.raise_at.shape[1] + 1), name=f"correction_{j}",
+                              reset_less=True) for j in range(pe)]
         with m.If(advance):
             m.d.sync += valid5.eq(valid4)
             m.d.sync += [total.eq(product + offset)
@@ -740,7 +740,7 @@ class MatrixVectorUnit(wiring.Component):
         m.submodules.correction_rom = rom = Memory(shape=unsigned(pe * (ups + downs) * cw), depth=self._nf,
                                                    init=self.correction_rom_rows)
         points = _channel_fields(self._row(m, advance, rom, folds), pe * (ups + downs), self.acc_shape)
-        reached = [[Signal(name=f"corrected_{j}_{l}") for l in range(ups + downs)] for j in range(pe)]
+        reached = [[Signal(name=f"corrected_{j}_{l}", reset_less=True) for l in range(ups + downs)] for j in range(pe)]
         with m.If(advance):
             for j in range(pe):
                 m.d.sync += [bit.eq(acc3[j] >= point)
@@ -756,9 +756,9 @@ class MatrixVectorUnit(wiring.Component):
         lo, hi = self.output_sum_range
         rows = []
         sums = constant_products(m, inputs, self.adder_graph, keep=self.keep_adders, every=self.tree_every,
-                                 register=_stage_register(m, advance))
+                                 register=_stage_register(m, advance, reset_less=True))
         for j, value in enumerate(sums):
-            total = Signal(shape_of_range(lo, hi), name=f"constant_sum_{j}")
+            total = Signal(shape_of_range(lo, hi), name=f"constant_sum_{j}", reset_less=True)
             with m.If(advance):
                 m.d.sync += total.eq(value)
             rows.append([total])
@@ -785,7 +785,9 @@ class MatrixVectorUnit(wiring.Component):
     def route_stage(self) -> bool:
         """Whether ``route_register`` registers the weight ROM's word and the inputs a second time, in the fabric
         beside the lanes, so that the route from a block RAM placed far from them is a path of its own (TFC-w1a1's
-        second layer on half an ECP5-85F: 7.6 ns from its weight ROM's output register into an XNOR's register)."""
+        second layer on half an ECP5-85F: 7.6 ns from its weight ROM's output register into an XNOR's register); and
+        its address, so that the route from the issue's counter to blocks spread over the device is one too (its first
+        layer's, 7.5 ns, 6.8 of it route, with the word registered twice). Two stages."""
         return has_route_stage(self.route_register, self.operand_stage, self.ram_style, self.constant_weights)
 
     def _weight_read(self, m, advance, waddr):
@@ -849,12 +851,14 @@ class MatrixVectorUnit(wiring.Component):
             with m.If(sf == sf_count - 1):
                 m.d.sync += nf.eq(Mux(nf == nf_count - 1, 0, nf + 1))
 
-        w1 = self._weight_read(m, advance, waddr)
+        register, data = _stage_register(m, advance), _stage_register(m, advance, reset_less=True)
+        # With the route stage the weight ROM reads a registered copy of the address, a stage after the issue.
+        w1 = self._weight_read(m, advance, data(waddr) if self.route_stage else waddr)
 
         # Stage 1: operands.
         valid1, first1, last1 = Signal(), Signal(), Signal()
         nf1 = Signal.like(nf)
-        x_in1 = Signal(simd * iw)
+        x_in1 = Signal(simd * iw, reset_less=True)
         with m.If(advance):
             m.d.sync += [
                 valid1.eq(issue), first1.eq(sf == 0), last1.eq(sf == sf_count - 1),
@@ -878,11 +882,11 @@ class MatrixVectorUnit(wiring.Component):
             m.d.comb += x1.eq(Mux(from_input1, x_in1, buffer_read.data))
         else:
             x1 = x_in1
-        register = _stage_register(m, advance)
         # Each stage's valid, first and last synapse fold, and neuron fold, from stage 1 on.
         control = [(valid1, first1, last1, nf1)]
-        for _ in range(self.operand_stage + self.route_stage):
-            x1, w1 = register(x1), _stage_register(m, advance, reset_less=True)(w1)
+        for words in [False] * self.route_stage + [True] * (self.operand_stage + self.route_stage):
+            # The inputs wait for a word read at a registered address; then both are registered.
+            x1, w1 = data(x1), data(w1) if words else w1
             control.append(tuple(register(signal) for signal in control[-1]))
         valid1, first1, last1, nf1 = control[-1]
 
@@ -897,8 +901,8 @@ class MatrixVectorUnit(wiring.Component):
             for k in range(simd):
                 x_bits = x1[k * iw:(k + 1) * iw]
                 w_bits = w1[(j * simd + k) * wb:(j * simd + k + 1) * wb]
-                value = self._product(x_bits, w_bits, register if self.product_stage else None)
-                product = Signal(value.shape(), name=f"product_{j}_{k}")
+                value = self._product(x_bits, w_bits, data if self.product_stage else None)
+                product = Signal(value.shape(), name=f"product_{j}_{k}", reset_less=True)
                 with m.If(advance):
                     m.d.sync += product.eq(value)
                 row.append(product)
@@ -911,8 +915,8 @@ class MatrixVectorUnit(wiring.Component):
 
         # Stage 3: adder tree (its own stages with tree_every) and accumulator.
         valid3 = Signal()
-        acc3 = [Signal(self.acc_shape, name=f"acc_{j}") for j in range(pe)]
-        sums2 = [adder_tree(m, row, every=self.tree_every, register=register) for row in products2]
+        acc3 = [Signal(self.acc_shape, name=f"acc_{j}", reset_less=True) for j in range(pe)]
+        sums2 = [adder_tree(m, row, every=self.tree_every, register=data) for row in products2]
         control.append((valid2, first2, last2, nf2))
         for _ in range(tree_stages(self._lanes_summed, self.tree_every)):
             control.append(tuple(register(signal) for signal in control[-1]))
@@ -985,9 +989,11 @@ def _skid_output(m, port, skid_valid, valid, payload) -> None:
 
 def _stage_register(m, advance, *, reset_less=False):
     """A function giving a register of a value that moves with the pipeline (loads when it advances).
-    ``reset_less`` for a memory's read data: a register with no reset that takes a block RAM's output alone
-    is one the ECP5 flow moves into the block (:mod:`streamc.block_ram_registers`), whose clock-to-output
-    is then 1 ns instead of 6."""
+
+    ``reset_less`` for data, read only where a valid bit says: only the valid bits and the fold counters need the
+    reset, whose net then reaches a fraction of the registers, and a register without one packs beside any other.
+    One that takes a block RAM's output alone is one the ECP5 flow moves into the block
+    (:mod:`streamc.block_ram_registers`), whose clock-to-output is then 1 ns instead of 6."""
     def register(value):
         staged = Signal(value.shape(), name="staged", reset_less=reset_less)
         with m.If(advance):
