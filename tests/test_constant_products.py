@@ -15,7 +15,7 @@ from streamc.datatypes import BIPOLAR, INT, UINT
 from streamc.pipeline.runner import run_build
 from streamc.rtl.constant_products import KEPT_ADDERS, adder_graph, constant_products, graph_levels, keeps_adders
 from streamc.resources import estimate_kernel, spec_of_unit
-from streamc.resources.constant_products import shared_adders
+from streamc.resources.constant_products import ONE_MAGNITUDE_ADDERS, one_magnitude_adders
 from streamc.rtl.mvau import MatrixVectorUnit
 from streamc.synth import synthesize
 
@@ -242,13 +242,15 @@ def test_the_estimate_follows_the_adder_style():
     assert luts[1] < 0.8 * luts[0]
 
 
-def test_the_estimated_adders_share_equal_rows():
-    """A lone row shares nothing: each digit past its first is an adder (3, -5 and 7 are two digits each). Rows of
-    +-1 that repeat up to sign are summed once per group of inputs, so 64 copies of one row cost less than half of 64
-    rows drawn at random, and those less than half of a row's 63 adds each."""
-    assert shared_adders(np.array([[3, -5, 7]])) == 5
+def test_the_estimated_adders_of_one_magnitude_share_equal_rows_and_columns():
+    """Rows of +-1 that repeat up to sign are one row's graph, each copy a negation at most; a column equal to another
+    up to sign is summed into it by one adder first. So 64 copies of one row cost less than half of 64 rows drawn at
+    random, and 64 rows drawn at random less than a quarter of their 63 adds each (da4ml: 831 to 852); a lone row's
+    columns are all one column (an adder each)."""
     rng = np.random.default_rng(1)
     row = rng.choice([-1, 1], size=(1, 64))
-    repeated = shared_adders(np.repeat(row, 64, axis=0) * rng.choice([-1, 1], size=(64, 1)))
-    drawn = shared_adders(rng.choice([-1, 1], size=(64, 64)))
-    assert repeated < drawn / 2 and drawn < 64 * 63 / 2
+    repeated = one_magnitude_adders(np.repeat(row, 64, axis=0) * rng.choice([-1, 1], size=(64, 1)))
+    drawn = one_magnitude_adders(rng.choice([-1, 1], size=(64, 64)))
+    assert repeated < drawn / 2 and drawn < 64 * 63 / 4
+    assert one_magnitude_adders(row) == pytest.approx(ONE_MAGNITUDE_ADDERS[0] + 63)
+    assert one_magnitude_adders(np.zeros((4, 8), np.int64)) == 0

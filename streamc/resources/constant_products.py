@@ -5,18 +5,16 @@ The planner prices every folding it tries, and da4ml's solver takes seconds to m
 matrix: 13 CPU minutes), so the graph is not solved here: its adder bits are estimated from the matrix's canonical
 signed digits (each nonzero digit past a row's first is an adder before sharing), each adder as wide as an input
 times a weight plus half the growth of a row's sum, and common subexpressions taking out a fixed share; weights of
-one magnitude (+-1, ternary), whose outputs share far more, by a count of adders with outputs sharing sums
-(:func:`shared_adders`). One LUT coefficient per family and adder style (merged by Yosys, or kept: the unit's
+one magnitude (+-1, ternary), whose outputs share far more, by a power law of da4ml's solved adders over their
+distinct rows and columns (:func:`one_magnitude_adders`) and a mean width, put on the multi-bit scale
+(:data:`MULTI_BIT_SCALE`). One LUT coefficient per family and adder style (merged by Yosys, or kept: the unit's
 ``keep_adders``) turns those bits into LUT4s (ECP5: LUT4 + 2 CCU2C, as :mod:`streamc.synth` counts them), from
 Yosys 0.70 on issue 24's case c (64 -> 10, 4-bit weights and inputs; ``benchmarks/bench_unrolled.py`` prints the
-estimate beside Yosys for every case, a and b held out). The fixed share is that of multi-bit weights (2.5 to 3.1
+estimate beside Yosys for every case, a and b held out), and one per family for weights of one magnitude
+(:data:`ONE_MAGNITUDE_LUTS_PER_SOLVED_BIT`). The fixed share is that of multi-bit weights (2.5 to 3.1
 estimated bits per bit of da4ml's graph on cases a-c and the digits MLP's layers; held out, 3-bit weights 16 x 48:
-1.02 of Yosys on the iCE40, 0.95 on the ECP5); +-1 weights by the digits erred 2 to 3 times high (a 64 -> 32 layer
-of a QONNX test model: 16,384 estimated bits for 2,914, its kept graph estimated at 1.97x Yosys' LUTs on the ECP5;
-case d 2.89x); the count of shared adders, at :data:`ONE_MAGNITUDE_SCALE` 1.5, gives on the three layers below
-0.98, 0.88 and 1.12 of Yosys on the ECP5 (kept), 1.02 and 1.03 on the iCE40 (merged) but 1.60 for the one with
-1-bit inputs (Yosys maps their two-bit sums into few LUTs), and case d 40,623 LUTs on the ECP5 against Yosys'
-43,795 (``bench_unrolled.py --cases d --families ecp5``).
+1.02 of Yosys on the iCE40, 0.95 on the ECP5); +-1 weights by the digits erred 2 to 3 times high, and by a count of
+adders sharing sums four Russians' way 1.3 to 2.6 times high on the iCE40 (seven +-1 layers with 1- and 2-bit inputs).
 """
 
 from __future__ import annotations
@@ -40,14 +38,30 @@ LUTS_PER_ADDER_BIT = {("ice40", False): 0.501, ("ecp5", False): 0.552, ("gowin",
                       ("ice40", True): 0.41, ("ecp5", True): 0.394, ("gowin", True): 0.365}
 
 
-#: Weights of one magnitude (+-1, ternary) share far more than the digits count lets the fixed share of
-#: :data:`LUTS_PER_ADDER_BIT` take out: their adders are counted with outputs sharing (:func:`shared_adders`), each
-#: as wide as an input times a weight and two bits (the mean growth over a tree of sums, half its adders at the
-#: leaves, a quarter one level up: the sum of ``l / 2**l``), and this scale brings those bits to the digit count's:
-#: the MVAU fully unrolled, its estimate over Yosys 0.70's LUTs with the scale at 1 (ECP5 kept, iCE40 merged) on
-#: +-1 weights 32 x 64 with 4-bit inputs 0.66, 0.68, 16 x 128 with 1-bit inputs 0.75, 1.07, ternary 32 x 64 with
-#: 2-bit inputs 0.58, 0.69, issue 24's case d on the ECP5 (784 -> 64, +-1) about 0.63.
-ONE_MAGNITUDE_SCALE = 1.5
+#: The estimated bits of multi-bit weights per bit of da4ml's solved graph, on case c (10,263 estimated, 4,069 solved;
+#: 2.5 to 3.1 over cases a-c and the digits MLP's layers): weights of one magnitude, whose solved bits are estimated
+#: directly (:func:`one_magnitude_adders`), are put on that scale, so that :func:`graph_register_bits` reads one.
+MULTI_BIT_SCALE = 2.52
+
+#: da4ml's adders for weights of one magnitude, ``a * rows**p * columns**q * density**r`` over the distinct rows and
+#: columns (up to sign) and the share of nonzero weights (:func:`one_magnitude_adders`): fitted over 90 solved graphs of
+#: weights drawn at random (+-1 and ternary, 4 to 256 rows, 32 to 512 columns, 1-, 2- and 4-bit inputs), within
+#: 0.85-1.16 of the solved count on each. Rows sharing sums as da4ml finds them: +-1 8 x 256 solves to 377 adders,
+#: where summing groups of inputs once per distinct row (the count this replaced) found 1,272.
+ONE_MAGNITUDE_ADDERS = (0.654, 0.84, 0.878, -0.816)
+
+#: The mean output bits of those adders, ``b0 + b1 * input bits + b2 * log2(columns)``, fitted over the same graphs:
+#: with the count above, the solved bits within 0.83-1.27 on each; held out, issue 24's case d (64 x 784, +-1, 1-bit
+#: inputs) 33,488 estimated against 34,552 solved.
+ONE_MAGNITUDE_WIDTH = (2.17, 1.171, 0.067)
+
+#: LUTs per solved bit of weights of one magnitude, ``a + b * input bits`` (the whole MVAU fully unrolled, as
+#: :mod:`streamc.synth` counts them, over da4ml's bits of its graph), where Yosys 0.70 was run: the iCE40 merged takes
+#: more for wider inputs (Yosys maps two-bit sums into few LUTs), the ECP5 kept fewer (a carry cell's LUTs hold a
+#: 1-bit sum's logic badly). Fitted over 15 MVAUs (+-1 and ternary, 16 x 128 to 64 x 784): iCE40 1-bit inputs
+#: 1.00-1.18, 2-bit 1.21-1.27, 4-bit 1.41; ECP5 1-bit 1.27-1.41, 2-bit 1.21, 4-bit 1.09-1.10. Elsewhere the multi-bit
+#: coefficient's (:data:`LUTS_PER_ADDER_BIT` over :data:`MULTI_BIT_SCALE`), not measured.
+ONE_MAGNITUDE_LUTS_PER_SOLVED_BIT = {("ice40", False): (0.98, 0.11), ("ecp5", True): (1.33, -0.055)}
 
 
 #: Register bits a pipelined graph (:func:`streamc.rtl.constant_products.constant_products` with ``every``) puts in
@@ -68,39 +82,46 @@ def graph_register_bits(adder_bits: float, levels: int, every: int) -> tuple[flo
     return GRAPH_REGISTER_SHARE * stages * adder_bits / max(expected, 1), stages
 
 
-def luts_per_adder_bit(family: str, kept: bool) -> float:
-    """LUTs per estimated adder bit of a graph on ``family``, its adders ``kept`` or merged."""
+def luts_per_adder_bit(family: str, kept: bool, one_magnitude: bool = False, in_bits: int = 1) -> float:
+    """LUTs per estimated adder bit of a graph on ``family``, its adders ``kept`` or merged, its weights of
+    ``one_magnitude`` or not (:data:`ONE_MAGNITUDE_LUTS_PER_SOLVED_BIT`, by its inputs' ``in_bits``)."""
+    if one_magnitude and (family, kept) in ONE_MAGNITUDE_LUTS_PER_SOLVED_BIT:
+        a, b = ONE_MAGNITUDE_LUTS_PER_SOLVED_BIT[family, kept]
+        return (a + b * in_bits) / MULTI_BIT_SCALE
     return LUTS_PER_ADDER_BIT[family, kept]
 
 
-def shared_adders(weights: np.ndarray) -> int:
-    """Adders of ``y = W x`` for the ``(MH, MW)`` integer ``weights`` with outputs sharing sums by the method of four
-    Russians: the inputs taken ``k`` at a time, each group's distinct rows (up to sign) summed once (a row's digits
-    past its first an adder each), then every output adding its groups' sums; the fewest over ``k`` up to 8."""
+def _distinct_up_to_sign(rows: np.ndarray) -> int:
+    """The rows of ``rows`` that are not all zero and differ from each other even negated."""
+    rows = rows[np.any(rows != 0, axis=1)]
+    first = rows[np.arange(len(rows)), np.argmax(rows != 0, axis=1)]
+    return len(np.unique(rows * np.sign(first)[:, None], axis=0))
+
+
+def is_one_magnitude(weights: np.ndarray) -> bool:
+    """Whether the nonzero ``weights`` have one magnitude (+-1, ternary, or a power of two times those)."""
+    return len(np.unique(np.abs(weights[weights != 0]))) == 1
+
+
+def one_magnitude_adders(weights: np.ndarray) -> float:
+    """da4ml's adders for ``y = W x`` with the ``(MH, MW)`` ``weights`` of one magnitude, estimated
+    (:data:`ONE_MAGNITUDE_ADDERS`): the distinct columns' graph, and an adder to sum each column into one equal to it
+    (up to sign) before."""
     w = np.asarray(weights, np.int64)
-    digits = csd_digit_counts(w)
-    best = None
-    for k in range(1, 9):
-        sums, groups_read = 0, []
-        for first in range(0, w.shape[1], k):
-            group, group_digits = w[:, first:first + k], digits[:, first:first + k]
-            read = np.any(group != 0, axis=1)
-            groups_read.append(read)
-            rows = group[read]
-            if len(rows):
-                sign = np.sign(rows[np.arange(len(rows)), np.argmax(rows != 0, axis=1)])
-                _, distinct = np.unique(rows * sign[:, None], axis=0, return_index=True)
-                sums += int(np.maximum(group_digits[read][distinct].sum(axis=1) - 1, 0).sum())
-        adds = int(np.maximum(np.sum(groups_read, axis=0) - 1, 0).sum())
-        best = sums + adds if best is None else min(best, sums + adds)
-    return best
+    rows, columns = _distinct_up_to_sign(w), _distinct_up_to_sign(w.T)
+    if not columns:
+        return 0.0
+    a, p, q, r = ONE_MAGNITUDE_ADDERS
+    density = np.count_nonzero(w) / w.size
+    return a * rows ** p * columns ** q * density ** r + int(np.any(w != 0, axis=0).sum()) - columns
 
 
 def constant_adder_bits(weights: np.ndarray, in_bits: int, weight_bits: int) -> float:
     """Estimated output bits over the adders of ``y = W x`` for the ``(MH, MW)`` ``weights``, on the scale of
-    :data:`LUTS_PER_ADDER_BIT`: multi-bit weights by their digits before sharing, weights of one magnitude by
-    :func:`shared_adders` (:data:`ONE_MAGNITUDE_SCALE`)."""
-    magnitudes = np.unique(np.abs(weights[weights != 0]))
-    if len(magnitudes) == 1:
-        return shared_adders(weights) * (in_bits + weight_bits + 2) * ONE_MAGNITUDE_SCALE
+    :data:`LUTS_PER_ADDER_BIT`: multi-bit weights by their digits before sharing, weights of one magnitude by their
+    solved graph's estimated adders (:func:`one_magnitude_adders`) and width (:data:`ONE_MAGNITUDE_WIDTH`)."""
+    if is_one_magnitude(weights):
+        b0, b1, b2 = ONE_MAGNITUDE_WIDTH
+        width = b0 + b1 * in_bits + b2 * log2(max(weights.shape[1], 1))
+        return one_magnitude_adders(weights) * width * MULTI_BIT_SCALE
     return int(csd_digit_counts(weights).sum()) * (in_bits + weight_bits + log2(max(weights.shape[1], 1)) / 2)

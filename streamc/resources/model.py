@@ -138,7 +138,8 @@ def _coefficients(spec: Spec, family: str) -> dict[str, dict[str, float]]:
     if isinstance(spec, MVAUSpec) and spec.constant_adders >= 0:
         # The adder graph's LUTs are counted outside the fit (its own model, resources.constant_products).
         fitted = COEFFICIENTS[family]["mvau"]
-        return {**fitted, "lut": {**fitted["lut"], "constant_adders": luts_per_adder_bit(family, spec.keep_adders)}}
+        per_bit = luts_per_adder_bit(family, spec.keep_adders, spec.one_magnitude, spec.in_bits)
+        return {**fitted, "lut": {**fitted["lut"], "constant_adders": per_bit}}
     return COEFFICIENTS[family][kernel_name(spec)]
 
 

@@ -12,7 +12,7 @@ from ..rtl.constant_products import graph_levels, graph_stages
 from ..rtl.mvau import (credit_queue_depth, has_operand_stage, has_route_stage, splits_multiplies, unit_latency,
                         weight_rom_banks)
 from .arithmetic import dsp_count, product_operand_bits, shift_add_bits
-from .constant_products import constant_adder_bits, graph_register_bits
+from .constant_products import constant_adder_bits, graph_register_bits, is_one_magnitude
 from .memories import (LIVE_BITS_LIMIT, Memories, bram_bank_mux, live_bits_of, logic_rom, memory_mapping,
                        rom_varying_bits, varying_bits)
 from .shared import KernelSpec, known, range_bits
@@ -45,7 +45,8 @@ class MVAUSpec(KernelSpec):
     unmerged, as they stay with the thresholds in block RAM; ``compare_full_adders``: the full adders
     summing a lane's compares, which take merged ones apart too (-1: not known, every compare counts).
     ``constant_adders``: where the weight ROM has one word, the estimated adder bits of the lanes' shift-and-add
-    graph (:func:`~.constant_products.constant_adder_bits`); -1 where the lanes multiply; ``graph_levels``: the most
+    graph (:func:`~.constant_products.constant_adder_bits`); -1 where the lanes multiply; ``one_magnitude``: those
+    weights all of one magnitude (+-1, ternary), whose bits take their own LUT coefficient; ``graph_levels``: the most
     adder levels of that graph solved for pipelining (:func:`~streamc.rtl.constant_products.graph_levels`: the spec's
     latency takes that bound, the unit's the solved graph's); ``keep_adders``: its adders
     each kept as a carry chain (:attr:`~streamc.rtl.mvau.MatrixVectorUnit.keep_adders`). ``flow_control``: what moves
@@ -99,6 +100,7 @@ class MVAUSpec(KernelSpec):
     route_register: bool = False
     tree_every: int = 0
     constant_adders: float = -1
+    one_magnitude: bool = False
     graph_levels: int = 0
     keep_adders: bool = False
     flow_control: str = "stall"
@@ -230,6 +232,7 @@ class MVAUSpecs:
             fields = self._columns.at(simd)
             if self._weights.shape[0] // self._fields["pe"] * (self._weights.shape[1] // simd) == 1:
                 fields["constant_adders"] = constant_adder_bits(self._weights, self._in_bits, self._bits)
+                fields["one_magnitude"] = is_one_magnitude(self._weights)
                 fields["graph_levels"] = graph_levels(self._weights)
             self._spec_of[simd] = MVAUSpec(simd=simd, **self._fields, **fields)
         return self._spec_of[simd]
