@@ -58,9 +58,9 @@ class LayerFolding(_Strict):
     operand_register: bool | None = None
     """A register between the ROM reads and the multiplies; unset: as the clock needs (``pipelining``)."""
     route_register: bool | None = None
-    """With operand_register: a second register after the output stage's ROM reads (thresholds, requantization) and a
-    second operand stage for block RAM weights, beside the logic that reads them, for the route from a block RAM placed
-    far away; unset: as the clock needs."""
+    """With operand_register: a second register after the output stage's ROM reads (thresholds, requantization) and,
+    for block RAM weights, after the weight ROM's address and word, beside the logic that reads them, for the route to
+    and from a block RAM placed far away; unset: as the clock needs."""
     tree_every: NonNegativeInt | None = None
     """Adder levels between pipeline registers in the lanes' trees (0: none); unset: as the clock needs."""
     keep_adders: bool | None = None

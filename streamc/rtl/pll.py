@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from amaranth.hdl import ClockSignal, Elaboratable, Instance, Module, ResetSignal, Signal
-from amaranth.lib.cdc import AsyncFFSynchronizer, ResetSynchronizer
+from amaranth.lib.cdc import AsyncFFSynchronizer
 
 from ..errors import ConfigError
 
@@ -194,15 +194,15 @@ class PLL(Elaboratable):
         m = Module()
         m.submodules.pll = self._instance(ClockSignal("sync"))
         # Reset is released synchronously to the new clock, a few cycles after lock.
-        if not isinstance(self._settings, ECP5PLLSettings):
-            m.submodules.reset_sync = ResetSynchronizer(~self.locked, domain="sync")
-            return m
-        # On the ECP5 the reset reaches every register of the design; in the fabric its route across the device
-        # was the worst path at 150 MHz (TFC-w1a1 on half the 85F: 6.1 ns of route from the synchronizer). Through a
-        # DCCA it takes a global network, which nextpnr routes to the registers' LSR inputs.
         released = Signal(init=1)
         m.submodules.reset_sync = AsyncFFSynchronizer(~self.locked, released, o_domain="sync")
-        m.submodules.reset_buffer = Instance("DCCA", i_CLKI=released, i_CE=1, o_CLKO=ResetSignal("sync"))
+        if isinstance(self._settings, ECP5PLLSettings):
+            # On the ECP5 the reset's route across the device in the fabric was the worst path at 150 MHz (TFC-w1a1
+            # on half the 85F: 6.1 ns from the synchronizer). Through a DCCA it takes a global network, which nextpnr
+            # routes to the registers' LSR inputs.
+            m.submodules.reset_buffer = Instance("DCCA", i_CLKI=released, i_CE=1, o_CLKO=ResetSignal("sync"))
+        else:
+            m.d.comb += ResetSignal("sync").eq(released)
         return m
 
     def _instance(self, clock: ClockSignal) -> Instance:
