@@ -62,6 +62,10 @@ class DelayModel:
     memory_route_ns : float
         What the route from such a block's output register to the logic that reads its word adds over a route
         between neighbours: a design of many block RAMs places some far from that logic.
+    spread_ns : float
+        The route from a register to readers placed across a block of logic, per square root of the block's LUTs (0:
+        not measured, never bounding): a fully unrolled layer's input bits each reach adders all over its graph, whose
+        placement grows as the square root of its size.
     """
 
     register_ns: float
@@ -78,27 +82,30 @@ class DelayModel:
     memory_output_register: bool = False
     memory_route_ns: float = 0.0
     window_control_ns: float = 0.0
+    spread_ns: float = 0.0
 
-    def tree_every(self, period_ns: float, levels: int, width: int) -> int:
+    def tree_every(self, period_ns: float, levels: int, width: int, first_route_ns: float = 0.0) -> int:
         """Adder levels between registers so that ``levels`` levels of ``width``-bit sums and the
         accumulator after them close at ``period_ns``: 0 when all of them fit in one stage, else the levels
         of each of the fewest stages in which they fit (at least 1), spread evenly: five levels of which four
-        fit are registered after three (and the last), not after four and a lone fifth, in as many stages."""
-        if self._stage_ns(0, levels + 1, width) <= period_ns:
+        fit are registered after three (and the last), not after four and a lone fifth, in as many stages.
+        ``first_route_ns``: what the routes into the first level add (:meth:`spread_route_ns`)."""
+        if self._stage_ns(0, levels + 1, width, first_route_ns) <= period_ns:
             return 0
-        fit = next((every for every in range(levels, 0, -1) if self._fits(period_ns, levels, width, every)), 1)
+        fit = next((every for every in range(levels, 0, -1)
+                    if self._fits(period_ns, levels, width, every, first_route_ns)), 1)
         stages = max(1, -(-levels // fit))
         even = max(1, -(-levels // stages))
-        return even if self._fits(period_ns, levels, width, even) else fit
+        return even if self._fits(period_ns, levels, width, even, first_route_ns) else fit
 
-    def _stage_ns(self, first: int, count: int, width: int) -> float:
+    def _stage_ns(self, first: int, count: int, width: int, first_route_ns: float = 0.0) -> float:
         """A tree stage of ``count`` levels from level ``first`` (0 the first) with the accumulator's carry."""
         return (self.register_ns + count * self.adder_ns + self.adder_growth_ns * (count * first + count * (count - 1) / 2)
-                + width * self.carry_ns)
+                + width * self.carry_ns + (first_route_ns if first == 0 else 0.0))
 
-    def _fits(self, period_ns: float, levels: int, width: int, every: int) -> bool:
+    def _fits(self, period_ns: float, levels: int, width: int, every: int, first_route_ns: float = 0.0) -> bool:
         """Whether ``levels`` registered after every ``every`` close, the accumulator (a level) after the last."""
-        return all(self._stage_ns(first, min(every, levels + 1 - first), width) <= period_ns
+        return all(self._stage_ns(first, min(every, levels + 1 - first), width, first_route_ns) <= period_ns
                    for first in range(0, levels + 1, every))
 
     def operand_register(self, period_ns: float, multiplies: bool, rom_words: int = 0) -> bool:
@@ -136,6 +143,16 @@ class DelayModel:
         read = 0.0 if self.memory_output_register else self.memory_ns
         control = max(self.control_ns, self.window_control_ns if window else 0.0)
         return max(self.register_ns + max(read, self.adder_ns + width * self.carry_ns), control) <= period_ns
+
+    def spread_route_ns(self, luts: float) -> float:
+        """The route from a register to readers spread over ``luts`` LUTs of logic (:attr:`spread_ns`; a fully
+        unrolled layer's inputs into its graph's first adders)."""
+        return self.spread_ns * math.sqrt(luts)
+
+    def spread_closes(self, period_ns: float, luts: float) -> bool:
+        """Whether such a register reaches its readers and an adder level after them in ``period_ns``: no register
+        inside the graph shortens that route."""
+        return self.register_ns + self.spread_route_ns(luts) + self.adder_ns <= period_ns
 
     def flow_control(self, period_ns: float) -> str:
         """What should move a stage's pipeline (:data:`~streamc.rtl.mvau.FLOW_CONTROLS`): its consumer's ready where
@@ -216,6 +233,15 @@ def rom_levels(words: int) -> int:
 #: 150 (2026-11-28), so 6.5 past the register. The iCE40's and the GW1NR-9's are bounds, not measured apart: with
 #: the skid register TFC-w1a1 closed 53.4 MHz on the UP5K (18.7 ns) and the digits CNN 93.2 MHz on the GW1NR-9
 #: (10.8 ns) on other paths.
+#: A route across an unrolled graph: the digits MLP fully unrolled on half the ECP5-85F (its 64 x 64 layer's graph 22,605
+#: LUTs by the estimate, registered after every two adder levels for 150 MHz) closed at 69.6 MHz on a route of 11.1 ns
+#: from its input register across the graph into a first-level adder, 14.4 ns in all, where a register, two levels and
+#: the carry are 5.4 between neighbours (2026-11-29, nextpnr's static placer and router2: its heap placer's routing did
+#: not converge, and its placement was estimated at 71.9 MHz before routing): 9.0 ns, over the square root of 22,605
+#: 0.06; over the square root of the graph's own estimated LUTs (20,023, the measure the planner takes:
+#: ``MVAULayer.graph_luts``), 0.064. On the safe side: with the 64 x 64 layer folded, its 32 x 64 layer unrolled (8,365)
+#: closed at 136.3 MHz, where the figure bounds it at 107 (its worst path two levels inside the graph, 7.3 ns, routes of
+#: 1.8 and 3.1).
 DELAYS = {
     "ice40": DelayModel(register_ns=3.7, adder_ns=3.8, carry_ns=0.3, memory_ns=4.5, multiply_ns=14.4,
                         hard_multiply_ns=14.4, rom_level_ns=4.8, handshake_ns=20.0, enable_ns=15.0,
@@ -224,7 +250,7 @@ DELAYS = {
     "ecp5": DelayModel(register_ns=2.2, adder_ns=1.4, carry_ns=0.06, memory_ns=7.1, multiply_ns=5.5,
                        hard_multiply_ns=12.4, rom_level_ns=2.5, handshake_ns=10.4, enable_ns=6.5,
                        control_ns=6.8,
-                       memory_output_register=True, memory_route_ns=4.0, window_control_ns=7.6),
+                       memory_output_register=True, memory_route_ns=4.0, window_control_ns=7.6, spread_ns=0.064),
     "gowin": DelayModel(register_ns=2.5, adder_ns=3.9, carry_ns=0.06, memory_ns=5.5, multiply_ns=5.5,
                         hard_multiply_ns=5.5, rom_level_ns=4.8, handshake_ns=22.2, enable_ns=8.3,
                         control_ns=9.1),

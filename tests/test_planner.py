@@ -34,6 +34,7 @@ from streamc.resources import LUTSpec, ResourceEstimate
 from streamc.planner.cost import logic_cells
 from streamc.rtl.placement import RES_TYPES
 from streamc.stages import PLACEMENTS, Knob, MVAULayer, Stage, divisors
+from streamc.timing import Clock
 from streamc.transforms.streamline import streamline
 from streamc.transforms.tidy import tidy
 
@@ -194,6 +195,23 @@ def test_a_block_ram_limit_is_met_by_pricing_block_ram(tfc):
     assert fitted.fits and fitted.resources.bram <= limits["bram"] and fitted.cycles <= 256
     free, best, fitted = (logic_cells(plan.resources, UP5K.family) for plan in (free, best, fitted))
     assert free < best <= fitted <= 1.05 * best
+
+
+def test_a_layer_is_unrolled_only_at_a_clock_its_routes_across_its_graph_close_at():
+    # Within half the ECP5-85F the digits MLP's 64 x 64 layer is unrolled at 60 MHz; at 150 MHz the routes from its
+    # two large layers' input registers across their adder graphs would not close (DelayModel.spread_ns), so they are
+    # folded.
+    flow = dataflow(DIGITS)
+    layers = [stage for stage in flow.stages if isinstance(stage, MVAULayer)]
+
+    def unrolled(plan):
+        return {stage.name for stage in layers
+                if (plan.folding[stage.name]["pe"], plan.folding[stage.name]["simd"]) == (stage.mh, stage.mw)}
+
+    assert layers[0].name in unrolled(plan_for_budget(flow, device=ECP5, budget=0.5,
+                                                      clock=Clock(mhz=60, family="ecp5")))
+    fast = plan_for_budget(flow, device=ECP5, budget=0.5, clock=Clock(mhz=150, family="ecp5"))
+    assert fast.cycles > 1 and not unrolled(fast) & {layers[0].name, layers[1].name}
 
 
 def test_lookup_tables_move_into_the_block_ram_the_folding_leaves_free():

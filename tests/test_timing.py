@@ -195,3 +195,20 @@ def test_an_ecp5_block_ram_read_does_not_bound_the_clock_its_register_moving_int
     assert ecp5.closes(1000 / 140, 10)
     assert not dataclasses.replace(ecp5, memory_output_register=False).closes(1000 / 140, 10)
     assert not delay_model("ice40").memory_output_register
+
+
+def test_a_register_read_across_an_unrolled_graph_bounds_the_clock_by_the_graphs_size():
+    # The digits MLP's 64 x 64 layer unrolled (its graph 20,023 LUTs estimated) closed at 69.6 MHz on half the
+    # ECP5-85F, its input register's route across the graph 11.1 ns; its 10 x 32 layer (1,644) is small enough for
+    # 150 MHz. No family without a measured spread is bounded by it.
+    ecp5 = delay_model("ecp5")
+    assert not ecp5.spread_closes(1000 / 150, 20023) and ecp5.spread_closes(1000 / 70, 20023)
+    assert ecp5.spread_closes(1000 / 150, 1644) and not ecp5.spread_closes(1000 / 150, 8365)
+    assert delay_model("ice40").spread_closes(1000 / 50, 1e6)
+
+
+def test_the_route_across_an_unrolled_graph_takes_its_share_of_the_first_stage():
+    ecp5 = delay_model("ecp5")
+    alone = ecp5.tree_every(1000 / 75, 12, 10)
+    spread = ecp5.tree_every(1000 / 75, 12, 10, ecp5.spread_route_ns(20023))
+    assert 0 < spread < alone

@@ -176,7 +176,9 @@ class Chain:
         self._choice_tables: dict[tuple[int, int], tuple] = {}
         self._groups_within: dict[tuple[int, int], tuple] = {}
         self._k_of = {index: k for k, index in enumerate(self.foldable)}
-        # Every combination of a side's knobs' values (the options are all combinations of all knobs').
+        self.options = [[choice for choice in options if self._closes(k, choice)]
+                        for k, options in enumerate(self.options)]
+        # Every combination of a side's knobs' values (the options: all combinations of all knobs' that close).
         self._domains = {(k, side): sorted(itertools.product(*(knob.values for knob in knobs
                                                                if knob.side in (side, "both"))))
                          for k, knobs in enumerate(self.knobs) for side in ("in", "out")}
@@ -190,6 +192,12 @@ class Chain:
         self._held = branch_holds(self.stages)
         if not self.chain:
             self._groups = self._group_terms()
+
+    def _closes(self, k: int, choice: Choice) -> bool:
+        """Whether stage ``k`` at ``choice`` closes at its clock (:meth:`~streamc.stages.Stage.closes`): a folding no
+        pipeline register closes is not one to choose."""
+        self._set(k, choice)
+        return self.stages[self.foldable[k]].closes()
 
     def pipeline(self) -> None:
         """Pipeline every stage for this chain's clock (before anything is priced, and before building a plan of this

@@ -156,6 +156,12 @@ class Stage(ABC):
         """Take the clock (a :class:`streamc.timing.Clock`) the kernels' pipeline registers are chosen for;
         kinds whose kernels have no such choice ignore it."""
 
+    def closes(self) -> bool:
+        """Whether the stage, at its folding, closes at the clock it is pipelined for where no pipeline register of its
+        can make it: a fully unrolled layer's input bits each reach adders all over its graph, on routes that grow
+        with the graph (:meth:`streamc.timing.DelayModel.spread_closes`). Without a clock, it does."""
+        return True
+
     def pipeline_at(self, in_elems: int) -> dict:
         """The pipeline registers its first kernel has when it takes ``in_elems`` elements per beat, as fields of
         that kernel's resource spec (the planner prices a kernel built at one count for others)."""

@@ -9,6 +9,11 @@ from functools import cached_property
 import numpy as np
 
 from ..datatypes import DataType
+from ..resources.constant_products import (
+    constant_adder_bits,
+    is_one_magnitude,
+    luts_per_adder_bit,
+)
 from ..rtl.arithmetic import shape_of_range, tree_levels
 from ..rtl.constant_products import graph_levels, keeps_adders
 from ..rtl.requant import Requant
@@ -155,6 +160,22 @@ class MVAULayer(Stage):
         """Whether the folding unrolls the layer fully (PE = MH, SIMD = MW): its lanes are an adder graph."""
         return self.pe == self.mh and self.simd == self.mw
 
+    def closes(self) -> bool:
+        return not self.unrolled or self.clock is None or self.clock.delays.spread_closes(self.clock.period_ns,
+                                                                                          self.graph_luts())
+
+    def graph_luts(self) -> float:
+        """The estimated LUTs of the layer's adder graph, fully unrolled, on the family of its clock, its adders kept
+        or merged as it builds them (:mod:`streamc.resources.constant_products`)."""
+        family = self.clock.family
+        kept = keeps_adders(family) if self.keep_adders is None else self.keep_adders
+        return self.graph_adder_bits * luts_per_adder_bit(family, kept, is_one_magnitude(self.weights),
+                                                          self.in_dtype.bitwidth)
+
+    @cached_property
+    def graph_adder_bits(self) -> float:
+        return constant_adder_bits(self.weights, self.in_dtype.bitwidth, self.weight_dtype.bitwidth)
+
     @property
     def kept_adders(self) -> bool:
         """Whether a fully unrolled unit keeps every adder of its graph: as an explicit folding gives it, else as
@@ -173,10 +194,12 @@ class MVAULayer(Stage):
             multiplies = not (self.in_dtype.bipolar or self.weight_dtype.bipolar)
             rom_words = (self.mh // self.pe) * (self.mw // simd) if self.ram_style == "distributed" else 0
             width = shape_of_range(int(self.acc_lo.min()), int(self.acc_hi.max())).width
-            levels = self.graph_levels if self.pe == self.mh and simd == self.mw else tree_levels(simd)
+            graph = self.pe == self.mh and simd == self.mw
+            levels = self.graph_levels if graph else tree_levels(simd)
+            spread = delays.spread_route_ns(self.graph_luts()) if graph else 0.0
             needed = {"operand_register": delays.operand_register(period, multiplies, rom_words),
                       "route_register": delays.route_register(period, width),
-                      "tree_every": delays.tree_every(period, levels, width)}
+                      "tree_every": delays.tree_every(period, levels, width, spread)}
         chosen = {key: value if getattr(self, key) is None else getattr(self, key) for key, value in needed.items()}
         # The route register is the second after a ROM's read: none where the first is not there.
         chosen["route_register"] = chosen["route_register"] and chosen["operand_register"]
