@@ -2,7 +2,7 @@
 
 Run: python benchmarks/bench_fmax.py [--boards icebreaker ulx3s-85f tangnano9k] [--designs digits tfc-w1a1 digits-cnn]
                                     [--pipelining clock none] [--out DIR] [--seeds N] [--budget F]
-                                    [--clock-mhz F|auto]
+                                    [--clock-mhz F|auto] [--jobs N]
 
 Each design is planned at the fastest folding within the board's budget (``budget``: 90 % of the UP5K's logic cells,
 which its flip-flops take too, and 60 % of the Tang Nano 9K's GW1NR-9 with the board shell kept free, half of the
@@ -16,13 +16,16 @@ frames/s at the clock the design closes at (the lower of fmax and the clock aske
 flip-flops, block RAM, DSP), frames/s per logic cell, the predicted latency of a frame through the empty
 accelerator at that clock, the critical path's ends; with ``--seeds N``, the best of up to N placement seeds. With
 ``--clock-mhz auto`` the planner chooses the clock with the folding (``clock_mhz: auto``; ``--pipelining clock`` only),
-and the design is placed at the clock it chose.
+and the design is placed at the clock it chose. ``--jobs N`` builds and places N rows side by side (the rows print
+as they finish, the table in the order above).
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import yaml
@@ -86,6 +89,33 @@ def accelerator_verilog(design: str, board: str, pipelining: str, out: Path, bud
     return state.folder.path("verilog", "streamc_top.v"), state
 
 
+def row(design: str, board: str, pipelining: str, out: Path, budget: float, mhz: float | str,
+        seeds: int) -> tuple[str, ...]:
+    """One row of the table: ``design`` compiled for ``board`` and placed and routed there."""
+    verilog, state = accelerator_verilog(design, board, pipelining, out, budget, mhz)
+    cycles = state.dataflow.cycles_per_frame()
+    lead = (design, board, f"{budget:g}", pipelining, str(cycles),
+            f"{state.clock_mhz:g}" + (" (auto)" if mhz == "auto" else ""))
+    mhz = state.clock_mhz
+    started = time.perf_counter()
+    try:
+        result = build_board(accelerator_verilog=verilog, frame_format=FrameFormat.from_dataflow(state.dataflow),
+                             board=board, clock_mhz=mhz, seeds=seeds,
+                             workdir=out / f"{design}_{board}_{pipelining}" / "pnr")
+    except BuildError as error:
+        return (*lead, "-", "NO", "-", "-", "-", "-", "-", "-", "-", str(error)[:160], "")
+    cells = PLACED_CELLS[get_board(board).family]
+    logic, ff, bram, dsp = (placed(result.utilization, cells[what]) for what in ("logic", "ff", "bram", "dsp"))
+    closes_mhz = min(result.fmax_mhz, mhz)
+    fps = closes_mhz * 1e6 / cycles
+    latency_us = predicted_latency(state.dataflow, fifo_depths(state.dataflow, state.config.fifo_depth)) / closes_mhz
+    path = result.critical_path
+    ends = f"{path[0].from_cell} -> {path[-1].to_cell} ({result.critical_path_ns:.1f} ns)" if path else ""
+    return (*lead, f"{result.fmax_mhz:.1f}", "yes" if result.timing_met else "NO", f"{fps:,.0f}", str(logic),
+            str(ff), str(bram), str(dsp), f"{fps / logic:,.1f}", f"{latency_us:.1f}", ends,
+            f"{time.perf_counter() - started:.0f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--boards", nargs="+", default=list(TARGET_MHZ), choices=list(TARGET_MHZ))
@@ -98,6 +128,7 @@ def main() -> None:
     parser.add_argument("--budget", type=float, help="share of the device for every board (default: BUDGET's)")
     parser.add_argument("--clock-mhz", type=lambda text: text if text == "auto" else float(text),
                         help="the clock for every board, or auto: chosen by the planner (default: TARGET_MHZ's)")
+    parser.add_argument("--jobs", type=int, default=1, help="rows built and placed side by side, each in a process")
     args = parser.parse_args()
 
     table = Table(title="fmax after place and route (nextpnr)", title_justify="left")
@@ -106,39 +137,16 @@ def main() -> None:
                    "P&R s"):
         table.add_column(column)
     console = Console(width=260)
-    for board in args.boards:
-        for design in args.designs or ROWS[board]:
-            for pipelining in args.pipelining:
-                budget, mhz = args.budget or BUDGET[board], args.clock_mhz or TARGET_MHZ[board]
-                verilog, state = accelerator_verilog(design, board, pipelining, args.out, budget, mhz)
-                cycles = state.dataflow.cycles_per_frame()
-                lead = (design, board, f"{budget:g}", pipelining, str(cycles),
-                        f"{state.clock_mhz:g}" + (" (auto)" if mhz == "auto" else ""))
-                mhz = state.clock_mhz
-                started = time.perf_counter()
-                try:
-                    result = build_board(accelerator_verilog=verilog,
-                                         frame_format=FrameFormat.from_dataflow(state.dataflow), board=board,
-                                         clock_mhz=mhz, seeds=args.seeds,
-                                         workdir=args.out / f"{design}_{board}_{pipelining}" / "pnr")
-                except BuildError as error:
-                    row = (*lead, "-", "NO", "-", "-", "-", "-", "-", "-", "-", str(error)[:160], "")
-                    console.print(" | ".join(row))
-                    table.add_row(*row)
-                    continue
-                cells = PLACED_CELLS[get_board(board).family]
-                logic, ff, bram, dsp = (placed(result.utilization, cells[what])
-                                        for what in ("logic", "ff", "bram", "dsp"))
-                closes_mhz = min(result.fmax_mhz, mhz)
-                fps = closes_mhz * 1e6 / cycles
-                latency_us = predicted_latency(state.dataflow, fifo_depths(state.dataflow, state.config.fifo_depth)) / closes_mhz
-                path = result.critical_path
-                ends = f"{path[0].from_cell} -> {path[-1].to_cell} ({result.critical_path_ns:.1f} ns)" if path else ""
-                row = (*lead, f"{result.fmax_mhz:.1f}", "yes" if result.timing_met else "NO", f"{fps:,.0f}", str(logic),
-                       str(ff), str(bram), str(dsp), f"{fps / logic:,.1f}", f"{latency_us:.1f}", ends,
-                       f"{time.perf_counter() - started:.0f}")
-                console.print(" | ".join(row))
-                table.add_row(*row)
+    rows = [(design, board, pipelining, args.out, args.budget or BUDGET[board], args.clock_mhz or TARGET_MHZ[board],
+             args.seeds)
+            for board in args.boards for design in args.designs or ROWS[board] for pipelining in args.pipelining]
+    # Each row in a process of its own (forked: the rows only read what the parent holds).
+    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        futures = [pool.submit(row, *arguments) for arguments in rows]
+        for future in as_completed(futures):
+            console.print(" | ".join(future.result()))
+        for future in futures:
+            table.add_row(*future.result())
     console.print(table)
 
 
