@@ -2,7 +2,7 @@
 
 Run: python benchmarks/bench_fmax.py [--boards icebreaker ulx3s-85f tangnano9k] [--designs digits tfc-w1a1 digits-cnn]
                                     [--pipelining clock none] [--out DIR] [--seeds N] [--budget F]
-                                    [--clock-mhz F|auto] [--jobs N]
+                                    [--clock-mhz F|auto] [--jobs N] [--timeout-min M]
 
 Each design is planned at the fastest folding within the board's budget (``budget``: 90 % of the UP5K's logic cells,
 which its flip-flops take too, and 60 % of the Tang Nano 9K's GW1NR-9 with the board shell kept free, half of the
@@ -39,7 +39,7 @@ from streamc.latency import predicted_latency
 from streamc.pipeline.config import load_config
 from streamc.pipeline.folder import BuildFolder
 from streamc.pipeline.steps import STEP_FUNCTIONS, BuildState
-from streamc.pnr import build_board
+from streamc.pnr import TIMEOUT_S, build_board
 from streamc.protocol import FrameFormat
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,7 +90,7 @@ def accelerator_verilog(design: str, board: str, pipelining: str, out: Path, bud
 
 
 def row(design: str, board: str, pipelining: str, out: Path, budget: float, mhz: float | str,
-        seeds: int) -> tuple[str, ...]:
+        seeds: int, timeout_s: float) -> tuple[str, ...]:
     """One row of the table: ``design`` compiled for ``board`` and placed and routed there."""
     verilog, state = accelerator_verilog(design, board, pipelining, out, budget, mhz)
     cycles = state.dataflow.cycles_per_frame()
@@ -100,7 +100,7 @@ def row(design: str, board: str, pipelining: str, out: Path, budget: float, mhz:
     started = time.perf_counter()
     try:
         result = build_board(accelerator_verilog=verilog, frame_format=FrameFormat.from_dataflow(state.dataflow),
-                             board=board, clock_mhz=mhz, seeds=seeds,
+                             board=board, clock_mhz=mhz, seeds=seeds, timeout_s=timeout_s,
                              workdir=out / f"{design}_{board}_{pipelining}" / "pnr")
     except BuildError as error:
         return (*lead, "-", "NO", "-", "-", "-", "-", "-", "-", "-", str(error)[:160], "")
@@ -129,6 +129,8 @@ def main() -> None:
     parser.add_argument("--clock-mhz", type=lambda text: text if text == "auto" else float(text),
                         help="the clock for every board, or auto: chosen by the planner (default: TARGET_MHZ's)")
     parser.add_argument("--jobs", type=int, default=1, help="rows built and placed side by side, each in a process")
+    parser.add_argument("--timeout-min", type=float, default=TIMEOUT_S / 60,
+                        help="minutes each tool run may take; a row whose run takes longer says so")
     args = parser.parse_args()
 
     table = Table(title="fmax after place and route (nextpnr)", title_justify="left")
@@ -138,7 +140,7 @@ def main() -> None:
         table.add_column(column)
     console = Console(width=260)
     rows = [(design, board, pipelining, args.out, args.budget or BUDGET[board], args.clock_mhz or TARGET_MHZ[board],
-             args.seeds)
+             args.seeds, args.timeout_min * 60)
             for board in args.boards for design in args.designs or ROWS[board] for pipelining in args.pipelining]
     # Each row in a process of its own (forked: the rows only read what the parent holds).
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("fork")) as pool:
