@@ -168,19 +168,24 @@ class MVAULayer(Stage):
         """The estimated LUTs of the layer's adder graph, fully unrolled, on the family of its clock, its adders kept
         or merged as it builds them (:mod:`streamc.resources.constant_products`)."""
         family = self.clock.family
-        kept = keeps_adders(family) if self.keep_adders is None else self.keep_adders
-        return self.graph_adder_bits * luts_per_adder_bit(family, kept, is_one_magnitude(self.weights),
-                                                          self.in_dtype.bitwidth)
+        adder_bits, one_magnitude = self._graph_estimate
+        return adder_bits * luts_per_adder_bit(family, self._keeps_adders_on(family), one_magnitude,
+                                               self.in_dtype.bitwidth)
 
     @cached_property
-    def graph_adder_bits(self) -> float:
-        return constant_adder_bits(self.weights, self.in_dtype.bitwidth, self.weight_dtype.bitwidth)
+    def _graph_estimate(self) -> tuple[float, bool]:
+        """The graph's estimated adder bits and whether its weights are of one magnitude: the weights' alone."""
+        return (constant_adder_bits(self.weights, self.in_dtype.bitwidth, self.weight_dtype.bitwidth),
+                is_one_magnitude(self.weights))
 
     @property
     def kept_adders(self) -> bool:
         """Whether a fully unrolled unit keeps every adder of its graph: as an explicit folding gives it, else as
         its device family does best (:func:`~streamc.rtl.constant_products.keeps_adders`)."""
-        return keeps_adders(self.family) if self.keep_adders is None else self.keep_adders
+        return self._keeps_adders_on(self.family)
+
+    def _keeps_adders_on(self, family: str | None) -> bool:
+        return keeps_adders(family) if self.keep_adders is None else self.keep_adders
 
     def pipelining(self, simd: int | None = None) -> dict:
         """The unit's ``operand_register``, ``route_register`` and ``tree_every`` at this folding (or with ``simd``
