@@ -35,7 +35,10 @@ def adder_tree(m, values, *, every: int = 0, register=None):
 
     With ``every`` > 0 the tree is pipelined for the clock: ``register(value)`` (a register that moves
     with the caller's pipeline) follows every ``every`` levels and the last one, so no path crosses
-    more than ``every`` adders; :func:`tree_stages` counts the registers on the way.
+    more than ``every`` adders; :func:`tree_stages` counts the registers on the way. The sums between
+    the registers are kept too: left to ``alumacc``, the levels between two registers merged into a
+    ``$macc`` of full adders in LUTs (64 lanes of 8-bit products registered every 3 levels: 3965 LUTs on
+    the ECP5, 3252 on the iCE40, 4783 on a GW1NR-9, against 3211, 2848 and 3552 kept).
     """
     level = list(values)
     keep = all(len(value) > 1 for value in level)
@@ -44,7 +47,7 @@ def adder_tree(m, values, *, every: int = 0, register=None):
         pairs = []
         for n in range(0, len(level) - 1, 2):
             total = level[n] + level[n + 1]
-            if keep and not every:
+            if keep:
                 kept = Signal(total.shape(), name="tree_sum", attrs={"keep": 1})
                 m.d.comb += kept.eq(total)
                 total = kept
