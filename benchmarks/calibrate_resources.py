@@ -58,7 +58,8 @@ def make_mvau(p: dict):
     weights = _weights(rng, w_dt, p["mh"], p["mw"])
     common = dict(weights=weights, in_dtype=in_dt, weight_dtype=w_dt, pe=p["pe"], simd=p["simd"],
                   res_type=p.get("res_type", "auto"), ram_style=p.get("ram_style", "auto"),
-                  ram_style_thresholds=p.get("ram_style_thresholds", "auto"), name="mvau")
+                  ram_style_thresholds=p.get("ram_style_thresholds", "auto"), tree_every=p.get("tree_every", 0),
+                  name="mvau")
     # Reach of a dot product: what thresholds and multipliers are spread over.
     x = _weights(rng, in_dt, 256, p["mw"]) if in_dt.bipolar else rng.integers(in_dt.min, in_dt.max + 1,
                                                                                 size=(256, p["mw"]))
@@ -187,7 +188,7 @@ def make_branch_unit(kernel: str, p: dict):
 
 
 def _mvau(mh, mw, pe, simd, in_dtype, weight_dtype, stage, out_dtype=None, shift=None, res_type=None,
-          ram_style=None, ram_style_thresholds=None, per_tensor=False, rounding=None):
+          ram_style=None, ram_style_thresholds=None, per_tensor=False, rounding=None, tree_every=0):
     p = dict(mh=mh, mw=mw, pe=pe, simd=simd, in_dtype=in_dtype, weight_dtype=weight_dtype, stage=stage)
     if per_tensor:
         p["per_tensor"] = True
@@ -203,6 +204,8 @@ def _mvau(mh, mw, pe, simd, in_dtype, weight_dtype, stage, out_dtype=None, shift
         p["out_dtype"] = out_dtype
     if shift is not None:
         p["shift"] = shift
+    if tree_every:
+        p["tree_every"] = tree_every
     return "mvau", p
 
 
@@ -491,6 +494,16 @@ SWEEP = [
     _mvau(64, 576, 8, 64, "UINT2", "BIPOLAR", "thresholds", "UINT2", ram_style="block", ram_style_thresholds="block"),
     _mvau(32, 288, 4, 32, "UINT2", "BIPOLAR", "thresholds", "UINT2", ram_style="block"),
     _mvau(256, 2304, 1, 8, "UINT2", "INT2", "thresholds", "UINT2", ram_style="block", ram_style_thresholds="block"),
+    # Adder trees registered for the clock (tree_every), as the digits MLP is built for a Tang Nano 9K at 60 MHz: the
+    # multiplies in LUTs become the critical stage, which a Gowin's abc9 maps for depth in wider LUTs.
+    _mvau(64, 64, 1, 64, "UINT4", "INT4", "thresholds", "UINT4", res_type="lut", ram_style="block",
+          ram_style_thresholds="block", tree_every=3),
+    _mvau(32, 64, 1, 32, "UINT4", "INT4", "thresholds", "UINT4", res_type="lut", ram_style="block",
+          ram_style_thresholds="block", tree_every=3),
+    _mvau(10, 32, 1, 8, "UINT4", "INT4", "accumulator", res_type="lut", ram_style="block", tree_every=3),
+    _mvau(64, 64, 4, 16, "UINT4", "INT4", "accumulator", res_type="lut", ram_style="block", tree_every=1),
+    _mvau(16, 64, 2, 8, "INT4", "INT4", "accumulator", res_type="lut", ram_style="block", tree_every=2),
+    _mvau(16, 72, 2, 8, "UINT4", "INT4", "thresholds", "UINT4", tree_every=2),
     # Whole pixels of many one- and two-bit channels per beat, the ring in block RAM.
     ("window", dict(in_shape=[10, 10, 96], kernel=[3, 3], stride=[1, 1], padding=[0, 0, 0, 0], dtype="BIPOLAR", simd=96)),
     ("window", dict(in_shape=[16, 16, 64], kernel=[3, 3], stride=[1, 1], padding=[0, 0, 0, 0], dtype="BIPOLAR", simd=64)),

@@ -327,6 +327,12 @@ def mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[Memories, int, d
                  else lanes * spec.mul_a * spec.mul_b)
     lut_mult = (lanes * shift_add_bits(spec.in_bits, spec.weight_bits)
                 if spec.mul_a and spec.res_type == "lut" and not direct else 0)
+    # Once the adder tree is registered (tree_every) an unsplit multiply in LUTs is the critical stage, and a Gowin's
+    # abc9 (-maxlut 8) maps it for depth in LUT5s (two LUT4s and a MUX2_LUT5) before the product's carry chain: 64
+    # lanes of UINT4 x INT4 took 3552 LUTs against 3104 unregistered (with -nowidelut 3104 both). The iCE40 and ECP5
+    # kept their counts (the ECP5 only grows for signed inputs, listed as known off in the tests).
+    timed_multiply = (lanes * product_operand_bits(spec) if family == "gowin" and lut_mult and spec.tree_every
+                      and not splits_multiplies(spec.multiply_register, True, spec.res_type) else 0)
     # Yosys' soft signed multipliers grow faster than their partial products (4 x 4: about 55 LUTs, 3 x 2: 8).
     soft_mult_wide = soft_mult * spec.mul_a * spec.mul_b / 16
     masked = _binary_operand_bits(spec)
@@ -357,6 +363,7 @@ def mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[Memories, int, d
     compares = spec.block_compares if spec.thresholds and in_bram[1] else spec.live_compares
     lut = {"control": 1.0, "soft_multiply": soft_mult, "soft_multiply_wide": soft_mult_wide,
            "soft_multiply_signed": soft_mult if spec.signed_multiply else 0, "lut_multiply": lut_mult,
+           "lut_multiply_timed": timed_multiply,
            "multiply_direct": lanes * product_operand_bits(spec) if direct else 0,
            "hard_multiply_signed": lanes * spec.product_bits if lane_dsps and spec.signed_multiply else 0,
            "binary_operand": masked + (lanes if spec.xnor else 0),
@@ -391,8 +398,8 @@ def mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[Memories, int, d
            "bram_read_mux": bram_read_mux}
     if constant:
         # The lanes' products and tree are the adder graph; their sum starts the accumulator.
-        for name in ("soft_multiply", "soft_multiply_wide", "soft_multiply_signed", "lut_multiply", "multiply_direct",
-                     "binary_operand", "popcount", "popcount_from_offset", "adders", "binary_adders",
+        for name in ("soft_multiply", "soft_multiply_wide", "soft_multiply_signed", "lut_multiply", "lut_multiply_timed",
+                     "multiply_direct", "binary_operand", "popcount", "popcount_from_offset", "adders", "binary_adders",
                      "fixed_binary_adders", "binary_lanes", "accumulator_select"):
             lut[name] = 0
         lut["constant_adders"] = spec.constant_adders
