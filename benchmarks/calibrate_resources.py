@@ -494,8 +494,8 @@ SWEEP = [
     _mvau(64, 576, 8, 64, "UINT2", "BIPOLAR", "thresholds", "UINT2", ram_style="block", ram_style_thresholds="block"),
     _mvau(32, 288, 4, 32, "UINT2", "BIPOLAR", "thresholds", "UINT2", ram_style="block"),
     _mvau(256, 2304, 1, 8, "UINT2", "INT2", "thresholds", "UINT2", ram_style="block", ram_style_thresholds="block"),
-    # Adder trees registered for the clock (tree_every), as the digits MLP is built for a Tang Nano 9K at 60 MHz: the
-    # multiplies in LUTs become the critical stage, which a Gowin's abc9 maps for depth in wider LUTs.
+    # Adder trees registered for the clock (tree_every), as the digits MLP is built for a Tang Nano 9K at 60 MHz:
+    # the multiplies in LUTs become the critical stage, which a Gowin's abc9 maps for depth in wider LUTs.
     _mvau(64, 64, 1, 64, "UINT4", "INT4", "thresholds", "UINT4", res_type="lut", ram_style="block",
           ram_style_thresholds="block", tree_every=3),
     _mvau(32, 64, 1, 32, "UINT4", "INT4", "thresholds", "UINT4", res_type="lut", ram_style="block",

@@ -398,9 +398,9 @@ def mvau_parts(spec: MVAUSpec, family: str, dsp: bool) -> tuple[Memories, int, d
            "bram_read_mux": bram_read_mux}
     if constant:
         # The lanes' products and tree are the adder graph; their sum starts the accumulator.
-        for name in ("soft_multiply", "soft_multiply_wide", "soft_multiply_signed", "lut_multiply", "lut_multiply_timed",
-                     "multiply_direct", "binary_operand", "popcount", "popcount_from_offset", "adders", "binary_adders",
-                     "fixed_binary_adders", "binary_lanes", "accumulator_select"):
+        for name in ("soft_multiply", "soft_multiply_wide", "soft_multiply_signed", "lut_multiply",
+                     "lut_multiply_timed", "multiply_direct", "binary_operand", "popcount", "popcount_from_offset",
+                     "adders", "binary_adders", "fixed_binary_adders", "binary_lanes", "accumulator_select"):
             lut[name] = 0
         lut["constant_adders"] = spec.constant_adders
     bram_words = sum(width for (width, _, rom, _), bram in zip(memories_read, in_bram) if bram and rom)
