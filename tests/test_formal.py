@@ -60,8 +60,9 @@ def _assert_passed(result) -> None:
 
 
 def test_fifo_depths_1_2_3_keep_every_beat_in_order_bmc_10_cycles():
-    harnesses = [_fifo_harness(StreamFIFO(width=ELEM_WIDTH, depth=d), f"fifo depth {d}",
-                               FIFO_BMC_DEPTH) for d in (1, 2, 3)]
+    harnesses = [_fifo_harness(StreamFIFO(width=ELEM_WIDTH, depth=d, two_counts=two), f"fifo depth {d}"
+                               + (", a count per side" if two else ""), FIFO_BMC_DEPTH)
+                 for d in (1, 2, 3) for two in (False, True)]
     _assert_passed(check(harnesses, mode="bmc", depth=FIFO_BMC_DEPTH, timeout_s=TIMEOUT_S))
 
 
@@ -192,8 +193,8 @@ def test_mvau_whose_pipeline_register_ignores_a_stall_fails_bmc(monkeypatch):
 def test_converters_forks_and_mvau_hold_valid_and_payload_until_taken_proven_by_4_induction():
     """Unbounded: k-induction of length 4 closes on the components' own state.
 
-    The FIFOs are left to the bounded checks: Amaranth's SyncFIFO keeps a level counter
-    beside its pointers, and induction from an inconsistent pair needs invariants on them.
+    The FIFOs are left to the bounded checks: induction from a state where their counts
+    of queued beats and their pointers disagree needs invariants on them.
     """
     harnesses = []
     for a, b in CONVERSIONS:

@@ -11,7 +11,7 @@ import pytest
 
 from rtl_helpers import pack, run_stream, unpack
 from streamc.datatypes import UINT
-from streamc.rtl.stream import StreamFIFO, WidthConverter
+from streamc.rtl.stream import COUNTS_PER_SIDE_MIN_WIDTH, StreamFIFO, WidthConverter, counts_per_side
 
 ELEM = UINT(3)
 
@@ -45,21 +45,28 @@ def test_width_converter_refuses_zero_elements():
         WidthConverter(elem_width=3, in_elems=2, out_elems=0)
 
 
+@pytest.mark.parametrize("two_counts", [False, True])
 @pytest.mark.parametrize("depth", [1, 2, 5, StreamFIFO.BRAM_MIN_DEPTH])
-def test_fifo_passes_beats_in_order_under_stalls(depth):
+def test_fifo_passes_beats_in_order_under_stalls(depth, two_counts):
     beats = [int(b) for b in np.random.default_rng(depth).integers(0, 1 << 10, size=60)]
-    run = run_stream(StreamFIFO(width=10, depth=depth), beats, len(beats),
+    run = run_stream(StreamFIFO(width=10, depth=depth, two_counts=two_counts), beats, len(beats),
                      in_gap=0.3, out_stall=0.4, seed=depth)
     assert run.beats == beats
 
 
+@pytest.mark.parametrize("two_counts", [False, True])
 @pytest.mark.parametrize("depth,cycles_per_beat",
                          [(1, 2), (2, 1), (5, 1), (StreamFIFO.BRAM_MIN_DEPTH, 1)])
-def test_fifo_throughput(depth, cycles_per_beat):
+def test_fifo_throughput(depth, cycles_per_beat, two_counts):
     beats = list(range(40))
-    run = run_stream(StreamFIFO(width=6, depth=depth), beats, len(beats))
+    run = run_stream(StreamFIFO(width=6, depth=depth, two_counts=two_counts), beats, len(beats))
     assert run.beats == beats
     assert np.diff(run.cycles).tolist() == [cycles_per_beat] * (len(beats) - 1)
+
+
+def test_only_wide_fifos_count_their_beats_on_each_side():
+    assert not counts_per_side(COUNTS_PER_SIDE_MIN_WIDTH - 1)
+    assert counts_per_side(COUNTS_PER_SIDE_MIN_WIDTH)
 
 
 def test_fifo_refuses_depth_zero():

@@ -54,26 +54,34 @@ def _shallow_fifo_lutram(spec: FIFOSpec, family: str) -> int:
 def _fifo_features(spec: FIFOSpec, family: str) -> tuple[dict[str, float], dict[str, float]]:
     """LUT and FF features of a :class:`~streamc.rtl.stream.StreamFIFO`.
 
-    A shallow queue (``depth < 16``, Amaranth's ``SyncFIFO``) reads its storage combinationally:
-    LUT RAM (:func:`_shallow_fifo_lutram`) or flip-flops and a read multiplexer; a write and a read
-    pointer and a level count it. A deep one (``SyncFIFOBuffered``) keeps ``depth - 1`` words in a
+    A shallow queue (``depth < 16``) reads its storage combinationally: LUT RAM
+    (:func:`_shallow_fifo_lutram`) or flip-flops and a read multiplexer; a write and a read pointer
+    and a level count it, a wide one a level on each side (:func:`~streamc.rtl.stream.counts_per_side`),
+    each level's next value a function of both. A deep one (``SyncFIFOBuffered``) keeps ``depth - 1`` words in a
     memory read synchronously (block RAM, LUT RAM beside a multiplexer over its 16-word blocks, or
     flip-flops), and one more in an output register.
     """
     width, depth = spec.width, spec.depth
     lut = dict.fromkeys(("shallow", "shallow_pointers", "shallow_words", "shallow_read_mux", "shallow_wide_level",
-                         "deep", "deep_pointers",
+                         "shallow_two_counts", "shallow_two_wide_counts", "deep", "deep_pointers",
                          "bram_width", "lutram", "lutram_banked", "lutram_read_mux", "lutram_write_enables",
                          "ff_read_mux"), 0.0)
     ff = dict.fromkeys(("storage", "pointers", "output_register", "bram_output"), 0.0)
     if depth < 16:
-        pointers = 2 * range_bits(depth) + range_bits(depth + 1)
+        from ..rtl.stream import counts_per_side
+
+        level = range_bits(depth + 1)
+        pointers = 2 * range_bits(depth) + level
+        two = counts_per_side(width)
         # Each word's write enable decodes the write pointer.
         # Measured, not derived: a level count of four bits (depth 8 and up) takes some twelve
-        # LUTs more than one of three (17 LUTs at depths 5 to 7 on the ECP5, 29 at depth 8).
+        # LUTs more than one of three (17 LUTs at depths 5 to 7 on the ECP5, 29 at depth 8); two
+        # counts of three bits or more, whose next values read eight inputs, more than two of two
+        # (ECP5: 11 LUTs more than one count at depths 2 and 3, 37 at depths 4 to 6).
         lut.update(shallow=1.0, shallow_pointers=pointers, shallow_words=depth,
-                   shallow_wide_level=1.0 if range_bits(depth + 1) >= 4 else 0.0)
-        ff.update(pointers=pointers)
+                   shallow_wide_level=1.0 if level >= 4 else 0.0, shallow_two_counts=level if two else 0,
+                   shallow_two_wide_counts=1.0 if two and level >= 3 else 0.0)
+        ff.update(pointers=pointers + (level if two else 0))
         if not _shallow_fifo_lutram(spec, family):
             lut.update(shallow_read_mux=width * (depth - 1))
             ff.update(storage=width * depth)

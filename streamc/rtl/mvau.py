@@ -865,21 +865,34 @@ class MatrixVectorUnit(wiring.Component):
                 nf1.eq(nf), x_in1.eq(self.i.payload),
             ]
         if nf_count > 1:
-            m.submodules.input_buffer = input_buffer = Memory(
-                shape=unsigned(simd * iw), depth=sf_count, init=[])
-            buffer_write = input_buffer.write_port()
-            buffer_read = input_buffer.read_port(domain="sync")
+            # The later neuron folds read the input vector from a buffer written a stage after the issue, from the
+            # operand register: its write enable then comes from this unit's registers alone. Written at the
+            # issue, its enable took the producer's valid across the device (half an ECP5-85F: the shell's valid
+            # and the fold counter into a 64-lane buffer's enable, 8.3 ns).
             from_input1 = Signal()
+            sf1 = Signal.like(sf)
             with m.If(advance):
-                m.d.sync += from_input1.eq(first_fold)
-            m.d.comb += [
-                buffer_write.addr.eq(sf), buffer_write.data.eq(self.i.payload),
-                buffer_write.en.eq(issue & first_fold),
-                buffer_read.addr.eq(sf), buffer_read.en.eq(advance),
-            ]
+                m.d.sync += [from_input1.eq(first_fold), sf1.eq(sf)]
+            store = valid1 & from_input1
+            if sf_count == 1:
+                # One word: the next fold reads it the cycle after it is stored, so a register, not a memory.
+                stored = Signal(simd * iw, reset_less=True)
+                with m.If(store):
+                    m.d.sync += stored.eq(x_in1)
+            else:
+                # Fold 1 reads word s sf_count >= 2 cycles after fold 0 took it, a cycle after it was stored.
+                m.submodules.input_buffer = input_buffer = Memory(
+                    shape=unsigned(simd * iw), depth=sf_count, init=[])
+                buffer_write = input_buffer.write_port()
+                buffer_read = input_buffer.read_port(domain="sync")
+                m.d.comb += [
+                    buffer_write.addr.eq(sf1), buffer_write.data.eq(x_in1), buffer_write.en.eq(store),
+                    buffer_read.addr.eq(sf), buffer_read.en.eq(advance),
+                ]
+                stored = buffer_read.data
             # A signal, not an expression: each slice of an expression would copy the multiplexer.
             x1 = Signal(simd * iw)
-            m.d.comb += x1.eq(Mux(from_input1, x_in1, buffer_read.data))
+            m.d.comb += x1.eq(Mux(from_input1, x_in1, stored))
         else:
             x1 = x_in1
         # Each stage's valid, first and last synapse fold, and neuron fold, from stage 1 on.
