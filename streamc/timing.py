@@ -177,10 +177,15 @@ def rom_levels(words: int) -> int:
 #: 5.16 ns (one small design); an adder level of the tree is an ALU chain's carry in (1.00), its last sum (0.56) and
 #: the route to the next level's ALU (1.05, up to 1.9): 2.62 ns. The digits MLP planned with an adder level of 1.6 ns
 #: missed 60 MHz (19.6 ns over five levels and the accumulator); with these figures TFC-w1a1 and the CNN closed it.
-#: The GW1NR-9's adder level is 3.9 ns, not 3.0: where Yosys maps a tree's first levels to LUT4s and MUX2_LUT5-8
+#: The GW1NR-9's adder level was 3.9 ns, not 3.0, where Yosys maps a tree's first levels to LUT4s and MUX2_LUT5-8
 #: chains rather than ALU chains (the digits MLP's 16-input trees), four levels from the product registers took
 #: 18.73 ns (53.4 MHz, 2026-11-28). With 3.9 ns the digits MLP, TFC-w1a1 and the CNN close 60 MHz at 68.6, 89.7 and
-#: 93.2 MHz, at the same cycles per frame as before.
+#: 93.2 MHz, at the same cycles per frame as before. Those LUT chains were Yosys merging the levels between two of
+#: the tree's registers into one ``$macc`` of full adders; with every sum kept a carry chain
+#: (:func:`~streamc.rtl.arithmetic.adder_tree`) the level is back to 3.0: within 60 % of the Tang Nano 9K at 60 MHz
+#: the digits MLP (64 cycles/frame, registered after every three levels) closed at 72.4 MHz on a weight ROM's read
+#: into a product, and the CNN (one register after four levels in its first layer, where 3.9 had put two) at 76.7 MHz
+#: on its last layer's accumulator, neither path in a registered tree (2026-11-29).
 #: The iCE40's adder level is 3.2 ns, not the calibration's median 2.64: TFC-w1a1's popcount trees on a UP5K 98 % full
 #: took 26.9 ns over five levels and the accumulator's carry (seven LUTs, routes of 1.8-3.5 ns; 2026-11-28), where
 #: 2.7 ns a level had put all five in one stage. Registered after four levels, TFC's 64 x 64 layer and the digits CNN's
@@ -251,7 +256,7 @@ DELAYS = {
                        hard_multiply_ns=12.4, rom_level_ns=2.5, handshake_ns=10.4, enable_ns=6.5,
                        control_ns=6.8,
                        memory_output_register=True, memory_route_ns=4.0, window_control_ns=7.6, spread_ns=0.064),
-    "gowin": DelayModel(register_ns=2.5, adder_ns=3.9, carry_ns=0.06, memory_ns=5.5, multiply_ns=5.5,
+    "gowin": DelayModel(register_ns=2.5, adder_ns=3.0, carry_ns=0.06, memory_ns=5.5, multiply_ns=5.5,
                         hard_multiply_ns=5.5, rom_level_ns=4.8, handshake_ns=22.2, enable_ns=8.3,
                         control_ns=9.1),
 }
