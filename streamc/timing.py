@@ -177,7 +177,7 @@ def rom_levels(words: int) -> int:
 #: 5.16 ns (one small design); an adder level of the tree is an ALU chain's carry in (1.00), its last sum (0.56) and
 #: the route to the next level's ALU (1.05, up to 1.9): 2.62 ns. The digits MLP planned with an adder level of 1.6 ns
 #: missed 60 MHz (19.6 ns over five levels and the accumulator); with these figures TFC-w1a1 and the CNN closed it.
-#: The GW1NR-9's adder level was 3.9 ns, not 3.0, where Yosys maps a tree's first levels to LUT4s and MUX2_LUT5-8
+#: The GW1NR-9's adder level was 3.9 ns, not 3.0, while Yosys mapped a tree's first levels to LUT4s and MUX2_LUT5-8
 #: chains rather than ALU chains (the digits MLP's 16-input trees), four levels from the product registers took
 #: 18.73 ns (53.4 MHz, 2026-11-28). With 3.9 ns the digits MLP, TFC-w1a1 and the CNN close 60 MHz at 68.6, 89.7 and
 #: 93.2 MHz, at the same cycles per frame as before. Those LUT chains were Yosys merging the levels between two of
