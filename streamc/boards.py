@@ -147,12 +147,12 @@ def get_board(name: str) -> Board:
 #: The shell's logic besides its byte FIFO (UART, heartbeat, frame assembler and result serializer), per
 #: family: (intercept, per bit of the beat registers) for LUTs and flip-flops. Fitted by
 #: ``benchmarks/calibrate_shell.py`` on Yosys 0.70 syntheses of the shell alone (beats of 24 and 88 bits:
-#: iCE40 LUT 182 and 209, FF 146 and 221; ECP5 LUT 200 and 228, FF 132 and 207, FIFO included). On the GW1NR-9 the
-#: LUTs came out 282 and 237, FF 134 and 209: ABC maps the narrow shell's logic less well, so its LUTs (the byte
-#: FIFO's estimated 41 taken away) are kept for both, with no slope.
-SHELL_LOGIC = {"ice40": dict(lut=(129.9, 0.422), ff=(83.9, 1.172)),
-               "ecp5": dict(lut=(142.5, 0.438), ff=(77.9, 1.172)),
-               "gowin": dict(lut=(241.0, 0.0), ff=(83.9, 1.172))}
+#: iCE40 LUT 192 and 223, FF 153 and 232; ECP5 LUT 210 and 231, FF 139 and 218, FIFO included). On the GW1NR-9 the
+#: LUTs came out 273 and 246, FF 139 and 218: ABC maps the narrow shell's logic less well, so the larger of its LUTs
+#: (the byte FIFO's estimated 41 taken away) is kept for both, with no slope.
+SHELL_LOGIC = {"ice40": dict(lut=(139.4, 0.484), ff=(89.4, 1.234)),
+               "ecp5": dict(lut=(160.1, 0.328), ff=(86.4, 1.234)),
+               "gowin": dict(lut=(232.0, 0.0), ff=(87.4, 1.234))}
 
 
 def shell_fifo_spec():

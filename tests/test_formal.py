@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
-from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from streamc.datatypes import UINT
@@ -149,7 +148,8 @@ def test_mvau_whose_credits_count_a_beat_more_than_its_queue_holds_fails_bmc(mon
 
     # The injected bug: the output queue holds one beat fewer than the credits let the unit issue. The queue
     # fills in 9 cycles (the pipeline's 4 and 5 beats), and the lost beat shows once the others have left.
-    monkeypatch.setattr(mvau, "SyncFIFO", lambda width, depth: SyncFIFO(width=width, depth=depth - 1))
+    monkeypatch.setattr(mvau, "StreamFIFO", lambda width, depth, buffered: StreamFIFO(width=width, depth=depth - 1,
+                                                                                       buffered=buffered))
     depth = CREDIT_BUG_BMC_DEPTH
     result = check([MatrixVectorHandshakeHarness(name="mvau on credits", dut=_mvau(2, 2, flow_control="credit"),
                                                  row_sums=MVAU_WEIGHTS.sum(axis=1), sf=1, nf=1, pe=2, simd=2,

@@ -135,7 +135,8 @@ class MVAUSpec(KernelSpec):
     @property
     def output_queue(self) -> FIFOSpec | None:
         """The output queue of ``flow_control="credit"``, a FIFO priced by its own model; ``None`` otherwise."""
-        return FIFOSpec(width=self.pe * self.out_bits, depth=self.queue_depth) if self.queue_depth else None
+        return (FIFOSpec(width=self.pe * self.out_bits, depth=self.queue_depth, buffered=False) if self.queue_depth
+                else None)
 
     @property
     def output_stage(self) -> str:

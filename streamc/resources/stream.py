@@ -11,14 +11,23 @@ from .shared import KernelSpec, range_bits
 
 @dataclass(frozen=True)
 class FIFOSpec(KernelSpec):
-    """A :class:`~streamc.rtl.stream.StreamFIFO` of ``depth`` beats of ``width`` bits."""
+    """A :class:`~streamc.rtl.stream.StreamFIFO` of ``depth`` beats of ``width`` bits, its storage read through a
+    register if ``buffered`` (``None``: as the FIFO decides from its depth)."""
 
     width: int
     depth: int
+    buffered: bool | None = None
+
+    @property
+    def shallow(self) -> bool:
+        """Whether the storage is read combinationally (:attr:`streamc.rtl.stream.StreamFIFO.buffered`)."""
+        from ..rtl.stream import StreamFIFO
+
+        return self.depth < StreamFIFO.BRAM_MIN_DEPTH if self.buffered is None else not self.buffered
 
     @classmethod
     def of_unit(cls, unit) -> "FIFOSpec":
-        return cls(width=unit.width, depth=unit.depth)
+        return cls(width=unit.width, depth=unit.depth, buffered=unit.buffered)
 
 
 @dataclass(frozen=True)
@@ -54,10 +63,10 @@ def _shallow_fifo_lutram(spec: FIFOSpec, family: str) -> int:
 def _fifo_features(spec: FIFOSpec, family: str) -> tuple[dict[str, float], dict[str, float]]:
     """LUT and FF features of a :class:`~streamc.rtl.stream.StreamFIFO`.
 
-    A shallow queue (``depth < 16``) reads its storage combinationally: LUT RAM
+    A shallow queue (:attr:`FIFOSpec.shallow`) reads its storage combinationally: LUT RAM
     (:func:`_shallow_fifo_lutram`) or flip-flops and a read multiplexer; a write and a read pointer
     and a level count it, a wide one a level on each side (:func:`~streamc.rtl.stream.counts_per_side`),
-    each level's next value a function of both. A deep one (``SyncFIFOBuffered``) keeps ``depth - 1`` words in a
+    each level's next value a function of both, and its ready and valid in registers. A deep one (``SyncFIFOBuffered``) keeps ``depth - 1`` words in a
     memory read synchronously (block RAM, LUT RAM beside a multiplexer over its 16-word blocks, or
     flip-flops), and one more in an output register.
     """
@@ -67,7 +76,7 @@ def _fifo_features(spec: FIFOSpec, family: str) -> tuple[dict[str, float], dict[
                          "bram_width", "lutram", "lutram_banked", "lutram_read_mux", "lutram_write_enables",
                          "ff_read_mux"), 0.0)
     ff = dict.fromkeys(("storage", "pointers", "output_register", "bram_output"), 0.0)
-    if depth < 16:
+    if spec.shallow:
         from ..rtl.stream import counts_per_side
 
         level = range_bits(depth + 1)
@@ -81,7 +90,8 @@ def _fifo_features(spec: FIFOSpec, family: str) -> tuple[dict[str, float], dict[
         lut.update(shallow=1.0, shallow_pointers=pointers, shallow_words=depth,
                    shallow_wide_level=1.0 if level >= 4 else 0.0, shallow_two_counts=level if two else 0,
                    shallow_two_wide_counts=1.0 if two and level >= 3 else 0.0)
-        ff.update(pointers=pointers + (level if two else 0))
+        # Two counts: the second count, and the registered ready and valid.
+        ff.update(pointers=pointers + (level + 2 if two else 0))
         if not _shallow_fifo_lutram(spec, family):
             lut.update(shallow_read_mux=width * (depth - 1))
             ff.update(storage=width * depth)
@@ -140,7 +150,7 @@ def _converter_features(spec: ConverterSpec) -> tuple[dict[str, float], dict[str
 def fifo_parts(spec: FIFOSpec, family: str) -> tuple[Memories, int, dict[str, float], dict[str, float]]:
     """Memories, DSPs, and the LUT and FF features of a FIFO."""
     memories = Memories()
-    if spec.depth < 16:
+    if spec.shallow:
         # Shallow queues are read combinationally: LUT RAM reads so, block RAM does not.
         lutram = _shallow_fifo_lutram(spec, family)
         memories.lutram += lutram

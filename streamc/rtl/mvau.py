@@ -7,7 +7,6 @@ from functools import cached_property
 import numpy as np
 from amaranth.hdl import Array, Cat, Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import stream, wiring
-from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -18,6 +17,7 @@ from .arithmetic import adder_tree, shape_of_range, tree_stages
 from .constant_products import adder_graph, constant_products
 from .placement import check_res_type, multiply, rom_attrs
 from .requant import Requant
+from .stream import StreamFIFO
 
 __all__ = ["MatrixVectorUnit", "Requant"]
 
@@ -974,11 +974,14 @@ class MatrixVectorUnit(wiring.Component):
         puts out; ``room`` says that one more beat ``issued`` fits, counting those on the way and those queued.
         The credits left are a thermometer code, bit ``k`` set while more than ``k`` beats fit: a beat issued
         shifts it down, one handed out up, so neither reaches ``room`` through a carry chain (a count and its
-        compare took 8.6 ns from the input's valid on half an ECP5-85F, TFC-w1a1)."""
+        compare took 8.6 ns from the input's valid on half an ECP5-85F, TFC-w1a1). The queue is read
+        combinationally, so a beat is offered the cycle after it is put out, at any depth; a wide one's valid is a
+        register (:func:`~streamc.rtl.stream.counts_per_side`), which the credits read (the digits MLP's first unit on
+        half an ECP5-85F: 9.5 ns from Amaranth's ``SyncFIFO``'s count through its valid into the credits)."""
         depth = self.queue_depth
-        m.submodules.output_queue = queue = SyncFIFO(width=len(payload), depth=depth)
-        m.d.comb += [queue.w_data.eq(payload), queue.w_en.eq(valid), self.o.payload.eq(queue.r_data),
-                     self.o.valid.eq(queue.r_rdy), queue.r_en.eq(self.o.ready)]
+        m.submodules.output_queue = queue = StreamFIFO(width=len(payload), depth=depth, buffered=False)
+        m.d.comb += [queue.i.payload.eq(payload), queue.i.valid.eq(valid)]
+        wiring.connect(m, queue.o, wiring.flipped(self.o))
         credits = Signal(depth, init=(1 << depth) - 1)
         taken = self.o.valid & self.o.ready
         with m.If(issued & ~taken):

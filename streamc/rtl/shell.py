@@ -44,6 +44,11 @@ class FrameAssembler(wiring.Component):
     each beat's bytes least significant first, puts out each beat as soon as its last byte is in, and
     after the frame's last byte is idle again. While a beat waits for ``o.ready``, no byte is taken.
 
+    A data byte is held a cycle in a register of its own before it shifts into the beat, so that the beat's
+    enable is a flip-flop, which can be copied beside the beat's bits (:mod:`streamc.fanout_copies`) wherever the
+    accelerator's first stage pulls them: through the byte FIFO's valid, the enable of the digits MLP's 256-bit beat
+    on half an ECP5-85F took 9.9 ns. A byte every other cycle is still far faster than the UART.
+
     Parameters
     ----------
     frame_format : FrameFormat
@@ -68,8 +73,18 @@ class FrameAssembler(wiring.Component):
         byte_index = Signal(range(fmt.in_beat_bytes))
         beat_index = Signal(range(fmt.in_beats))
         m.d.comb += self.o.payload.eq(beat[:fmt.in_beat_bits])
+        byte = Signal(8)
+        # Set only in the data state, so that it alone enables the beat.
+        held = Signal()
+        last_byte, last_beat = byte_index == fmt.in_beat_bytes - 1, beat_index == fmt.in_beats - 1
+        m.d.sync += held.eq(0)
         with m.If(self.o.ready):
             m.d.sync += self.o.valid.eq(0)
+        with m.If(held):
+            # The first byte shifts down to the bottom: bytes arrive least significant first.
+            m.d.sync += [beat.eq(Cat(beat[8:], byte)), byte_index.eq(byte_index + 1)]
+            with m.If(last_byte):
+                m.d.sync += [self.o.valid.eq(1), byte_index.eq(0), beat_index.eq(beat_index + 1)]
 
         with m.FSM():
             with m.State("idle"):
@@ -78,15 +93,12 @@ class FrameAssembler(wiring.Component):
                     m.d.sync += [byte_index.eq(0), beat_index.eq(0)]
                     m.next = "data"
             with m.State("data"):
-                # The beat register is free once its beat has gone (or goes this cycle).
-                m.d.comb += self.i.ready.eq(~self.o.valid)
+                # A byte waits for the beat before it to leave and for the byte before it to shift in.
+                m.d.comb += self.i.ready.eq(~self.o.valid & ~held)
                 with m.If(self.i.valid & self.i.ready):
-                    # The first byte shifts down to the bottom: bytes arrive least significant first.
-                    m.d.sync += [beat.eq(Cat(beat[8:], self.i.payload)), byte_index.eq(byte_index + 1)]
-                    with m.If(byte_index == fmt.in_beat_bytes - 1):
-                        m.d.sync += [self.o.valid.eq(1), byte_index.eq(0), beat_index.eq(beat_index + 1)]
-                        with m.If(beat_index == fmt.in_beats - 1):
-                            m.next = "idle"
+                    m.d.sync += [byte.eq(self.i.payload), held.eq(1)]
+                with m.If(held & last_byte & last_beat):
+                    m.next = "idle"
         return m
 
 

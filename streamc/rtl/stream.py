@@ -21,7 +21,7 @@ __all__ = ["COUNTS_PER_SIDE_MIN_WIDTH", "StreamFIFO", "WidthConverter", "convers
 class StreamFIFO(wiring.Component):
     """A first-in first-out queue between two streams.
 
-    Shallow queues (``depth < BRAM_MIN_DEPTH``) keep their beats in a memory read
+    Shallow queues (``depth < BRAM_MIN_DEPTH``, or any depth not ``buffered``) keep their beats in a memory read
     combinationally (LUT RAM or registers): they pass one beat per cycle from depth 2 on. A
     narrow one counts its beats once, as Amaranth's :class:`SyncFIFO` does; in a wide one the
     write side and the read side each keep a count, and each side's ready or valid reads its own
@@ -38,6 +38,9 @@ class StreamFIFO(wiring.Component):
     two_counts : bool or None
         Whether a shallow queue counts its beats on each side; ``None``: as :func:`counts_per_side`
         says for its width.
+    buffered : bool or None
+        Whether the storage is read through a register (:class:`SyncFIFOBuffered`, which can be block RAM, two
+        cycles into an empty queue); ``None``: from depth :attr:`BRAM_MIN_DEPTH` on.
 
     Members
     -------
@@ -49,7 +52,7 @@ class StreamFIFO(wiring.Component):
 
     BRAM_MIN_DEPTH = 16
 
-    def __init__(self, *, width: int, depth: int, two_counts: bool | None = None):
+    def __init__(self, *, width: int, depth: int, two_counts: bool | None = None, buffered: bool | None = None):
         if width < 1:
             raise ValueError(f"FIFO width must be at least 1, not {width!r}")
         if depth < 1:
@@ -57,6 +60,7 @@ class StreamFIFO(wiring.Component):
         self._width = width
         self._depth = depth
         self._two_counts = counts_per_side(width) if two_counts is None else two_counts
+        self._buffered = depth >= self.BRAM_MIN_DEPTH if buffered is None else buffered
         super().__init__({
             "i": In(stream.Signature(unsigned(width))),
             "o": Out(stream.Signature(unsigned(width))),
@@ -73,14 +77,19 @@ class StreamFIFO(wiring.Component):
         return self._depth
 
     @property
+    def buffered(self) -> bool:
+        """Whether the storage is read through a register."""
+        return self._buffered
+
+    @property
     def latency(self) -> int:
         """Cycles from the cycle a beat is taken to the first in which it is offered, into an empty queue: one
         through registers, two through the buffered queue's storage and its output register."""
-        return 1 if self._depth < self.BRAM_MIN_DEPTH else 2
+        return 2 if self._buffered else 1
 
     def elaborate(self, platform):
         m = Module()
-        if self._depth < self.BRAM_MIN_DEPTH:
+        if not self._buffered:
             self._shallow_queue(m)
             return m
         m.submodules.queue = queue = SyncFIFOBuffered(width=self._width, depth=self._depth)
@@ -96,17 +105,15 @@ class StreamFIFO(wiring.Component):
 
     def _shallow_queue(self, m) -> None:
         """Storage read combinationally, a pointer per side, and one count of the beats queued, or one per side:
-        both take both sides' moves, so they are always equal, but each side's handshake reads its own."""
+        both take both sides' moves, so they are always equal, but each side's handshake reads its own. With a
+        count per side, ready and valid are registers too, loaded from their count's next value: the other side's
+        move then reaches them through one route, and the side's own logic reads a flip-flop it can sit beside."""
         depth = self._depth
         m.submodules.storage = storage = Memory(shape=unsigned(self._width), depth=depth, init=[])
         write, read = storage.write_port(), storage.read_port(domain="comb")
         produce, consume = Signal(range(depth)), Signal(range(depth))
-        levels = [Signal(range(depth + 1), name=f"level_{side}")
-                  for side in (("write", "read") if self._two_counts else ("both",))]
         written, taken = Signal(), Signal()
         m.d.comb += [
-            self.i.ready.eq(levels[0] != depth),
-            self.o.valid.eq(levels[-1] != 0),
             written.eq(self.i.valid & self.i.ready),
             taken.eq(self.o.valid & self.o.ready),
             write.addr.eq(produce),
@@ -118,11 +125,22 @@ class StreamFIFO(wiring.Component):
         for pointer, moves in ((produce, written), (consume, taken)):
             with m.If(moves):
                 m.d.sync += pointer.eq(Mux(pointer == depth - 1, 0, pointer + 1))
-        for level in levels:
-            with m.If(written & ~taken):
-                m.d.sync += level.eq(level + 1)
-            with m.Elif(taken & ~written):
-                m.d.sync += level.eq(level - 1)
+
+        def count(side: str) -> tuple[Signal, Signal]:
+            level, after = Signal(range(depth + 1), name=f"level_{side}"), Signal(range(depth + 1))
+            m.d.comb += after.eq(Mux(written & ~taken, level + 1, Mux(taken & ~written, level - 1, level)))
+            m.d.sync += level.eq(after)
+            return level, after
+
+        if not self._two_counts:
+            level, _ = count("both")
+            m.d.comb += [self.i.ready.eq(level != depth), self.o.valid.eq(level != 0)]
+            return
+        _, write_after = count("write")
+        _, read_after = count("read")
+        ready, valid = Signal(init=1, name="ready"), Signal(name="valid")
+        m.d.sync += [ready.eq(write_after != depth), valid.eq(read_after != 0)]
+        m.d.comb += [self.i.ready.eq(ready), self.o.valid.eq(valid)]
 
 
 #: The narrowest shallow FIFO that keeps a count of its beats on each side (:func:`counts_per_side`).
