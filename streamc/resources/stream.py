@@ -66,7 +66,7 @@ def _fifo_features(spec: FIFOSpec, family: str) -> tuple[dict[str, float], dict[
     A shallow queue (:attr:`FIFOSpec.shallow`) reads its storage combinationally: LUT RAM
     (:func:`_shallow_fifo_lutram`) or flip-flops and a read multiplexer; a write and a read pointer
     and a level count it, a wide one a level on each side (:func:`~streamc.rtl.stream.counts_per_side`),
-    each level's next value a function of both, and its ready and valid in registers. A deep one (``SyncFIFOBuffered``) keeps ``depth - 1`` words in a
+    each level's next value a function of both; its ready and valid are registers. A deep one (``SyncFIFOBuffered``) keeps ``depth - 1`` words in a
     memory read synchronously (block RAM, LUT RAM beside a multiplexer over its 16-word blocks, or
     flip-flops), and one more in an output register.
     """
@@ -90,8 +90,8 @@ def _fifo_features(spec: FIFOSpec, family: str) -> tuple[dict[str, float], dict[
         lut.update(shallow=1.0, shallow_pointers=pointers, shallow_words=depth,
                    shallow_wide_level=1.0 if level >= 4 else 0.0, shallow_two_counts=level if two else 0,
                    shallow_two_wide_counts=1.0 if two and level >= 3 else 0.0)
-        # Two counts: the second count, and the registered ready and valid.
-        ff.update(pointers=pointers + (level + 2 if two else 0))
+        # The registered ready and valid, and with two counts the second.
+        ff.update(pointers=pointers + 2 + (level if two else 0))
         if not _shallow_fifo_lutram(spec, family):
             lut.update(shallow_read_mux=width * (depth - 1))
             ff.update(storage=width * depth)

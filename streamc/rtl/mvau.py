@@ -975,9 +975,9 @@ class MatrixVectorUnit(wiring.Component):
         The credits left are a thermometer code, bit ``k`` set while more than ``k`` beats fit: a beat issued
         shifts it down, one handed out up, so neither reaches ``room`` through a carry chain (a count and its
         compare took 8.6 ns from the input's valid on half an ECP5-85F, TFC-w1a1). The queue is read
-        combinationally, so a beat is offered the cycle after it is put out, at any depth; a wide one's valid is a
-        register (:func:`~streamc.rtl.stream.counts_per_side`), which the credits read (the digits MLP's first unit on
-        half an ECP5-85F: 9.5 ns from Amaranth's ``SyncFIFO``'s count through its valid into the credits)."""
+        combinationally, so a beat is offered the cycle after it is put out, at any depth; its valid, which the
+        credits read, is a register (the digits MLP's first unit on half an ECP5-85F: 9.5 ns from Amaranth's
+        ``SyncFIFO``'s count through its valid into the credits)."""
         depth = self.queue_depth
         m.submodules.output_queue = queue = StreamFIFO(width=len(payload), depth=depth, buffered=False)
         m.d.comb += [queue.i.payload.eq(payload), queue.i.valid.eq(valid)]
