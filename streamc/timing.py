@@ -34,6 +34,8 @@ class DelayModel:
         more LUT levels.
     carry_ns : float
         One bit of a carry chain.
+    logic_level_ns : float
+        One LUT level of control logic (a compare, a select, a counter's next value) with its route.
     memory_ns : float
         A block RAM's clock-to-output delay and the route from it.
     multiply_ns : float
@@ -71,6 +73,7 @@ class DelayModel:
     register_ns: float
     adder_ns: float
     carry_ns: float
+    logic_level_ns: float
     memory_ns: float
     multiply_ns: float
     hard_multiply_ns: float
@@ -185,7 +188,15 @@ def rom_levels(words: int) -> int:
 #: (:func:`~streamc.rtl.arithmetic.adder_tree`) the level is back to 3.0: within 60 % of the Tang Nano 9K at 60 MHz
 #: the digits MLP (64 cycles/frame, registered after every three levels) closed at 72.4 MHz on a weight ROM's read
 #: into a product, and the CNN (one register after four levels in its first layer, where 3.9 had put two) at 76.7 MHz
-#: on its last layer's accumulator, neither path in a registered tree (2026-11-29).
+#: on its last layer's accumulator, neither path in a registered tree (2026-11-29). The tree that CNN's register split,
+#: its first layer's (nine products, four levels and the accumulator), took 14.6 ns from the product registers unsplit
+#: (68.5 MHz at 60, the design's critical path, 2026-11-29): 2.3 ns a level past the register; the adder level is 2.6,
+#: the median measured above, with which it closes 60 MHz unsplit.
+#: A LUT level of control logic (``logic_level_ns``): a sliding window's count of the pixels a patch needs and the
+#: reader's issue on it, eight levels and a carry, took 38.6 ns on the UP5K (the digits CNN, 2026-11-28) and 12.5 ns
+#: on the GW1NR-9 (the digits CNN within 60 % of the Tang Nano 9K, its windows' counts not registered: 80.2 MHz,
+#: 2026-11-29): 4.0 and 1.2 ns a level, the GW1NR-9's LUTs faster than its ALU chains. The ECP5's is its adder level's,
+#: not measured apart.
 #: The iCE40's adder level is 3.2 ns, not the calibration's median 2.64: TFC-w1a1's popcount trees on a UP5K 98 % full
 #: took 26.9 ns over five levels and the accumulator's carry (seven LUTs, routes of 1.8-3.5 ns; 2026-11-28), where
 #: 2.7 ns a level had put all five in one stage. Registered after four levels, TFC's 64 x 64 layer and the digits CNN's
@@ -248,15 +259,18 @@ def rom_levels(words: int) -> int:
 #: closed at 136.3 MHz, where the figure bounds it at 107 (its worst path two levels inside the graph, 7.3 ns, routes of
 #: 1.8 and 3.1).
 DELAYS = {
-    "ice40": DelayModel(register_ns=3.7, adder_ns=3.8, carry_ns=0.3, memory_ns=4.5, multiply_ns=14.4,
+    "ice40": DelayModel(register_ns=3.7, adder_ns=3.8, carry_ns=0.3, logic_level_ns=4.0, memory_ns=4.5,
+                        multiply_ns=14.4,
                         hard_multiply_ns=14.4, rom_level_ns=4.8, handshake_ns=20.0, enable_ns=15.0,
                         control_ns=20.6,
                         adder_growth_ns=0.48),
-    "ecp5": DelayModel(register_ns=2.2, adder_ns=1.4, carry_ns=0.06, memory_ns=7.1, multiply_ns=5.5,
+    "ecp5": DelayModel(register_ns=2.2, adder_ns=1.4, carry_ns=0.06, logic_level_ns=1.4, memory_ns=7.1,
+                       multiply_ns=5.5,
                        hard_multiply_ns=12.4, rom_level_ns=2.5, handshake_ns=10.4, enable_ns=6.5,
                        control_ns=6.8,
                        memory_output_register=True, memory_route_ns=4.0, window_control_ns=7.6, spread_ns=0.064),
-    "gowin": DelayModel(register_ns=2.5, adder_ns=3.0, carry_ns=0.06, memory_ns=5.5, multiply_ns=5.5,
+    "gowin": DelayModel(register_ns=2.5, adder_ns=2.6, carry_ns=0.06, logic_level_ns=1.2, memory_ns=5.5,
+                        multiply_ns=5.5,
                         hard_multiply_ns=5.5, rom_level_ns=4.8, handshake_ns=22.2, enable_ns=8.3,
                         control_ns=9.1),
 }

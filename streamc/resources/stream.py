@@ -66,7 +66,8 @@ def _fifo_features(spec: FIFOSpec, family: str) -> tuple[dict[str, float], dict[
     A shallow queue (:attr:`FIFOSpec.shallow`) reads its storage combinationally: LUT RAM
     (:func:`_shallow_fifo_lutram`) or flip-flops and a read multiplexer; a write and a read pointer
     and a level count it, a wide one a level on each side (:func:`~streamc.rtl.stream.counts_per_side`),
-    each level's next value a function of both; its ready and valid are registers. A deep one (``SyncFIFOBuffered``) keeps ``depth - 1`` words in a
+    each level's next value a function of both; its ready and valid are registers. A deep one
+    (``SyncFIFOBuffered``) keeps ``depth - 1`` words in a
     memory read synchronously (block RAM, LUT RAM beside a multiplexer over its 16-word blocks, or
     flip-flops), and one more in an output register.
     """

@@ -94,9 +94,10 @@ class WindowStage(Stage):
     @property
     def needed_register(self) -> bool:
         """Whether the reader's count of the pixels a patch needs is a register: where the path that sums it and
-        moves the reader on it is longer than the clock's period (counted as eight levels: the corner's two
-        adders and two clamping compares with their selects, the compare the reader issues on, the issue, and
-        each counter's next-value select; on the UP5K the digits CNN's took 38.6 ns)."""
+        moves the reader on it is longer than the clock's period (counted as eight LUT levels of control logic,
+        :attr:`~streamc.timing.DelayModel.logic_level_ns`: the corner's two adders and two clamping compares with
+        their selects, the compare the reader issues on, the issue, and each counter's next-value select; on the
+        UP5K the digits CNN's took 38.6 ns, on the GW1NR-9 12.5)."""
         if self.clock is None:
             return False
         from ..rtl.window import needed_range
@@ -104,7 +105,7 @@ class WindowStage(Stage):
         height, width, _ = self.in_shape
         bits = needed_range(height, width, *self.padding[:2]).stop.bit_length() + 1
         delays = self.clock.delays
-        return delays.register_ns + 8 * delays.adder_ns + bits * delays.carry_ns > self.clock.period_ns
+        return delays.register_ns + 8 * delays.logic_level_ns + bits * delays.carry_ns > self.clock.period_ns
 
     @property
     def address_register(self) -> bool:
