@@ -56,10 +56,11 @@ def unit_latency(output_stage: str, operand_stages: int, product_stage: bool, la
 
 def credit_queue_depth(latency: int, sf: int) -> int:
     """Beats the output queue of an MVAU moved by credits holds (``flow_control="credit"``): a beat's credit is
-    taken in the cycle after its last synapse fold issues and returned in the cycle after the beat is handed out,
-    ``latency`` cycles on; at full rate, with the output taken as soon as it is offered, ``ceil(latency / sf)``
-    beats are on the way in that time, and one more keeps the next issue from waiting."""
-    return -(-latency // sf) + 1
+    taken in the cycle after its last synapse fold issues and returned two cycles after the beat is handed out
+    (through a register: the queue sits at the unit's output, the credits at its input), ``latency + 1`` cycles on;
+    at full rate, with the output taken as soon as it is offered, ``ceil((latency + 1) / sf)`` beats are on the way
+    in that time, and one more keeps the next issue from waiting."""
+    return -(-(latency + 1) // sf) + 1
 
 
 def has_operand_stage(operand_register: bool, banks: int, multiplies: bool) -> bool:
@@ -973,8 +974,10 @@ class MatrixVectorUnit(wiring.Component):
         """The output queue of ``flow_control="credit"``: it takes every beat (``valid``, ``payload``) the pipeline
         puts out; ``room`` says that one more beat ``issued`` fits, counting those on the way and those queued.
         The credits left are a thermometer code, bit ``k`` set while more than ``k`` beats fit: a beat issued
-        shifts it down, one handed out up, so neither reaches ``room`` through a carry chain (a count and its
-        compare took 8.6 ns from the input's valid on half an ECP5-85F, TFC-w1a1). The queue is read
+        shifts it down, one handed out up a cycle later, so neither reaches ``room`` through a carry chain (a count
+        and its compare took 8.6 ns from the input's valid on half an ECP5-85F, TFC-w1a1), and a beat handed out
+        reaches the credits through a register of its own (across the digits MLP's 512-lane first unit on half an
+        ECP5-85F, from the queue's valid to the credits beside the unit's input, 8.7 ns). The queue is read
         combinationally, so a beat is offered the cycle after it is put out, at any depth; its valid, which the
         credits read, is a register (the digits MLP's first unit on half an ECP5-85F: 9.5 ns from Amaranth's
         ``SyncFIFO``'s count through its valid into the credits)."""
@@ -983,10 +986,12 @@ class MatrixVectorUnit(wiring.Component):
         m.d.comb += [queue.i.payload.eq(payload), queue.i.valid.eq(valid)]
         wiring.connect(m, queue.o, wiring.flipped(self.o))
         credits = Signal(depth, init=(1 << depth) - 1)
-        taken = self.o.valid & self.o.ready
-        with m.If(issued & ~taken):
+        # Set the cycle after a beat is handed out.
+        returned = Signal()
+        m.d.sync += returned.eq(self.o.valid & self.o.ready)
+        with m.If(issued & ~returned):
             m.d.sync += credits.eq(credits >> 1)
-        with m.Elif(taken & ~issued):
+        with m.Elif(returned & ~issued):
             m.d.sync += credits.eq(Cat(1, credits[:-1]))
         m.d.comb += room.eq(credits[0])
 
