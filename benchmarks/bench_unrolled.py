@@ -17,7 +17,7 @@ it for each family (``keep_adders``: :func:`~streamc.rtl.constant_products.keeps
 ``kept`` builds every family's MVAU so instead, the row naming the style). da4ml's side is the Verilog da4ml writes
 (``comb_logic_gen`` and its ``shift_adder``/``negative`` modules) for its own solution of the same ``W``, with
 its default solver options (streamc solves with both of da4ml's subexpression choices and keeps the graph of
-fewer adder bits).
+fewer bits as it builds it: adder bits where its adders are kept, the bits of Yosys' merged sums where merged).
 Both go through ``read_verilog ...; synth_<family> -top T; stat -json`` in this run; the table gives
 iCE40 SB_LUT4 + SB_CARRY, ECP5 LUT4 + CCU2C (and MULT18X18D), and streamc's total over da4ml's, where a
 total counts ECP5 CCU2C twice (a CCU2C holds two LUT4s) and 0 DSPs are expected.
@@ -106,7 +106,7 @@ class GraphAlone(Elaboratable):
         m = Module()
         iw, ow = x_dt.bitwidth, len(self.model_out) // n_out
         inputs = [self.model_inp[k * iw:(k + 1) * iw] for k in range(n_in)]
-        graph = adder_graph(case_weights(self.case).T, x_dt.min, x_dt.max)
+        graph = adder_graph(case_weights(self.case).T, x_dt.min, x_dt.max, keep=self.keep)
         sums = constant_products(m, inputs, graph, keep=self.keep)
         m.d.comb += [self.model_out[j * ow:(j + 1) * ow].eq(total) for j, total in enumerate(sums)]
         return m

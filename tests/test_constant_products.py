@@ -13,7 +13,8 @@ from amaranth.sim import Simulator
 from rtl_helpers import pack, run_stream, unpack
 from streamc.datatypes import BIPOLAR, INT, UINT
 from streamc.pipeline.runner import run_build
-from streamc.rtl.constant_products import KEPT_ADDERS, adder_graph, constant_products, graph_levels, keeps_adders
+from streamc.rtl.constant_products import (KEPT_ADDERS, AdderGraph, AdderNode, adder_graph, constant_products,
+                                           graph_levels, keeps_adders)
 from streamc.resources import estimate_kernel, spec_of_unit
 from streamc.resources.constant_products import ONE_MAGNITUDE_ADDERS, one_magnitude_adders
 from streamc.rtl.mvau import MatrixVectorUnit
@@ -33,7 +34,8 @@ def test_adder_graph_equals_the_matrix_product_on_random_inputs(w_lo, w_hi, x_sh
     m = Module()
     inputs = [Signal(x_shape, name=f"x_{k}") for k in range(11)]
     outputs = [Signal(signed(16), name=f"y_{j}") for j in range(7)]
-    m.d.comb += [out.eq(total) for out, total in zip(outputs, constant_products(m, inputs, adder_graph(weights, x_lo, x_hi), keep=keep))]
+    graph = adder_graph(weights, x_lo, x_hi, keep=keep)
+    m.d.comb += [out.eq(total) for out, total in zip(outputs, constant_products(m, inputs, graph, keep=keep))]
     vectors = rng.integers(x_lo, x_hi + 1, size=(40, 11))
     vectors[0], vectors[1] = x_lo, x_hi
     got = []
@@ -119,6 +121,17 @@ def test_a_pipelined_graph_matches_numpy_under_stalls_and_flows_at_full_rate(cas
     # At full rate: a frame a cycle, the first after the unit's latency.
     assert np.diff(run.cycles).tolist() == [1] * 11
     assert run.cycles[0] == unit.latency
+
+
+def test_merged_bits_count_the_sums_yosys_keeps():
+    # d = x0 - x1 is read twice, so it stays a sum; s = d + 16 x2 and t = d + x2 are outputs; d enters each
+    # sign-extended to its width.
+    x = AdderNode(0, -1, False, 0, 0, 15, 0)
+    graph = AdderGraph((x, AdderNode(1, -1, False, 0, 0, 15, 0), AdderNode(2, -1, False, 0, 0, 15, 0),
+                        AdderNode(0, 1, True, 0, -15, 15, 0), AdderNode(3, 2, False, 4, -15, 255, 0),
+                        AdderNode(3, 2, False, 0, -15, 30, 0)), ((4, 0, False), (5, 0, False)))
+    assert graph.adder_bits == 5 + 9 + 6
+    assert graph.merged_bits == (4 + 4 - 5) + (9 + 4 - 9) + (6 + 4 - 6)
 
 
 def test_the_graph_solved_for_pipelining_keeps_within_its_levels():

@@ -4,8 +4,9 @@ Where a lane's weights never change (a fully unrolled layer: its weight ROM has 
 no multiplier: each output is a sum of shifted inputs, and outputs share their common partial sums.
 da4ml's constant-matrix-vector solver (``da4ml.cmvm``, canonical signed digits with common-subexpression
 elimination) finds that graph, solved with each of its two ways of choosing subexpressions and the graph of fewer
-adder bits kept (:data:`METHODS`); this module turns it into Amaranth arithmetic of the narrowest widths, a
-signal per adder: shifts and adds, which Yosys never maps to a hard multiplier.
+bits as it is built kept (:data:`METHODS`: adder bits where every adder is kept, the bits of Yosys' merged sums
+where it merges them); this module turns it into Amaranth arithmetic of the narrowest widths, a signal per adder:
+shifts and adds, which Yosys never maps to a hard multiplier.
 """
 
 from __future__ import annotations
@@ -35,6 +36,14 @@ KEPT_ADDERS = {"ice40": False, "ecp5": True, "gowin": True}
 #: da4ml's ways of choosing the common subexpression to take next (its solver's ``method0``), its default first.
 #: Neither is smaller on every matrix (da4ml 0.6.0's adder bits, wmc against mc: issue 24's cases a 23,277 against
 #: 23,192, b 7,814 against 7,727, c 4,069 both, d, the +-1 weights, 37,304 against 34,552), so both are solved.
+#: Where Yosys merges the adders, fewer adder bits is not fewer cells (the graph alone on the iCE40, SB_LUT4 +
+#: SB_CARRY, wmc against mc: case a 40,124 against 40,180; +-1 weights 256 -> 32 with 1-bit inputs 9,035 against
+#: 9,223, whose mc graph has 6,123 adder bits against 6,597), so a merged graph is picked by
+#: :attr:`AdderGraph.merged_bits` (there 21,664 against 21,863 and 5,862 against 6,641). Over eight matrices (cases
+#: a and c; +-1 256 -> 32, 128 -> 64 and 48 -> 48, 4-bit 32 -> 32, 3-bit 96 -> 24, 2-bit 64 -> 32, with 1- to 4-bit
+#: inputs) it picked the smaller on six, missing by 9 cells on 4-bit 32 -> 32 and by 102 (2.6 %) on 2-bit weights
+#: with 1-bit inputs; adder bits picked it on three: 95,290 cells in all against 95,707, the smaller each time
+#: 95,179.
 METHODS = ("wmc", "mc")
 
 #: The adder levels da4ml's solver may add over a graph's fewest (its ``hard_dc``) where the graph is pipelined, so
@@ -116,6 +125,35 @@ class AdderGraph:
         return sum(node.bits for node in self.adders)
 
     @property
+    def merged_bits(self) -> int:
+        """The bits of the graph as Yosys merges it (``keep`` off in :func:`constant_products`): ``alumacc`` merges
+        an adder read once into its reader, so each sum that stays (read more than once, or an output) is one
+        ``$macc`` of the values it reaches through adders read once, built of a full adder per bit in, past the
+        two rows its carry chain adds. A sum's bits in (a signed value's sign-extended to the sum's width) less its
+        own, over the sums: unlike :attr:`adder_bits`, blind to how the adders merged into a sum are arranged."""
+        readers = [0] * len(self.nodes)
+        for node in self.adders:
+            readers[node.a] += 1
+            readers[node.b] += 1
+        for index, _, _ in self.outputs:
+            if index >= 0:
+                readers[index] += 2  # an output's sum stays, however often an adder reads it
+        total = 0
+        for n, node in enumerate(self.nodes):
+            if node.b < 0 or readers[n] == 1:
+                continue
+            pending = [node.a, node.b]
+            while pending:
+                index = pending.pop()
+                value = self.nodes[index]
+                if value.b >= 0 and readers[index] == 1:
+                    pending += [value.a, value.b]
+                elif not value.is_constant:
+                    total += max(value.bits, node.bits) if value.lo < 0 else value.bits
+            total -= node.bits
+        return total
+
+    @property
     def levels(self) -> list[int]:
         """Each node's adder levels from the inputs (0 for inputs and constants)."""
         levels = []
@@ -130,13 +168,15 @@ class AdderGraph:
         return graph_stages(max((levels[index] for index, _, _ in self.outputs if index >= 0), default=0), every)
 
 
-def adder_graph(weights: np.ndarray, x_lo: int, x_hi: int, *, pipelined: bool = False) -> AdderGraph:
+def adder_graph(weights: np.ndarray, x_lo: int, x_hi: int, *, pipelined: bool = False,
+                keep: bool = True) -> AdderGraph:
     """The shift-and-add graph of ``y = W x`` for the ``(MH, MW)`` integer ``weights``: of da4ml's solutions by
-    each of :data:`METHODS`, the one of fewest adder bits (the first of those tied); ``pipelined``, of at most
-    :func:`graph_levels` levels."""
+    each of :data:`METHODS`, the one of fewest bits as :func:`constant_products` builds it with ``keep``
+    (:attr:`~AdderGraph.adder_bits` kept, :attr:`~AdderGraph.merged_bits` merged; the first of those tied);
+    ``pipelined``, of at most :func:`graph_levels` levels."""
     extra = PIPELINED_EXTRA_LEVELS if pipelined else -1
     graphs = [_graph_of(cmvm_logic(weights, x_lo, x_hi, method, extra)) for method in METHODS]
-    return min(graphs, key=lambda graph: graph.adder_bits)
+    return min(graphs, key=lambda graph: graph.adder_bits if keep else graph.merged_bits)
 
 
 def _graph_of(logic) -> AdderGraph:
