@@ -364,7 +364,8 @@ class MatrixVectorUnit(wiring.Component):
         ``W u`` for ``u`` the values the lanes take (:meth:`_lane_input_range`); ``None`` otherwise."""
         if not self.constant_weights:
             return None
-        return adder_graph(self._weights, *self._lane_input_range(), pipelined=bool(self.tree_every))
+        return adder_graph(self._weights, *self._lane_input_range(), pipelined=bool(self.tree_every),
+                           keep=self.keep_adders)
 
     @property
     def lanes_multiply_signed_input(self) -> bool:
