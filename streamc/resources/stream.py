@@ -21,9 +21,9 @@ class FIFOSpec(KernelSpec):
     @property
     def shallow(self) -> bool:
         """Whether the storage is read combinationally (:attr:`streamc.rtl.stream.StreamFIFO.buffered`)."""
-        from ..rtl.stream import StreamFIFO
+        from ..rtl.stream import reads_buffered
 
-        return self.depth < StreamFIFO.BRAM_MIN_DEPTH if self.buffered is None else not self.buffered
+        return not reads_buffered(self.depth, self.buffered)
 
     @classmethod
     def of_unit(cls, unit) -> "FIFOSpec":

@@ -15,7 +15,8 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["COUNTS_PER_SIDE_MIN_WIDTH", "StreamFIFO", "WidthConverter", "conversion_structure", "counts_per_side"]
+__all__ = ["COUNTS_PER_SIDE_MIN_WIDTH", "StreamFIFO", "WidthConverter", "conversion_structure", "counts_per_side",
+           "reads_buffered"]
 
 
 class StreamFIFO(wiring.Component):
@@ -60,7 +61,7 @@ class StreamFIFO(wiring.Component):
         self._width = width
         self._depth = depth
         self._two_counts = counts_per_side(width) if two_counts is None else two_counts
-        self._buffered = depth >= self.BRAM_MIN_DEPTH if buffered is None else buffered
+        self._buffered = reads_buffered(depth, buffered)
         super().__init__({
             "i": In(stream.Signature(unsigned(width))),
             "o": Out(stream.Signature(unsigned(width))),
@@ -140,6 +141,12 @@ class StreamFIFO(wiring.Component):
         ready, valid = Signal(init=1, name="ready"), Signal(name="valid")
         m.d.sync += [ready.eq(write_after != depth), valid.eq(read_after != 0)]
         m.d.comb += [self.i.ready.eq(ready), self.o.valid.eq(valid)]
+
+
+def reads_buffered(depth: int, buffered: bool | None = None) -> bool:
+    """Whether a :class:`StreamFIFO` of ``depth`` beats reads its storage through a register: ``buffered`` where
+    given, else from :attr:`StreamFIFO.BRAM_MIN_DEPTH` beats on (a queue that deep is block RAM's)."""
+    return depth >= StreamFIFO.BRAM_MIN_DEPTH if buffered is None else buffered
 
 
 #: The narrowest shallow FIFO that keeps a count of its beats on each side (:func:`counts_per_side`).
