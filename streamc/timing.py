@@ -216,8 +216,11 @@ def rom_levels(words: int) -> int:
 #: of 5.0 ns in, 3.9 ns through, 5.1 ns out; 2026-11-28); the iCE40's and the GW1NR-9's are not measured and taken
 #: as their LUT multiply's.
 #: A handshake: on the UP5K the digits CNN's FIFO level through a width converter's ready into a convolution's fold
-#: counters, 23.7 ns (six LUT levels and their routes; 2026-11-28); the ECP5's and the GW1NR-9's scaled from it by
-#: their adder levels, not measured.
+#: counters, 23.7 ns (six LUT levels and their routes; 2026-11-28); the ECP5's scaled from it by its adder level, not
+#: measured. The GW1NR-9's is a bound: the digits CNN within 60 % of the Tang Nano 9K at 60 MHz, every MVAU moved by
+#: its consumer's ready, closed at 66.4 MHz on a datapath (a product into its accumulator, 15.1 ns; 2026-11-29), so
+#: each of its handshakes took less: 15.1 less the register's 2.5. The figure scaled from the UP5K's (22.2) had given
+#: that design skid registers it did not need (23 logic cells more, 72.9 MHz).
 #: An ECP5 block RAM's read: Yosys maps every DP16KD with REGMODE "NOREG" (its libmap rules have no output
 #: register), and the digits MLP on the ECP5-85F at 150 MHz took 5.83 ns of clock-to-output and 1.86 ns of route
 #: from a threshold ROM's DP16KD into the register after it, 7.7 ns, closing at 130.1 MHz (2026-11-28). The board
@@ -271,7 +274,7 @@ DELAYS = {
                        memory_output_register=True, memory_route_ns=4.0, window_control_ns=7.6, spread_ns=0.064),
     "gowin": DelayModel(register_ns=2.5, adder_ns=2.6, carry_ns=0.06, logic_level_ns=1.2, memory_ns=5.5,
                         multiply_ns=5.5,
-                        hard_multiply_ns=5.5, rom_level_ns=4.8, handshake_ns=22.2, enable_ns=8.3,
+                        hard_multiply_ns=5.5, rom_level_ns=4.8, handshake_ns=12.6, enable_ns=8.3,
                         control_ns=9.1),
 }
 
