@@ -58,10 +58,12 @@ def _assert_passed(result) -> None:
                            + "\n".join(result.log.splitlines()[-25:]))
 
 
-def test_fifo_depths_1_2_3_keep_every_beat_in_order_bmc_10_cycles():
+def test_fifo_depths_1_2_3_and_buffered_3_4_keep_every_beat_in_order_bmc_10_cycles():
     harnesses = [_fifo_harness(StreamFIFO(width=ELEM_WIDTH, depth=d, two_counts=two), f"fifo depth {d}"
                                + (", a count per side" if two else ""), FIFO_BMC_DEPTH)
                  for d in (1, 2, 3) for two in (False, True)]
+    harnesses += [_fifo_harness(StreamFIFO(width=ELEM_WIDTH, depth=d, buffered=True), f"fifo depth {d}, read through a "
+                                "register", FIFO_BMC_DEPTH) for d in (3, 4)]
     _assert_passed(check(harnesses, mode="bmc", depth=FIFO_BMC_DEPTH, timeout_s=TIMEOUT_S))
 
 
