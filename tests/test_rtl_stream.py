@@ -69,47 +69,6 @@ def test_only_wide_fifos_count_their_beats_on_each_side():
     assert counts_per_side(COUNTS_PER_SIDE_MIN_WIDTH)
 
 
-@pytest.mark.parametrize("depth", [3, 4, StreamFIFO.BRAM_MIN_DEPTH])
-def test_a_buffered_fifo_is_ready_exactly_when_its_queue_has_room(depth):
-    # Its registered ready against the w_rdy of Amaranth's SyncFIFOBuffered of that depth, both offered the same
-    # beats and taken from on the same cycles, at random, for long enough to fill and drain it many times.
-    from amaranth import Module
-    from amaranth.lib.fifo import SyncFIFOBuffered
-    from amaranth.sim import Simulator
-
-    m = Module()
-    m.submodules.fifo = fifo = StreamFIFO(width=4, depth=depth, buffered=True)
-    m.submodules.reference = reference = SyncFIFOBuffered(width=4, depth=depth)
-    m.d.comb += [reference.w_en.eq(fifo.i.valid), reference.w_data.eq(fifo.i.payload),
-                 reference.r_en.eq(fifo.o.ready)]
-    rng = np.random.default_rng(depth)
-    mismatches = []
-
-    async def bench(ctx):
-        for cycle in range(2000):
-            # Phases of mostly writing and of mostly reading, so that it is full and empty often.
-            write_p = 0.8 if (cycle // 50) % 2 == 0 else 0.3
-            ctx.set(fifo.i.valid, int(rng.random() < write_p))
-            ctx.set(fifo.i.payload, int(rng.integers(16)))
-            ctx.set(fifo.o.ready, int(rng.random() < 1.1 - write_p))
-            seen = (ctx.get(fifo.i.ready), ctx.get(fifo.o.valid), ctx.get(fifo.o.payload))
-            wanted = (ctx.get(reference.w_rdy), ctx.get(reference.r_rdy), ctx.get(reference.r_data))
-            if seen[:2] != wanted[:2] or (seen[1] and seen[2] != wanted[2]):
-                mismatches.append((cycle, seen, wanted))
-            await ctx.tick()
-
-    sim = Simulator(m)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
-    assert not mismatches, mismatches[:5]
-
-
-def test_a_buffered_fifo_refuses_fewer_than_three_beats():
-    with pytest.raises(ValueError, match=r"^a FIFO read through a register holds at least 3 beats, not 2$"):
-        StreamFIFO(width=8, depth=2, buffered=True)
-
-
 def test_fifo_refuses_depth_zero():
     with pytest.raises(ValueError, match=r"^FIFO depth must be at least 1, not 0$"):
         StreamFIFO(width=8, depth=0)

@@ -69,7 +69,7 @@ def _fifo_features(spec: FIFOSpec, family: str) -> tuple[dict[str, float], dict[
     each level's next value a function of both; its ready and valid are registers. A deep one
     (``SyncFIFOBuffered``) keeps ``depth - 1`` words in a
     memory read synchronously (block RAM, LUT RAM beside a multiplexer over its 16-word blocks, or
-    flip-flops), and one more in an output register; a count beside it loads its registered ready.
+    flip-flops), and one more in an output register.
     """
     width, depth = spec.width, spec.depth
     lut = dict.fromkeys(("shallow", "shallow_pointers", "shallow_words", "shallow_read_mux", "shallow_wide_level",
@@ -98,10 +98,9 @@ def _fifo_features(spec: FIFOSpec, family: str) -> tuple[dict[str, float], dict[
             ff.update(storage=width * depth)
         return lut, ff
     words = depth - 1
-    # Its write and read pointers, its inner level and its level, and the count beside it that loads its ready.
-    pointers = 2 * range_bits(words) + range_bits(words + 1) + 2 * range_bits(depth + 1)
+    pointers = 2 * range_bits(words) + range_bits(words + 1) + range_bits(depth + 1)
     lut.update(deep=1.0, deep_pointers=pointers)
-    ff.update(pointers=pointers + 1, output_register=width)
+    ff.update(pointers=pointers, output_register=width)
     mapping = memory_mapping(width=width, depth=words, rom=False, family=family)
     if mapping.kind == "bram":
         # Block RAM output registers sit beside the FIFO's own, with a multiplexer per bit, and the block's

@@ -28,8 +28,7 @@ class StreamFIFO(wiring.Component):
     write side and the read side each keep a count, and each side's ready or valid is loaded from its own
     (:func:`counts_per_side`). Deeper queues use :class:`SyncFIFOBuffered`, whose storage is read
     synchronously and so can become block RAM; at depth 2 that one would pass a beat only every
-    other cycle. Its valid is a register; its ready is one too, loaded from a count of the beats queued beside
-    it, which says what its own ``w_rdy`` says in every cycle (from depth 3 on: :meth:`_buffered_queue`).
+    other cycle.
 
     Parameters
     ----------
@@ -63,8 +62,6 @@ class StreamFIFO(wiring.Component):
         self._depth = depth
         self._two_counts = counts_per_side(width) if two_counts is None else two_counts
         self._buffered = reads_buffered(depth, buffered)
-        if self._buffered and depth < 3:
-            raise ValueError(f"a FIFO read through a register holds at least 3 beats, not {depth!r}")
         super().__init__({
             "i": In(stream.Signature(unsigned(width))),
             "o": Out(stream.Signature(unsigned(width))),
@@ -96,30 +93,16 @@ class StreamFIFO(wiring.Component):
         if not self._buffered:
             self._shallow_queue(m)
             return m
-        self._buffered_queue(m)
-        return m
-
-    def _buffered_queue(self, m) -> None:
-        """A :class:`SyncFIFOBuffered`, its ready a register. Its ``w_rdy`` is a compare on its inner level, which
-        the producer's logic read on every cycle (the digits CNN on the UP5K at 50 MHz: a FIFO's level into its
-        sliding window's issue, 19.9 ns of the period's 19.9). The beats it holds are its inner queue's and its
-        output register's, and the output register is empty with the inner queue holding any only the cycle after
-        a beat lands in an empty queue, with one: so from depth 3 on it has room exactly while fewer than
-        ``depth`` beats are queued, a count kept here whose next value loads the ready register."""
         m.submodules.queue = queue = SyncFIFOBuffered(width=self._width, depth=self._depth)
-        written, taken = Signal(), Signal()
-        ready = Signal(init=1, name="ready")
         m.d.comb += [
-            written.eq(self.i.valid & ready),
-            taken.eq(queue.r_rdy & self.o.ready),
             queue.w_data.eq(self.i.payload),
-            queue.w_en.eq(written),
-            self.i.ready.eq(ready),
+            queue.w_en.eq(self.i.valid),
+            self.i.ready.eq(queue.w_rdy),
             self.o.payload.eq(queue.r_data),
             self.o.valid.eq(queue.r_rdy),
             queue.r_en.eq(self.o.ready),
         ]
-        m.d.sync += ready.eq(_beats_queued(m, self._depth, written, taken, "both") != self._depth)
+        return m
 
     def _shallow_queue(self, m) -> None:
         """Storage read combinationally, a pointer per side, and one count of the beats queued, or one per side:
