@@ -103,8 +103,8 @@ def _fifo_features(spec: FIFOSpec, family: str) -> tuple[dict[str, float], dict[
     ff.update(pointers=pointers, output_register=width)
     mapping = memory_mapping(width=width, depth=words, rom=False, family=family)
     if mapping.kind == "bram":
-        # Block RAM output registers sit beside the FIFO's own, with a multiplexer per bit, and the block's
-        # enables are decoded from both sides' moves.
+        # Block RAM output registers sit beside the FIFO's own, with a multiplexer per bit; and a constant part the
+        # fit finds for a FIFO in block RAM (about 24 LUTs on the ECP5, 28 on the GW1NR-9, none on the iCE40).
         lut.update(bram=1.0, bram_width=width)
         ff.update(bram_output=width)
     elif mapping.kind == "lutram":
